@@ -1,0 +1,69 @@
+// Command airlock is the single Airlock binary: the broker, egress proxy
+// and token issuer (`serve`), configuration checks, token tools and
+// version information.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: airlock <command> [flags]
+
+commands:
+  serve         run the admin listener and token issuer (and, later, broker and proxy)
+  check-config  validate a config file and report every problem
+  token         mint, verify or rotate Executa tokens (airlock token -h)
+  version       print version information
+
+Every command takes --config FILE (or $AIRLOCK_CONFIG); without one the
+embedded defaults are used. Run 'airlock <command> -h' for its flags.
+`
+
+// errUsage marks a command-line mistake: exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		err = cmdServe(ctx, rest, stderr)
+	case "check-config":
+		err = cmdCheckConfig(rest, stdout, stderr)
+	case "token":
+		err = cmdToken(ctx, rest, stdin, stdout, stderr)
+	case "version", "--version":
+		err = cmdVersion(stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "airlock: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+}

@@ -1,0 +1,119 @@
+// Package admin serves Airlock's admin listener: /healthz (the process is
+// up), /readyz (every registered check passes), /metrics (Prometheus) and
+// the token JWKS at /.well-known/jwks.json.
+//
+// # Security
+//
+// The listener binds to loopback by default. It serves no secret: the
+// JWKS holds public keys only, and readiness failures name the check, not
+// its error detail, to unauthenticated callers.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports whether a dependency is ready.
+type Check func(ctx context.Context) error
+
+// Server is the admin HTTP server.
+type Server struct {
+	mux    *http.ServeMux
+	log    *slog.Logger
+	mu     sync.Mutex
+	checks map[string]Check
+}
+
+// New returns a Server exposing reg's metrics.
+func New(reg *prometheus.Registry, log *slog.Logger) *Server {
+	s := &Server{mux: http.NewServeMux(), log: log, checks: map[string]Check{}}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return s
+}
+
+// Handle adds a route (for example the JWKS, or an admin action).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// AddCheck registers a readiness check.
+func (s *Server) AddCheck(name string, c Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks[name] = c
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.checks))
+	for n := range s.checks {
+		names = append(names, n)
+	}
+	checks := make(map[string]Check, len(s.checks))
+	for n, c := range s.checks {
+		checks[n] = c
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	failed := []string{}
+	for _, n := range names {
+		if err := checks[n](ctx); err != nil {
+			s.log.Warn("readiness check failed", "check", n, "err", err)
+			failed = append(failed, n)
+		}
+	}
+	if len(failed) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Serve serves on l until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}

@@ -1,0 +1,199 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/airlock-dev/airlock/internal/vault"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// Version is the only config version this build reads.
+const Version = "v1"
+
+// Defaults.
+const (
+	DefaultAdminListen = "127.0.0.1:9464"
+	DefaultLogFormat   = "auto"
+	DefaultLogLevel    = "info"
+	// MaxSize bounds the config file.
+	MaxSize = 1 << 20
+	// defaultKeyFile is the signing-key file, relative to state_dir, used
+	// by the embedded defaults so that `airlock token mint` and a running
+	// `airlock serve` share keys on one machine.
+	defaultKeyFile = "signing-keys.pem"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Version  string        `yaml:"version"`
+	StateDir string        `yaml:"state_dir"`
+	Log      Log           `yaml:"log"`
+	Admin    Admin         `yaml:"admin"`
+	Vault    vault.Config  `yaml:"vault"`
+	Tokens   tokens.Config `yaml:"tokens"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Format string `yaml:"format"` // auto (text on a terminal, else JSON) | json | text
+	Level  string `yaml:"level"`  // debug | info | warn | error
+}
+
+// Admin configures the admin listener (health, metrics, JWKS).
+type Admin struct {
+	Listen string `yaml:"listen"`
+}
+
+// Default returns the embedded defaults: everything on loopback, signing
+// keys in a file under the state directory.
+func Default() *Config {
+	c := &Config{Version: Version}
+	c.applyDefaults()
+	c.Tokens.Keys = tokens.KeysConfig{Source: tokens.SourceFile, Path: filepath.Join(c.StateDir, defaultKeyFile)}
+	return c
+}
+
+// Load reads and strictly decodes path, then applies defaults. It does not
+// validate: call Validate to get every problem at once.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("config %s: larger than %d bytes", path, MaxSize)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse strictly decodes one YAML document and applies defaults.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	c := &Config{}
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("config is empty")
+		}
+		return nil, decodeError(err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("config holds more than one YAML document")
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+// decodeError reports every strict-decoding problem, each with its line.
+// yaml's messages name keys and types, not values, except for scalars that
+// fail to convert; those are reworded so no value is echoed.
+func decodeError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		errs = append(errs, errors.New(redactScalar(e)))
+	}
+	return errors.Join(errs...)
+}
+
+// redactScalar turns `line 3: cannot unmarshal !!str `secret` into int`
+// into `line 3: cannot unmarshal !!str into int`.
+func redactScalar(msg string) string {
+	i := strings.Index(msg, " `")
+	if i < 0 {
+		return msg
+	}
+	j := strings.Index(msg[i+2:], "` ")
+	if j < 0 {
+		return msg
+	}
+	return msg[:i] + msg[i+2+j+1:]
+}
+
+func (c *Config) applyDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir()
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if c.Admin.Listen == "" {
+		c.Admin.Listen = DefaultAdminListen
+	}
+	c.Tokens = c.Tokens.WithDefaults()
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "airlock")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "airlock")
+	}
+	return filepath.Join(os.TempDir(), "airlock")
+}
+
+// Validate returns every problem in the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Version != Version {
+		add("version: must be %q", Version)
+	}
+	switch c.Log.Format {
+	case "auto", "json", "text":
+	default:
+		add("log.format: %q is not one of: auto, json, text", c.Log.Format)
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		add("log.level: %v", err)
+	}
+	if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+		add("admin.listen: must be host:port")
+	}
+	if err := c.Vault.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Tokens.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Tokens.Keys.Source == tokens.SourceVault && !c.Vault.Configured() {
+		add("tokens.keys.source: vault needs the vault section (vault.address)")
+	}
+	return errors.Join(errs...)
+}
+
+// ParseLevel parses a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not one of: debug, info, warn, error", s)
+	}
+	return l, nil
+}

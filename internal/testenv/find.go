@@ -1,0 +1,81 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// VaultVersion is the Vault release `make tools` builds.
+const VaultVersion = "v1.19.0"
+
+// RequireEnv makes a missing service binary fail tests instead of skipping them.
+const RequireEnv = "AIRLOCK_REQUIRE_SERVICES"
+
+// ToolsCache is where `make tools` puts binaries it builds.
+func ToolsCache() string {
+	if d := os.Getenv("AIRLOCK_TOOLS_CACHE"); d != "" {
+		return d
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "airlock-tools")
+}
+
+// findBinary returns the first executable of env var, PATH name, cached path.
+func findBinary(envVar, name, cached string) (string, bool) {
+	if p := os.Getenv(envVar); p != "" {
+		if isExecutable(p) {
+			return p, true
+		}
+		return "", false
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, true
+	}
+	if cached != "" && isExecutable(cached) {
+		return cached, true
+	}
+	return "", false
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// missing skips or fails the test for a missing binary.
+func missing(tb testing.TB, what string) {
+	tb.Helper()
+	msg := what + " not found: run `make tools` (or set its *_BIN variable)"
+	if os.Getenv(RequireEnv) == "1" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomToken(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
