@@ -21,7 +21,10 @@ const JWKSPath = "/.well-known/jwks.json"
 // unknown kid refetch anyway.
 const JWKSMaxAge = 60 * time.Second
 
-// JWKSHandler serves the ring's public keys with cache headers and an ETag.
+// JWKSHandler serves the ring's public keys with cache headers and an
+// ETag. It reloads the ring first (at most once per MinRefresh), so a
+// rotation by another replica or by `airlock token rotate` is published
+// without waiting for the periodic refresh.
 func JWKSHandler(r *Ring) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
@@ -29,6 +32,7 @@ func JWKSHandler(r *Ring) http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		r.MaybeRefresh(req.Context())
 		body, err := json.Marshal(r.JWKS())
 		if err != nil {
 			http.Error(w, "encode key set", http.StatusInternalServerError)

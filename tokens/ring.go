@@ -122,16 +122,28 @@ func (r *Ring) VerificationKey(ctx context.Context, kid string) (VerificationKey
 	if k, ok := r.lookup(kid); ok {
 		return VerificationKey{Algorithm: k.Algorithm, Key: k.public}, nil
 	}
-	last := time.Unix(0, r.lastRef.Load())
-	if r.opts.Now().Sub(last) >= r.opts.MinRefresh {
-		if err := r.Refresh(ctx); err != nil {
-			r.opts.Logger.Warn("reload signing keys after unknown kid", "err", err)
-		}
+	if r.MaybeRefresh(ctx) {
 		if k, ok := r.lookup(kid); ok {
 			return VerificationKey{Algorithm: k.Algorithm, Key: k.public}, nil
 		}
 	}
 	return VerificationKey{}, ErrUnknownKey
+}
+
+// MaybeRefresh reloads the source unless that was done less than
+// MinRefresh ago, and reports whether it reloaded. Callers driven by
+// requests (an unknown kid, a JWKS fetch) use it so that a flood of
+// requests costs at most one source read per MinRefresh.
+func (r *Ring) MaybeRefresh(ctx context.Context) bool {
+	last := time.Unix(0, r.lastRef.Load())
+	if r.opts.Now().Sub(last) < r.opts.MinRefresh {
+		return false
+	}
+	if err := r.Refresh(ctx); err != nil {
+		r.opts.Logger.Warn("reload signing keys", "err", err)
+		return false
+	}
+	return true
 }
 
 // Refresh reloads the key set from the source.

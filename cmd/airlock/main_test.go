@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+var airlockBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "airlock-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	airlockBin = filepath.Join(dir, "airlock")
+	if out, err := exec.Command("go", "build", "-race", "-o", airlockBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := testenv.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cli runs the airlock binary with stdin and returns stdout, stderr, exit code.
+func cli(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, airlockBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run airlock %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "airlock.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startServe runs `airlock serve` until the test ends and waits for /readyz.
+func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(airlockBin, "serve", "--config", cfgPath)
+	cmd.Env = append(os.Environ(), env...)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("serve did not exit cleanly on SIGTERM: %v\n%s", err, logs.String())
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("serve ignored SIGTERM\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve not ready\n%s", logs.String())
+	return nil
+}
+
+func jwksKids(t *testing.T, admin string) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		t.Fatal(err)
+	}
+	var kids []string
+	for _, k := range set.Keys {
+		kids = append(kids, k.Kid)
+	}
+	return kids
+}
+
+// The done-means of the foundation: serve's JWKS verifies a token that
+// `token mint` made, through `token verify`.
+func TestServeMintVerifyWithFileKeys(t *testing.T) {
+	admin := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+admin: {listen: %q}
+log: {format: json}
+tokens:
+  refresh: 1s
+  keys: {source: file, path: %q}
+`, admin, filepath.Join(t.TempDir(), "keys.pem")))
+	startServe(t, nil, cfg, admin)
+
+	tok, stderr, code := cli(t, nil, "", "token", "mint", "--config", cfg, "--kind", "sampling", "--user", "alice", "--invoke", "inv-1")
+	if code != 0 {
+		t.Fatalf("mint exit %d: %s", code, stderr)
+	}
+	out, stderr, code := cli(t, nil, tok, "token", "verify", "--config", cfg, "--kind", "sampling")
+	if code != 0 {
+		t.Fatalf("verify exit %d: %s", code, stderr)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal([]byte(out), &claims); err != nil {
+		t.Fatalf("verify output is not JSON: %v\n%s", err, out)
+	}
+	if claims["user_id"] != "alice" || claims["tool_invoke_id"] != "inv-1" || claims["maxCallsPerInvoke"] != float64(8) {
+		t.Fatalf("claims = %v", claims)
+	}
+
+	// Wrong audience and a tampered token fail with the reason, not the token.
+	_, stderr, code = cli(t, nil, tok, "token", "verify", "--config", cfg, "--kind", "storage")
+	if code != 1 || !strings.Contains(stderr, "token audience is wrong") {
+		t.Fatalf("storage verify of a sampling token: exit %d, %s", code, stderr)
+	}
+	tampered := strings.TrimSpace(tok)
+	tampered = tampered[:len(tampered)-4] + "AAAA"
+	_, stderr, code = cli(t, nil, tampered, "token", "verify", "--config", cfg)
+	if code != 1 || !strings.Contains(stderr, "token signature is invalid") || strings.Contains(stderr, tampered[:20]) {
+		t.Fatalf("tampered: exit %d, %s", code, stderr)
+	}
+
+	// Rotation from the CLI shows up in the running server's JWKS (after
+	// its refresh, or at once for an unknown kid) and the old key stays.
+	before := jwksKids(t, admin)
+	out, stderr, code = cli(t, nil, "", "token", "rotate", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "rotated: new kid") {
+		t.Fatalf("rotate: exit %d %s %s", code, out, stderr)
+	}
+	// The server reloads its key file every tokens.refresh (1s here).
+	var after []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if after = jwksKids(t, admin); len(after) == 2 {
+			break
+		}
+	}
+	if len(before) != 1 || len(after) != 2 {
+		t.Fatalf("JWKS kids before=%v after=%v", before, after)
+	}
+	tok2, _, code := cli(t, nil, "", "token", "mint", "--config", cfg, "--kind", "storage")
+	if code != 0 {
+		t.Fatal("mint after rotate failed")
+	}
+	if _, stderr, code := cli(t, nil, tok2, "token", "verify", "--config", cfg, "--kind", "storage"); code != 0 {
+		t.Fatalf("verify new-key token via serve: %s", stderr)
+	}
+	if _, stderr, code := cli(t, nil, tok, "token", "verify", "--config", cfg); code != 0 {
+		t.Fatalf("old token after rotation: %s", stderr)
+	}
+}
+
+func TestServeWithVaultKeys(t *testing.T) {
+	v := testenv.Vault(t)
+	admin := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+admin: {listen: %q}
+vault: {address: %q}
+tokens:
+  keys: {source: vault, path: airlock/cli-test-keys}
+`, admin, v.Addr))
+	env := []string{"VAULT_TOKEN=" + v.RootToken}
+	startServe(t, env, cfg, admin)
+	tok, stderr, code := cli(t, env, "", "token", "mint", "--config", cfg, "--kind", "storage", "--app-id", "a1", "--app-slug", "notes")
+	if code != 0 {
+		t.Fatalf("mint: %s", stderr)
+	}
+	out, stderr, code := cli(t, nil, tok, "token", "verify", "--config", cfg, "--kind", "storage")
+	if code != 0 || !strings.Contains(out, `"app_slug": "notes"`) {
+		t.Fatalf("verify: exit %d %s %s", code, out, stderr)
+	}
+	if strings.Contains(stderr+out, v.RootToken) {
+		t.Fatal("Vault token printed")
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	good := writeConfig(t, "version: v1\n")
+	if out, stderr, code := cli(t, nil, "", "check-config", good); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("good config: exit %d %s %s", code, out, stderr)
+	}
+	bad := writeConfig(t, "version: v1\ntokens:\n  ttl: 5h\n  algorithm: none\n  keys: {source: vault, path: x}\n")
+	_, stderr, code := cli(t, nil, "", "check-config", "--config", bad)
+	if code != 1 {
+		t.Fatalf("bad config exit %d", code)
+	}
+	for _, want := range []string{"tokens.ttl", "tokens.algorithm", "vault needs the vault section"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, stderr)
+		}
+	}
+	_, stderr, code = cli(t, nil, "", "check-config", "--config", writeConfig(t, "version: v1\nbogus: 1\n"))
+	if code != 1 || !strings.Contains(stderr, "line 2: field bogus not found") {
+		t.Fatalf("unknown key: exit %d %s", code, stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"frobnicate"}, {"token"}, {"token", "mint", "--kind", "other"}, {"serve", "--nope"}} {
+		_, _, code := cli(t, nil, "", args...)
+		if code == 0 {
+			t.Errorf("airlock %v exited 0", args)
+		}
+	}
+	out, _, code := cli(t, nil, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "airlock ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
