@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configure a Broker beyond its Config.
+type Options struct {
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// Broker mints, resolves and revokes handles and fetches the secrets
+// behind them.
+type Broker struct {
+	cfg     Config
+	store   Store
+	secrets *SecretCache
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// New returns a Broker. cfg must have passed Validate (after WithDefaults).
+func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics}
+}
+
+// IssueRequest asks for a handle. The host fills it from the invocation
+// in flight and the plugin's installed manifest; only Intent came from the
+// plugin.
+type IssueRequest struct {
+	PluginID     string
+	InvocationID string
+	Intent       string
+	// Destinations the plugin's manifest declared for this intent.
+	Destinations []Destination
+	Deadline     time.Time // the invocation deadline
+	DryRun       bool
+}
+
+// Issued is a minted handle. Handle goes to the plugin and nowhere else.
+type Issued struct {
+	Handle      string
+	ExpiresAt   time.Time
+	EgressProxy string
+	Fingerprint string
+}
+
+// Issue mints a handle for req.
+func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
+	iss, err := b.issue(ctx, req)
+	if err != nil {
+		b.metrics.issueError(issueReason(err))
+		return Issued{}, err
+	}
+	b.metrics.issue(req.Intent)
+	b.log.Info("handle issued", "plugin", req.PluginID, "invocation", req.InvocationID, "intent", req.Intent,
+		"handle_fp", iss.Fingerprint, "expires_at", iss.ExpiresAt.UTC().Format(time.RFC3339))
+	return iss, nil
+}
+
+func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
+	switch {
+	case req.PluginID == "":
+		return Issued{}, fmt.Errorf("%w: plugin id", ErrBadRequest)
+	case req.InvocationID == "":
+		return Issued{}, fmt.Errorf("%w: invocation id", ErrBadRequest)
+	case len(req.Destinations) == 0:
+		return Issued{}, fmt.Errorf("%w: no declared destination", ErrBadRequest)
+	}
+	in, ok := b.cfg.Intents[req.Intent]
+	if !ok {
+		return Issued{}, ErrIntentUnknown
+	}
+	if in.Secret.Source == "" {
+		return Issued{}, fmt.Errorf("intent %q: %w", req.Intent, ErrIntentUnbound)
+	}
+	now := b.now()
+	if !req.Deadline.After(now) {
+		return Issued{}, ErrDeadlinePassed
+	}
+	if req.DryRun && in.Class != ClassRead {
+		return Issued{}, ErrDryRunWrite
+	}
+	dests := make([]Destination, 0, len(req.Destinations))
+	for i, d := range req.Destinations {
+		n, err := d.Normalize()
+		if err != nil {
+			return Issued{}, fmt.Errorf("%w: destinations[%d]: %v", ErrBadRequest, i, err)
+		}
+		dests = append(dests, n)
+	}
+	expires := req.Deadline
+	if capAt := now.Add(b.cfg.MaxHandleLifetime); capAt.Before(expires) {
+		expires = capAt
+	}
+	h, key, err := newHandle()
+	if err != nil {
+		return Issued{}, fmt.Errorf("mint handle: %w", err)
+	}
+	g := &Grant{
+		PluginID: req.PluginID, InvocationID: req.InvocationID, Intent: req.Intent, Class: in.Class,
+		Destinations: dests, DryRun: req.DryRun, IssuedAt: now, ExpiresAt: expires, Fingerprint: key.Fingerprint(),
+	}
+	if err := b.store.Put(ctx, key, g, b.cfg.MaxHandlesPerInvocation); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Handle: h, ExpiresAt: expires, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
+}
+
+func issueReason(err error) string {
+	for _, e := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrIntentUnknown, "intent_unknown"}, {ErrIntentUnbound, "intent_unbound"},
+		{ErrDeadlinePassed, "deadline_passed"}, {ErrDryRunWrite, "dry_run_write"},
+		{ErrIssueLimit, "limit"}, {ErrInvocationRevoked, "revoked"}, {ErrStoreFull, "store_full"},
+		{ErrStoreUnavailable, "store_unavailable"}, {ErrBadRequest, "bad_request"},
+	} {
+		if errors.Is(err, e.err) {
+			return e.reason
+		}
+	}
+	return "error"
+}
+
+// Resolve returns the grant a handle stands for. On ErrHandleExpired and
+// ErrHandleRevoked the grant is returned too, for the audit log; callers
+// facing a plugin must treat every error alike. A store failure fails
+// closed (ErrStoreUnavailable).
+func (b *Broker) Resolve(ctx context.Context, handle string) (*Grant, error) {
+	g, err := b.resolve(ctx, handle)
+	b.metrics.resolve(err)
+	return g, err
+}
+
+func (b *Broker) resolve(ctx context.Context, handle string) (*Grant, error) {
+	key, ok := ParseHandle(handle)
+	if !ok {
+		return nil, ErrHandleUnknown
+	}
+	g, err := b.store.Get(ctx, key)
+	if err != nil {
+		return g, err
+	}
+	if !b.now().Before(g.ExpiresAt) {
+		return g, ErrHandleExpired
+	}
+	return g, nil
+}
+
+// RevokeInvocation revokes every handle of the invocation, on every
+// replica sharing the store, and refuses new ones for it.
+func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int, error) {
+	n, err := b.store.RevokeInvocation(ctx, invocationID)
+	if err != nil {
+		return 0, err
+	}
+	b.metrics.revoke("invocation", n)
+	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n)
+	return n, nil
+}
+
+// RevokePlugin revokes every handle the plugin holds now.
+func (b *Broker) RevokePlugin(ctx context.Context, pluginID string) (int, error) {
+	n, err := b.store.RevokePlugin(ctx, pluginID)
+	if err != nil {
+		return 0, err
+	}
+	b.metrics.revoke("plugin", n)
+	b.log.Info("plugin handles revoked", "plugin", pluginID, "handles", n)
+	return n, nil
+}
+
+// Intent returns the binding of a configured intent.
+func (b *Broker) Intent(name string) (Intent, bool) {
+	in, ok := b.cfg.Intents[name]
+	return in, ok
+}
+
+// Secret fetches the secret behind g's intent through the cache; fresh
+// bypasses the cache. Errors name the intent, never the secret's path or
+// value.
+func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, error) {
+	return b.SecretFor(ctx, g.Intent, fresh)
+}
+
+// SecretFor fetches the secret bound to a configured intent.
+func (b *Broker) SecretFor(ctx context.Context, intent string, fresh bool) (Secret, error) {
+	in, ok := b.cfg.Intents[intent]
+	if !ok {
+		return Secret{}, ErrIntentUnknown
+	}
+	data, err := b.secrets.Get(ctx, in.Secret, fresh)
+	if err != nil {
+		return Secret{}, fmt.Errorf("intent %q: %w", intent, err)
+	}
+	v, ok := data.Fields[in.Secret.Field]
+	if !ok || v == "" {
+		return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, in.Secret.Field)
+	}
+	s := Secret{Value: v, Version: data.Version}
+	if in.Inject.Basic != nil {
+		s.Username = in.Inject.Basic.Username
+		if f := in.Inject.Basic.UsernameField; f != "" {
+			if s.Username, ok = data.Fields[f]; !ok || s.Username == "" {
+				return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, f)
+			}
+		}
+	}
+	b.metrics.version(intent, data.Version)
+	return s, nil
+}
+
+// RefreshSecrets makes the next fetch of every secret read its source.
+func (b *Broker) RefreshSecrets() {
+	b.secrets.Invalidate()
+	b.log.Info("secret cache invalidated")
+}
+
+// Ping checks the handle store.
+func (b *Broker) Ping(ctx context.Context) error { return b.store.Ping(ctx) }

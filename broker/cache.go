@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// DefaultReadTimeout bounds one source read made for the cache.
+const DefaultReadTimeout = 10 * time.Second
+
+// SecretCache sits in front of the secret sources: each secret is served
+// from memory for TTL, concurrent misses make one read (single-flight),
+// and each entry records the version it read. With StaleIfError > 0 an
+// expired entry is served that much longer while the source fails;
+// otherwise a failing source fails the request (closed).
+type SecretCache struct {
+	sources      map[string]SecretSource
+	ttl          time.Duration
+	staleIfError time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+	metrics      *Metrics
+
+	mu      sync.RWMutex
+	entries map[cacheKey]*cacheEntry
+	gen     atomic.Uint64 // bumped by Invalidate
+	sf      singleflight.Group
+}
+
+type cacheKey struct {
+	source, mount, path string
+	kv                  int
+}
+
+type cacheEntry struct {
+	data    SecretData
+	fetched time.Time
+	gen     uint64
+}
+
+// NewSecretCache returns a cache over sources (by source name).
+func NewSecretCache(sources map[string]SecretSource, ttl, staleIfError time.Duration, m *Metrics, log *slog.Logger) *SecretCache {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SecretCache{
+		sources: sources, ttl: ttl, staleIfError: staleIfError, now: time.Now, log: log, metrics: m,
+		entries: map[cacheKey]*cacheEntry{},
+	}
+}
+
+// Get returns the secret ref names. fresh bypasses the cache (used after
+// an upstream 401/403 to see whether Vault has a newer version).
+func (c *SecretCache) Get(ctx context.Context, ref SecretRef, fresh bool) (SecretData, error) {
+	k := cacheKey{ref.Source, ref.Mount, ref.Path, ref.KVVersion}
+	now := c.now()
+	c.mu.RLock()
+	e := c.entries[k]
+	c.mu.RUnlock()
+	if !fresh && e != nil && e.gen == c.gen.Load() && now.Sub(e.fetched) < c.ttl {
+		c.metrics.cacheHit()
+		return e.data, nil
+	}
+	c.metrics.cacheMiss()
+	data, err := c.fetch(ctx, k, ref, fresh)
+	if err == nil {
+		return data, nil
+	}
+	if e != nil && c.staleIfError > 0 && now.Sub(e.fetched) < c.ttl+c.staleIfError && !errors.Is(err, ErrSecretNotFound) {
+		c.metrics.staleServed()
+		c.log.Warn("secret source failing; serving the cached version", "source", ref.Source, "mount", ref.Mount,
+			"path", ref.Path, "version", e.data.Version, "age", now.Sub(e.fetched).Round(time.Second).String(), "err", err)
+		return e.data, nil
+	}
+	return SecretData{}, err
+}
+
+func (c *SecretCache) fetch(ctx context.Context, k cacheKey, ref SecretRef, fresh bool) (SecretData, error) {
+	src, ok := c.sources[ref.Source]
+	if !ok {
+		return SecretData{}, errors.Join(ErrSecretUnavailable, errors.New("secret source "+strconv.Quote(ref.Source)+" is not configured"))
+	}
+	gen := c.gen.Load()
+	// A read started before Invalidate (or a cached-path read, for a fresh
+	// one) must not answer for a later generation.
+	sfKey := ref.Source + "\x00" + ref.Mount + "\x00" + ref.Path + "\x00" + strconv.Itoa(ref.KVVersion) +
+		"\x00" + strconv.FormatUint(gen, 10)
+	if fresh {
+		sfKey += "\x00fresh"
+	}
+	ch := c.sf.DoChan(sfKey, func() (any, error) {
+		// The read outlives any one caller's cancellation: others wait on it.
+		// A caller that missed just before the previous flight stored its
+		// entry must not read again: one read per TTL.
+		if !fresh {
+			c.mu.RLock()
+			e := c.entries[k]
+			c.mu.RUnlock()
+			if e != nil && e.gen == gen && c.now().Sub(e.fetched) < c.ttl {
+				return e.data, nil
+			}
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultReadTimeout)
+		defer cancel()
+		c.metrics.sourceRead(ref.Source)
+		data, err := src.Read(rctx, ref)
+		if err != nil {
+			c.metrics.sourceError(ref.Source)
+			return SecretData{}, err
+		}
+		c.mu.Lock()
+		c.entries[k] = &cacheEntry{data: data, fetched: c.now(), gen: gen}
+		c.mu.Unlock()
+		return data, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return SecretData{}, r.Err
+		}
+		return r.Val.(SecretData), nil
+	case <-ctx.Done():
+		return SecretData{}, ctx.Err()
+	}
+}
+
+// Invalidate makes every entry stale, so the next Get reads the source:
+// after a Vault admin rotated a secret (SIGHUP, POST /v1/secrets/refresh).
+func (c *SecretCache) Invalidate() {
+	c.gen.Add(1)
+	for _, s := range c.sources {
+		if r, ok := s.(interface{ Reload() error }); ok {
+			if err := r.Reload(); err != nil {
+				c.log.Warn("reload secret source", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,346 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultMaxHandleLifetime       = time.Hour
+	DefaultMaxHandlesPerInvocation = 64 // the host allows 16; this is the broker's backstop
+	DefaultMaxHandles              = 1_000_000
+	DefaultSecretTTL               = 30 * time.Second
+	DefaultExpiredRetention        = 5 * time.Minute
+	DefaultRedisKeyPrefix          = "airlock:"
+)
+
+// Store types.
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+// Secret source names used in intent bindings.
+const (
+	SourceVault = "vault"
+	SourceFile  = "file"
+)
+
+// SecretPlaceholder is where a header template puts the secret.
+const SecretPlaceholder = "{{secret}}"
+
+// Config is the broker's configuration (the `broker:` section).
+type Config struct {
+	// EgressProxy is the proxy address handed to plugins with each handle
+	// (host:port, as they put it in HTTP_PROXY).
+	EgressProxy string `yaml:"egress_proxy"`
+	// MaxHandleLifetime caps expires_at below the invocation deadline.
+	MaxHandleLifetime time.Duration `yaml:"max_handle_lifetime"`
+	// MaxHandlesPerInvocation is a safety cap behind the host's limit.
+	MaxHandlesPerInvocation int `yaml:"max_handles_per_invocation"`
+	// ExpiredRetention keeps an expired grant in the store this long so
+	// the audit log can say "expired" rather than "unknown".
+	ExpiredRetention time.Duration `yaml:"expired_retention"`
+
+	Store   StoreConfig   `yaml:"store"`
+	Secrets SecretsConfig `yaml:"secrets"`
+	// Intents are the security team's bindings: which secret backs which
+	// credential intent, and how the proxy injects it.
+	Intents map[string]Intent `yaml:"intents"`
+}
+
+// StoreConfig selects where grants live.
+type StoreConfig struct {
+	Type  string      `yaml:"type"` // memory | redis
+	Redis RedisConfig `yaml:"redis"`
+	// MaxHandles bounds the memory store.
+	MaxHandles int `yaml:"max_handles"`
+}
+
+// RedisConfig reaches the Redis server shared by replicas.
+type RedisConfig struct {
+	Address      string `yaml:"address"` // host:port
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+	DB           int    `yaml:"db"`
+	TLS          bool   `yaml:"tls"`
+	CAFile       string `yaml:"ca_file"`
+	KeyPrefix    string `yaml:"key_prefix"`
+}
+
+// SecretsConfig configures secret sources and the cache in front of them.
+type SecretsConfig struct {
+	// CacheTTL is how long a read secret is served from memory.
+	CacheTTL time.Duration `yaml:"cache_ttl"`
+	// StaleIfError serves an expired cache entry this long past its TTL
+	// when the source fails; 0 fails closed at once.
+	StaleIfError time.Duration `yaml:"stale_if_error"`
+	// File is the dev secret file (YAML or JSON: path -> field -> value).
+	File string `yaml:"file"`
+}
+
+// Intent binds a credential intent to a secret and an injection.
+type Intent struct {
+	Class  Class     `yaml:"class"`
+	Secret SecretRef `yaml:"secret"`
+	Inject Inject    `yaml:"inject"`
+	// Destinations, when set, further restrict the manifest's: a request
+	// must match both.
+	Destinations []Destination `yaml:"destinations"`
+}
+
+// SecretRef names one secret in a source.
+type SecretRef struct {
+	Source    string `yaml:"source"`     // vault | file
+	Mount     string `yaml:"mount"`      // Vault mount (vault only)
+	Path      string `yaml:"path"`       // path within the mount, or the file's key
+	Field     string `yaml:"field"`      // the field holding the secret
+	KVVersion int    `yaml:"kv_version"` // 2 (default) or 1 (vault only)
+}
+
+// Inject says how the proxy applies a secret. Exactly one is set.
+type Inject struct {
+	Header      *HeaderInject      `yaml:"header"`
+	Basic       *BasicInject       `yaml:"basic"`
+	Query       *QueryInject       `yaml:"query"`
+	Placeholder *PlaceholderInject `yaml:"placeholder"`
+}
+
+// HeaderInject sets Name to Template with {{secret}} replaced.
+type HeaderInject struct {
+	Name     string `yaml:"name"`
+	Template string `yaml:"template"`
+}
+
+// BasicInject sets HTTP basic auth. The password is the bound field; the
+// user is Username, or the secret's UsernameField.
+type BasicInject struct {
+	Username      string `yaml:"username"`
+	UsernameField string `yaml:"username_field"`
+}
+
+// QueryInject sets query parameter Name to the secret.
+type QueryInject struct {
+	Name string `yaml:"name"`
+}
+
+// PlaceholderInject swaps the handle for the secret where the plugin put
+// it, in the named request headers (default: Authorization).
+type PlaceholderInject struct {
+	Headers []string `yaml:"headers"`
+}
+
+// Mode names the injection, for logs and metrics.
+func (i Inject) Mode() string {
+	switch {
+	case i.Header != nil:
+		return "header"
+	case i.Basic != nil:
+		return "basic"
+	case i.Query != nil:
+		return "query"
+	case i.Placeholder != nil:
+		return "placeholder"
+	}
+	return ""
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxHandleLifetime == 0 {
+		c.MaxHandleLifetime = DefaultMaxHandleLifetime
+	}
+	if c.MaxHandlesPerInvocation == 0 {
+		c.MaxHandlesPerInvocation = DefaultMaxHandlesPerInvocation
+	}
+	if c.ExpiredRetention == 0 {
+		c.ExpiredRetention = DefaultExpiredRetention
+	}
+	if c.Store.Type == "" {
+		c.Store.Type = StoreMemory
+	}
+	if c.Store.MaxHandles == 0 {
+		c.Store.MaxHandles = DefaultMaxHandles
+	}
+	if c.Store.Redis.KeyPrefix == "" {
+		c.Store.Redis.KeyPrefix = DefaultRedisKeyPrefix
+	}
+	if c.Secrets.CacheTTL == 0 {
+		c.Secrets.CacheTTL = DefaultSecretTTL
+	}
+	intents := make(map[string]Intent, len(c.Intents))
+	for name, in := range c.Intents {
+		if in.Secret.Source == SourceVault {
+			if in.Secret.KVVersion == 0 {
+				in.Secret.KVVersion = 2
+			}
+			if in.Secret.Mount == "" {
+				in.Secret.Mount = "secret"
+			}
+		}
+		if in.Inject.Placeholder != nil && len(in.Inject.Placeholder.Headers) == 0 {
+			in.Inject.Placeholder.Headers = []string{"Authorization"}
+		}
+		intents[name] = in
+	}
+	c.Intents = intents
+	return c
+}
+
+var intentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// Validate returns every problem at once. Call it on WithDefaults().
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.EgressProxy != "" {
+		if _, _, err := net.SplitHostPort(c.EgressProxy); err != nil {
+			add("broker.egress_proxy: must be host:port")
+		}
+	}
+	if c.MaxHandleLifetime <= 0 || c.MaxHandleLifetime > 24*time.Hour {
+		add("broker.max_handle_lifetime: must be between 1s and 24h")
+	}
+	if c.MaxHandlesPerInvocation < 1 {
+		add("broker.max_handles_per_invocation: must be at least 1")
+	}
+	if c.ExpiredRetention < 0 {
+		add("broker.expired_retention: must not be negative")
+	}
+	switch c.Store.Type {
+	case StoreMemory:
+		if c.Store.MaxHandles < 1 {
+			add("broker.store.max_handles: must be at least 1")
+		}
+	case StoreRedis:
+		if _, _, err := net.SplitHostPort(c.Store.Redis.Address); err != nil {
+			add("broker.store.redis.address: must be host:port")
+		}
+		if c.Store.Redis.DB < 0 {
+			add("broker.store.redis.db: must not be negative")
+		}
+	default:
+		add("broker.store.type: %q is not one of: memory, redis", c.Store.Type)
+	}
+	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
+		add("broker.secrets: cache_ttl and stale_if_error must not be negative")
+	}
+	names := make([]string, 0, len(c.Intents))
+	for n := range c.Intents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		in := c.Intents[name]
+		p := "broker.intents." + name
+		if !intentName.MatchString(name) {
+			add("%s: intent names are lower-case letters, digits, _ . - (at most 64)", p)
+		}
+		if in.Class != ClassRead && in.Class != ClassWrite {
+			add("%s.class: must be read or write", p)
+		}
+		if in.Secret == (SecretRef{}) && in.Inject.Mode() == "" {
+			continue // declared but not bound yet: Issue answers ErrIntentUnbound
+		}
+		errs = append(errs, in.Secret.validate(p+".secret", c.Secrets.File != "")...)
+		errs = append(errs, in.Inject.validate(p+".inject")...)
+		for i, d := range in.Destinations {
+			if _, err := d.Normalize(); err != nil {
+				add("%s.destinations[%d]: %v", p, i, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r SecretRef) validate(p string, haveFile bool) []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch r.Source {
+	case SourceVault:
+		if r.Mount == "" {
+			add("%s.mount: required", p)
+		}
+		if r.KVVersion != 1 && r.KVVersion != 2 {
+			add("%s.kv_version: must be 1 or 2", p)
+		}
+	case SourceFile:
+		if !haveFile {
+			add("%s.source: file needs broker.secrets.file", p)
+		}
+		if r.Mount != "" || r.KVVersion != 0 {
+			add("%s: mount and kv_version are for source vault", p)
+		}
+	case "":
+		add("%s.source: required (vault or file)", p)
+	default:
+		add("%s.source: %q is not one of: vault, file", p, r.Source)
+	}
+	if r.Path == "" || strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "..") {
+		add("%s.path: required, relative, without ..", p)
+	}
+	if r.Field == "" {
+		add("%s.field: required", p)
+	}
+	return errs
+}
+
+func (i Inject) validate(p string) []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	n := 0
+	for _, set := range []bool{i.Header != nil, i.Basic != nil, i.Query != nil, i.Placeholder != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		add("%s: exactly one of header, basic, query, placeholder", p)
+		return errs
+	}
+	switch {
+	case i.Header != nil:
+		if !isToken(i.Header.Name) || isHopByHopOrProxy(i.Header.Name) {
+			add("%s.header.name: must be an end-to-end header name", p)
+		}
+		if strings.Count(i.Header.Template, SecretPlaceholder) != 1 {
+			add("%s.header.template: must contain %s exactly once", p, SecretPlaceholder)
+		}
+		if strings.ContainsAny(i.Header.Template, "\r\n\x00") {
+			add("%s.header.template: must not contain CR, LF or NUL", p)
+		}
+	case i.Basic != nil:
+		if (i.Basic.Username == "") == (i.Basic.UsernameField == "") {
+			add("%s.basic: exactly one of username, username_field", p)
+		}
+		if strings.Contains(i.Basic.Username, ":") {
+			add("%s.basic.username: must not contain ':'", p)
+		}
+	case i.Query != nil:
+		if i.Query.Name == "" {
+			add("%s.query.name: required", p)
+		}
+	case i.Placeholder != nil:
+		for j, h := range i.Placeholder.Headers {
+			if !isToken(h) || isHopByHopOrProxy(h) || strings.EqualFold(h, "Host") {
+				add("%s.placeholder.headers[%d]: must be an end-to-end header name", p, j)
+			}
+		}
+	}
+	return errs
+}
+
+// isHopByHopOrProxy reports headers the proxy strips or owns.
+func isHopByHopOrProxy(name string) bool {
+	switch strings.ToLower(name) {
+	case "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length":
+		return true
+	}
+	return strings.HasPrefix(strings.ToLower(name), "proxy-")
+}

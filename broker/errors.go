@@ -1,0 +1,55 @@
+package broker
+
+import "errors"
+
+// Resolve failures. They are distinct for the audit log; anything facing a
+// plugin must answer all of them the same way.
+var (
+	// ErrHandleUnknown: no such handle (never issued, mistyped, or expired
+	// long enough ago that the store forgot it).
+	ErrHandleUnknown = errors.New("handle is unknown")
+	// ErrHandleExpired: the handle's expires_at has passed.
+	ErrHandleExpired = errors.New("handle has expired")
+	// ErrHandleRevoked: its invocation or plugin was revoked.
+	ErrHandleRevoked = errors.New("handle was revoked")
+)
+
+// Issue failures.
+var (
+	// ErrIntentUnknown: the intent is not configured. The name came from a
+	// plugin and is not repeated in the error.
+	ErrIntentUnknown = errors.New("credential intent is not configured")
+	// ErrIntentUnbound: the intent is configured without a secret binding.
+	ErrIntentUnbound = errors.New("credential intent has no secret binding")
+	// ErrDeadlinePassed: the invocation deadline is not in the future.
+	ErrDeadlinePassed = errors.New("invocation deadline has passed")
+	// ErrDryRunWrite: a dry run may only get a read-class intent.
+	ErrDryRunWrite = errors.New("dry run may only use a read-class intent")
+	// ErrIssueLimit: the invocation already holds the most handles the
+	// broker allows (a safety cap behind the host's own limit).
+	ErrIssueLimit = errors.New("invocation handle limit reached")
+	// ErrInvocationRevoked: the invocation or plugin was revoked; no new
+	// handle is issued for it.
+	ErrInvocationRevoked = errors.New("invocation was revoked")
+	// ErrStoreFull: the memory store holds its maximum number of handles.
+	ErrStoreFull = errors.New("handle store is full")
+	// ErrStoreUnavailable: the handle store (Redis) cannot be reached. Issue
+	// fails and Resolve fails closed.
+	ErrStoreUnavailable = errors.New("handle store is unavailable")
+	// ErrBadRequest: a required field of an issue request is empty.
+	ErrBadRequest = errors.New("issue request is incomplete")
+)
+
+// Secret failures.
+var (
+	// ErrSecretUnavailable: the secret source cannot serve now (Vault
+	// unreachable, sealed, token revoked, permission denied). The proxy
+	// answers 503 and never sends a request without its credential.
+	ErrSecretUnavailable = errors.New("secret source is unavailable")
+	// ErrSecretNotFound: nothing is stored at the binding's path.
+	ErrSecretNotFound = errors.New("secret not found at the bound path")
+	// ErrSecretFieldMissing: the secret exists but lacks the bound field.
+	ErrSecretFieldMissing = errors.New("secret lacks the bound field")
+	// ErrWrongKVVersion: the mount's KV version is not the configured one.
+	ErrWrongKVVersion = errors.New("secret mount has a different KV version than configured")
+)

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Class is an intent's risk class.
+type Class string
+
+// Intent classes. A read-class handle may only be used with safe methods
+// (GET, HEAD, OPTIONS), and is the only class a dry run may get.
+const (
+	ClassRead  Class = "read"
+	ClassWrite Class = "write"
+)
+
+// Grant is what a handle stands for. It is immutable once issued.
+type Grant struct {
+	PluginID     string        `json:"plugin_id"`
+	InvocationID string        `json:"invocation_id"`
+	Intent       string        `json:"intent"`
+	Class        Class         `json:"class"`
+	Destinations []Destination `json:"destinations"`
+	DryRun       bool          `json:"dry_run,omitempty"`
+	IssuedAt     time.Time     `json:"issued_at"`
+	ExpiresAt    time.Time     `json:"expires_at"`
+	// Fingerprint of the handle, for audit lines.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// Destination is one place a handle may be used: https to Host (exact, or
+// "*.example.com" for exactly one more label) on Port, under PathPrefix,
+// with one of Methods (any method when empty).
+type Destination struct {
+	Host       string   `json:"host" yaml:"host"`
+	Port       int      `json:"port,omitempty" yaml:"port"`
+	PathPrefix string   `json:"path_prefix,omitempty" yaml:"path_prefix"`
+	Methods    []string `json:"methods,omitempty" yaml:"methods"`
+}
+
+// DefaultPort is the port of a destination that names none.
+const DefaultPort = 443
+
+// ParseDestination parses the shorthand "https://host[:port][/prefix]".
+func ParseDestination(s string) (Destination, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return Destination{}, fmt.Errorf("destination must look like https://host[:port][/path-prefix]")
+	}
+	d := Destination{Host: u.Hostname(), PathPrefix: u.EscapedPath()}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return Destination{}, fmt.Errorf("destination port must be 1-65535")
+		}
+		d.Port = n
+	}
+	return d.Normalize()
+}
+
+// UnmarshalYAML accepts the shorthand string or the full mapping.
+func (d *Destination) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		p, err := ParseDestination(s)
+		if err != nil {
+			return err
+		}
+		*d = p
+		return nil
+	}
+	type plain Destination
+	var p plain
+	if err := unmarshal(&p); err != nil {
+		return err
+	}
+	n, err := Destination(p).Normalize()
+	if err != nil {
+		return err
+	}
+	*d = n
+	return nil
+}
+
+// Normalize lower-cases the host, drops a trailing dot, fills the default
+// port and path, upper-cases methods, and checks the form.
+func (d Destination) Normalize() (Destination, error) {
+	d.Host = strings.TrimSuffix(strings.ToLower(d.Host), ".")
+	if d.Port == 0 {
+		d.Port = DefaultPort
+	}
+	if d.PathPrefix == "" {
+		d.PathPrefix = "/"
+	}
+	if err := checkHostPattern(d.Host); err != nil {
+		return Destination{}, err
+	}
+	if d.Port < 1 || d.Port > 65535 {
+		return Destination{}, fmt.Errorf("destination port must be 1-65535")
+	}
+	if !strings.HasPrefix(d.PathPrefix, "/") {
+		return Destination{}, fmt.Errorf("destination path_prefix must start with /")
+	}
+	for _, seg := range strings.Split(d.PathPrefix, "/") {
+		if seg == "." || seg == ".." {
+			return Destination{}, fmt.Errorf("destination path_prefix must not contain . or .. segments")
+		}
+	}
+	ms := make([]string, 0, len(d.Methods))
+	for _, m := range d.Methods {
+		m = strings.ToUpper(m)
+		if !isToken(m) {
+			return Destination{}, fmt.Errorf("destination method is not an HTTP method token")
+		}
+		ms = append(ms, m)
+	}
+	slices.Sort(ms)
+	d.Methods = slices.Compact(ms)
+	return d, nil
+}
+
+// checkHostPattern accepts a DNS name (already punycode), or "*." and one.
+// IP literals are refused: destinations are names, and the proxy checks
+// the addresses they resolve to.
+func checkHostPattern(h string) error {
+	name := strings.TrimPrefix(h, "*.")
+	if net.ParseIP(name) != nil || strings.HasPrefix(name, "[") {
+		return fmt.Errorf("destination host must be a DNS name, not an IP address")
+	}
+	if len(name) == 0 || len(name) > 253 || !strings.Contains(name, ".") {
+		return fmt.Errorf("destination host must be a fully qualified DNS name")
+	}
+	for _, label := range strings.Split(name, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("destination host has an invalid label")
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+				return fmt.Errorf("destination host must be lower-case ASCII (use punycode for IDNs)")
+			}
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

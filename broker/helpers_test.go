@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var apiDest = []Destination{{Host: "api.example.com"}}
+
+// testConfig has one read and one write intent on the file source.
+func testConfig(secretsFile string) Config {
+	return Config{
+		EgressProxy: "127.0.0.1:8899",
+		Secrets:     SecretsConfig{File: secretsFile},
+		Intents: map[string]Intent{
+			"example.read": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
+				Inject: Inject{Header: &HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
+			"example.write": {Class: ClassWrite, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
+				Inject: Inject{Basic: &BasicInject{UsernameField: "user"}}},
+			"example.unbound": {Class: ClassRead},
+		},
+	}.WithDefaults()
+}
+
+func writeSecrets(tb testing.TB, body string) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+type memFixture struct {
+	clk   *clock
+	store *MemoryStore
+	b     *Broker
+	cfg   Config
+}
+
+func newMemFixture(tb testing.TB) *memFixture {
+	tb.Helper()
+	clk := newClock()
+	cfg := testConfig(writeSecrets(tb, "example/api:\n  token: s3cr3t-value\n  user: bot\n"))
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("test config invalid: %v", err)
+	}
+	store := NewMemoryStore(cfg.Store.MaxHandles, cfg.ExpiredRetention, cfg.MaxHandleLifetime, clk.Now)
+	cache := NewSecretCache(map[string]SecretSource{SourceFile: &FileSource{Path: cfg.Secrets.File}}, cfg.Secrets.CacheTTL, 0, nil, nil)
+	return &memFixture{clk: clk, store: store, cfg: cfg, b: New(cfg, store, cache, Options{Now: clk.Now})}
+}
+
+func (f *memFixture) issue(tb testing.TB, plugin, inv, intent string) Issued {
+	tb.Helper()
+	iss, err := f.b.Issue(context.Background(), IssueRequest{PluginID: plugin, InvocationID: inv, Intent: intent,
+		Destinations: apiDest, Deadline: f.clk.Now().Add(time.Minute)})
+	if err != nil {
+		tb.Fatalf("Issue: %v", err)
+	}
+	return iss
+}
+
+// countingSource counts reads that reach the wrapped source.
+type countingSource struct {
+	SecretSource
+	reads atomic.Int64
+	delay time.Duration
+}
+
+func (c *countingSource) Read(ctx context.Context, ref SecretRef) (SecretData, error) {
+	c.reads.Add(1)
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+	}
+	return c.SecretSource.Read(ctx, ref)
+}

@@ -1,0 +1,34 @@
+package broker
+
+import (
+	"context"
+)
+
+// Store keeps grants under their handle's hash, with the indexes that
+// revocation needs. Implementations never see a handle.
+type Store interface {
+	// Put stores g under k. It refuses with ErrInvocationRevoked when g's
+	// invocation was revoked, or its plugin was revoked at or after
+	// g.IssuedAt (an issue that raced with the revocation), and with
+	// ErrIssueLimit when the invocation already holds maxPerInvocation
+	// grants. Nothing is stored when it fails.
+	Put(ctx context.Context, k HandleKey, g *Grant, maxPerInvocation int) error
+	// Get returns the grant stored under k: ErrHandleUnknown when there is
+	// none; ErrHandleRevoked (with the grant, for the audit log) when it
+	// was revoked. Expiry is the caller's to check.
+	Get(ctx context.Context, k HandleKey) (*Grant, error)
+	// RevokeInvocation revokes every grant of the invocation and refuses
+	// later ones; it returns how many live grants it revoked.
+	RevokeInvocation(ctx context.Context, invocationID string) (int, error)
+	// RevokePlugin revokes every grant of every invocation of the plugin
+	// issued up to now; grants issued later (a restarted plugin) are
+	// unaffected.
+	RevokePlugin(ctx context.Context, pluginID string) (int, error)
+	// Ping reports whether the store can serve.
+	Ping(ctx context.Context) error
+}
+
+var (
+	_ Store = (*MemoryStore)(nil)
+	_ Store = (*RedisStore)(nil)
+)

@@ -1,0 +1,193 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisStore shares grants and revocations between broker replicas through
+// one Redis server (a single primary, or Sentinel; not Cluster: the
+// revocation scripts touch keys they find at run time).
+//
+// Layout, under KeyPrefix:
+//
+//	h:<sha256 hex>   hash {g: grant JSON, r: "0"|"1"}, PEXPIREAT expires_at + retention
+//	inv:<id>         set of handle hashes of an invocation (lives as long as its longest grant)
+//	plg:<id>         set of invocation ids of a plugin
+//	invrev:<id>      revoked-invocation tombstone
+//	plgrev:<id>      plugin revocation watermark (unix ms)
+//
+// Put and the revocations are Lua scripts, so each is atomic; Get is one
+// HMGET, so a revocation is visible to every replica on its next Resolve.
+type RedisStore struct {
+	rdb       redis.UniversalClient
+	prefix    string
+	retention time.Duration
+	tombstone time.Duration
+}
+
+// NewRedisStore connects per cfg. Expired grants stay for retention;
+// revocations are remembered for tombstone.
+func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisStore, error) {
+	opts := &redis.Options{
+		Addr:         cfg.Address,
+		Username:     cfg.Username,
+		DB:           cfg.DB,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		MaxRetries:   1,
+		// Resolve is on the proxy's hot path: fail fast, never queue long.
+		PoolTimeout: 2 * time.Second,
+	}
+	if cfg.PasswordFile != "" {
+		b, err := os.ReadFile(cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker.store.redis.password_file: %w", err)
+		}
+		opts.Password = strings.TrimSpace(string(b))
+	}
+	if cfg.TLS {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.CAFile != "" {
+			pem, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("broker.store.redis.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, errors.New("broker.store.redis.ca_file: no PEM certificate in it")
+			}
+			tc.RootCAs = pool
+		}
+		opts.TLSConfig = tc
+	}
+	return &RedisStore{rdb: redis.NewClient(opts), prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}, nil
+}
+
+// Close closes the connection pool.
+func (s *RedisStore) Close() error { return s.rdb.Close() }
+
+func (s *RedisStore) key(parts ...string) string { return s.prefix + strings.Join(parts, "") }
+
+var putScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+local w = redis.call('GET', KEYS[5])
+if w and tonumber(w) >= tonumber(ARGV[4]) then return -1 end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('HSET', KEYS[1], 'g', ARGV[1], 'r', '0')
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+local want = tonumber(ARGV[2]) - tonumber(ARGV[7])
+redis.call('SADD', KEYS[2], ARGV[5])
+if redis.call('PTTL', KEYS[2]) < want then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+redis.call('SADD', KEYS[3], ARGV[6])
+if redis.call('PTTL', KEYS[3]) < want then redis.call('PEXPIREAT', KEYS[3], ARGV[2]) end
+return 1
+`)
+
+// Put implements Store.
+func (s *RedisStore) Put(ctx context.Context, k HandleKey, g *Grant, maxPerInvocation int) error {
+	body, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("encode grant: %w", err)
+	}
+	hk := k.String()
+	expireAt := g.ExpiresAt.Add(s.retention).UnixMilli()
+	res, err := putScript.Run(ctx, s.rdb,
+		[]string{s.key("h:", hk), s.key("inv:", g.InvocationID), s.key("plg:", g.PluginID),
+			s.key("invrev:", g.InvocationID), s.key("plgrev:", g.PluginID)},
+		body, expireAt, maxPerInvocation, g.IssuedAt.UnixMilli(), hk, g.InvocationID, time.Now().UnixMilli(),
+	).Int()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	switch res {
+	case -1:
+		return ErrInvocationRevoked
+	case -2:
+		return ErrIssueLimit
+	}
+	return nil
+}
+
+// Get implements Store: one round trip.
+func (s *RedisStore) Get(ctx context.Context, k HandleKey) (*Grant, error) {
+	vals, err := s.rdb.HMGet(ctx, s.key("h:", k.String()), "g", "r").Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	body, ok := vals[0].(string)
+	if !ok {
+		return nil, ErrHandleUnknown
+	}
+	g := &Grant{}
+	if err := json.Unmarshal([]byte(body), g); err != nil {
+		return nil, fmt.Errorf("%w: stored grant is corrupt", ErrStoreUnavailable)
+	}
+	if r, _ := vals[1].(string); r != "0" {
+		return g, ErrHandleRevoked
+	}
+	return g, nil
+}
+
+var revokeInvocationScript = redis.NewScript(`
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+local n = 0
+for _, hk in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local k = ARGV[2] .. 'h:' .. hk
+  if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
+end
+return n
+`)
+
+// RevokeInvocation implements Store.
+func (s *RedisStore) RevokeInvocation(ctx context.Context, id string) (int, error) {
+	n, err := revokeInvocationScript.Run(ctx, s.rdb,
+		[]string{s.key("inv:", id), s.key("invrev:", id)},
+		s.tombstone.Milliseconds(), s.prefix).Int()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return n, nil
+}
+
+var revokePluginScript = redis.NewScript(`
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+local n = 0
+for _, inv in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  for _, hk in ipairs(redis.call('SMEMBERS', ARGV[3] .. 'inv:' .. inv)) do
+    local k = ARGV[3] .. 'h:' .. hk
+    if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
+  end
+end
+return n
+`)
+
+// RevokePlugin implements Store.
+func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
+	n, err := revokePluginScript.Run(ctx, s.rdb,
+		[]string{s.key("plg:", id), s.key("plgrev:", id)},
+		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix).Int()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return n, nil
+}
+
+// Ping implements Store.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return nil
+}
