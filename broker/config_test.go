@@ -24,7 +24,7 @@ func TestConfigValidate(t *testing.T) {
 			"ok.basic": {Class: ClassWrite, Secret: SecretRef{Source: SourceFile, Path: "x", Field: "f"},
 				Inject: Inject{Basic: &BasicInject{}}},
 			"ok.dest": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Mount: "secret", Path: "x", Field: "f"},
-				Inject: Inject{Placeholder: &PlaceholderInject{Headers: []string{"Host"}}},
+				Inject:       Inject{Placeholder: &PlaceholderInject{Headers: []string{"Host"}}},
 				Destinations: []Destination{{Host: "127.0.0.1"}}},
 		},
 	}.WithDefaults()
