@@ -135,8 +135,9 @@ func (r *Ring) VerificationKey(ctx context.Context, kid string) (VerificationKey
 // requests (an unknown kid, a JWKS fetch) use it so that a flood of
 // requests costs at most one source read per MinRefresh.
 func (r *Ring) MaybeRefresh(ctx context.Context) bool {
+	// Rate limiting is about real time, not the (injectable) token clock.
 	last := time.Unix(0, r.lastRef.Load())
-	if r.opts.Now().Sub(last) < r.opts.MinRefresh {
+	if time.Since(last) < r.opts.MinRefresh {
 		return false
 	}
 	if err := r.Refresh(ctx); err != nil {
@@ -154,7 +155,7 @@ func (r *Ring) Refresh(ctx context.Context) error {
 }
 
 func (r *Ring) refreshLocked(ctx context.Context) error {
-	r.lastRef.Store(r.opts.Now().UnixNano())
+	r.lastRef.Store(time.Now().UnixNano())
 	set, err := r.src.Load(ctx)
 	if err != nil {
 		return err

@@ -86,7 +86,7 @@ func startVault(bin string) (*VaultServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: randomToken("hvs.test-")}
+	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: randomToken("airlock-test-root-")}
 	args := []string{"server", "-dev",
 		"-dev-root-token-id=" + v.RootToken,
 		"-dev-listen-address=" + loopback(port),
@@ -104,8 +104,13 @@ func startVault(bin string) (*VaultServer, error) {
 		v.Stop()
 		return nil, err
 	}
-	if m := unsealRE.FindStringSubmatch(v.proc.out.String()); m != nil {
-		v.unsealKey = m[1]
+	// The dev banner with the unseal key is printed just after the API
+	// comes up.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := unsealRE.FindStringSubmatch(v.proc.out.String()); m != nil {
+			v.unsealKey = m[1]
+			break
+		}
 	}
 	return v, nil
 }

@@ -1,16 +1,39 @@
 package vault
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+	"github.com/hashicorp/vault/api/auth/kubernetes"
 )
 
-// NewClient returns a logged-in Vault client for cfg.
-func NewClient(cfg Config) (*vaultapi.Client, error) {
+// Client is a Vault API client whose token is kept alive: renewed with a
+// LifetimeWatcher while Vault allows, and obtained again by logging in
+// when renewal stops (max TTL reached, token revoked) or when a caller
+// reports that Vault refused it.
+type Client struct {
+	API *vaultapi.Client
+
+	cfg    Config
+	log    *slog.Logger
+	reauth chan struct{}
+
+	mu       sync.Mutex
+	secretID string // unwrapped AppRole secret id, memory only
+	auth     *vaultapi.Secret
+}
+
+// NewAPIClient returns a Vault API client for cfg's address and TLS,
+// without a token.
+func NewAPIClient(cfg Config) (*vaultapi.Client, error) {
 	if !cfg.Configured() {
 		return nil, errors.New("vault.address is not set")
 	}
@@ -23,6 +46,7 @@ func NewClient(cfg Config) (*vaultapi.Client, error) {
 	if cfg.Timeout > 0 {
 		vc.Timeout = cfg.Timeout
 	}
+	vc.MaxRetries = 1
 	if cfg.CAFile != "" || cfg.TLSServerName != "" {
 		if err := vc.ConfigureTLS(&vaultapi.TLSConfig{CACert: cfg.CAFile, TLSServerName: cfg.TLSServerName}); err != nil {
 			return nil, fmt.Errorf("vault TLS: %w", err)
@@ -36,12 +60,237 @@ func NewClient(cfg Config) (*vaultapi.Client, error) {
 	c.SetAddress(cfg.Address)
 	c.SetNamespace(cfg.Namespace)
 	c.ClearToken()
-	tok, err := loadToken(cfg.Auth)
+	return c, nil
+}
+
+// NewClient returns an API client logged in per cfg (no renewal; see
+// Connect for a long-running one).
+func NewClient(cfg Config) (*vaultapi.Client, error) {
+	c, err := Connect(context.Background(), cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	c.SetToken(tok)
+	return c.API, nil
+}
+
+// Connect logs in per cfg. Call Run to keep the token alive.
+func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	api, err := NewAPIClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}
+	if err := c.login(ctx); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// login obtains a token per the auth method and installs it.
+func (c *Client) login(ctx context.Context) error {
+	a := c.cfg.Auth
+	switch a.Method {
+	case "", AuthToken:
+		tok, err := loadToken(a)
+		if err != nil {
+			return err
+		}
+		c.API.SetToken(tok)
+		// A renewable token is kept alive; a root or periodic-less token
+		// simply has no auth info to watch.
+		s, err := c.API.Auth().Token().LookupSelfWithContext(ctx)
+		if err == nil && s != nil {
+			if renewable, _ := s.TokenIsRenewable(); renewable {
+				ttl, _ := s.TokenTTL()
+				c.setAuth(&vaultapi.Secret{Auth: &vaultapi.SecretAuth{ClientToken: tok, Renewable: true, LeaseDuration: int(ttl.Seconds())}})
+			}
+		}
+		return nil
+	case AuthAppRole:
+		return c.loginAppRole(ctx)
+	case AuthKubernetes:
+		path := a.ServiceAccountTokenFile
+		if path == "" {
+			path = DefaultServiceAccountTokenFile
+		}
+		opts := []kubernetes.LoginOption{kubernetes.WithServiceAccountTokenPath(path)}
+		if a.MountPath != "" {
+			opts = append(opts, kubernetes.WithMountPath(a.MountPath))
+		}
+		m, err := kubernetes.NewKubernetesAuth(a.Role, opts...)
+		if err != nil {
+			return fmt.Errorf("vault kubernetes auth: %w", err)
+		}
+		return c.loginWith(ctx, m, "kubernetes")
+	}
+	return fmt.Errorf("vault.auth.method %q is not supported", a.Method)
+}
+
+func (c *Client) loginAppRole(ctx context.Context) error {
+	a := c.cfg.Auth
+	roleID := a.RoleID
+	if a.RoleIDFile != "" {
+		b, err := os.ReadFile(a.RoleIDFile)
+		if err != nil {
+			return fmt.Errorf("vault.auth.role_id_file: %w", err)
+		}
+		roleID = strings.TrimSpace(string(b))
+	}
+	secretID, err := c.appRoleSecretID(ctx)
+	if err != nil {
+		return err
+	}
+	opts := []approle.LoginOption{}
+	if a.MountPath != "" {
+		opts = append(opts, approle.WithMountPath(a.MountPath))
+	}
+	m, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID}, opts...)
+	if err != nil {
+		return fmt.Errorf("vault approle auth: %w", err)
+	}
+	return c.loginWith(ctx, m, "approle")
+}
+
+// appRoleSecretID reads the secret id; a wrapped one is unwrapped once
+// (wrapping tokens are single-use) and kept in memory for later logins.
+func (c *Client) appRoleSecretID(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	cached := c.secretID
+	c.mu.Unlock()
+	if cached != "" {
+		return cached, nil
+	}
+	b, err := os.ReadFile(c.cfg.Auth.SecretIDFile)
+	if err != nil {
+		return "", fmt.Errorf("vault.auth.secret_id_file: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", errors.New("vault.auth.secret_id_file: file is empty")
+	}
+	if !c.cfg.Auth.SecretIDWrapped {
+		return v, nil
+	}
+	unwrapper, err := NewAPIClient(c.cfg)
+	if err != nil {
+		return "", err
+	}
+	s, err := unwrapper.Logical().UnwrapWithContext(ctx, v)
+	if err != nil {
+		return "", fmt.Errorf("vault: unwrap AppRole secret id (the wrapping token may be used or expired): %w", redactVaultError(err))
+	}
+	id, _ := s.Data["secret_id"].(string)
+	if id == "" {
+		return "", errors.New("vault: the wrapped response holds no secret_id")
+	}
+	c.mu.Lock()
+	c.secretID = id
+	c.mu.Unlock()
+	return id, nil
+}
+
+func (c *Client) loginWith(ctx context.Context, m vaultapi.AuthMethod, name string) error {
+	s, err := c.API.Auth().Login(ctx, m)
+	if err != nil {
+		return fmt.Errorf("vault %s login: %w", name, redactVaultError(err))
+	}
+	if s == nil || s.Auth == nil {
+		return fmt.Errorf("vault %s login returned no token", name)
+	}
+	c.setAuth(s)
+	c.log.Info("vault login", "method", name, "ttl", time.Duration(s.Auth.LeaseDuration)*time.Second, "renewable", s.Auth.Renewable)
+	return nil
+}
+
+func (c *Client) setAuth(s *vaultapi.Secret) {
+	c.mu.Lock()
+	c.auth = s
+	c.mu.Unlock()
+}
+
+// Reauth asks Run to log in again (for example after Vault answered 403).
+// It never blocks; repeated calls while one is pending collapse.
+func (c *Client) Reauth() {
+	select {
+	case c.reauth <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps the token alive until ctx ends: renew while possible, log in
+// again when renewal stops or Reauth is called, with backoff on failure.
+func (c *Client) Run(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		auth := c.auth
+		c.mu.Unlock()
+		var done <-chan error
+		var w *vaultapi.LifetimeWatcher
+		if auth != nil && auth.Auth != nil && auth.Auth.Renewable {
+			var err error
+			w, err = c.API.NewLifetimeWatcher(&vaultapi.LifetimeWatcherInput{Secret: auth})
+			if err == nil {
+				go w.Start()
+				done = w.DoneCh()
+			}
+		}
+		var renew <-chan *vaultapi.RenewOutput
+		if w != nil {
+			renew = w.RenewCh()
+		}
+		relogin := false
+		for !relogin && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case err := <-done:
+				if err != nil {
+					c.log.Warn("vault token renewal stopped", "err", redactVaultError(err))
+				}
+				relogin = true
+			case <-renew:
+				c.log.Debug("vault token renewed")
+			case <-c.reauth:
+				c.log.Warn("vault refused the token; logging in again")
+				relogin = true
+			}
+		}
+		if w != nil {
+			w.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if c.cfg.Auth.Method == "" || c.cfg.Auth.Method == AuthToken {
+			if err := c.login(ctx); err != nil {
+				c.log.Warn("vault token reload failed", "err", err)
+			}
+			// A static token cannot be renewed past its max TTL; wait for
+			// an operator (a new token file) or another Reauth.
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.reauth:
+				c.Reauth()
+			case <-time.After(time.Minute):
+			}
+			continue
+		}
+		if err := c.login(ctx); err != nil {
+			c.log.Warn("vault login failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		backoff = time.Second
+	}
 }
 
 func loadToken(a AuthConfig) (string, error) {
@@ -61,4 +310,14 @@ func loadToken(a AuthConfig) (string, error) {
 		return "", errors.New("vault.auth.token_file: file is empty")
 	}
 	return t, nil
+}
+
+// redactVaultError keeps Vault's status and error messages (which name
+// no secret) and drops the request URL's query.
+func redactVaultError(err error) error {
+	var re *vaultapi.ResponseError
+	if errors.As(err, &re) {
+		return fmt.Errorf("vault answered %d: %s", re.StatusCode, strings.Join(re.Errors, "; "))
+	}
+	return err
 }

@@ -9,8 +9,13 @@ import (
 
 // Auth methods.
 const (
-	AuthToken = "token"
+	AuthToken      = "token"
+	AuthAppRole    = "approle"
+	AuthKubernetes = "kubernetes"
 )
+
+// DefaultServiceAccountTokenFile is where Kubernetes mounts a pod's token.
+const DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // DefaultTimeout bounds one Vault request.
 const DefaultTimeout = 10 * time.Second
@@ -28,11 +33,26 @@ type Config struct {
 
 // AuthConfig selects how Airlock logs in.
 type AuthConfig struct {
-	// Method is "token" (the default).
+	// Method is token (the default), approle or kubernetes.
 	Method string `yaml:"method"`
+	// MountPath of the auth method; default: the method's name.
+	MountPath string `yaml:"mount_path"`
+
 	// TokenFile holds the token for method token; when empty the airlock
 	// process's VAULT_TOKEN is used.
 	TokenFile string `yaml:"token_file"`
+
+	// AppRole: the role id (inline or in a file) and the secret id file.
+	// With SecretIDWrapped the file holds a response-wrapping token whose
+	// unwrapped secret id is kept in memory only.
+	RoleID          string `yaml:"role_id"`
+	RoleIDFile      string `yaml:"role_id_file"`
+	SecretIDFile    string `yaml:"secret_id_file"`
+	SecretIDWrapped bool   `yaml:"secret_id_wrapped"`
+
+	// Kubernetes: the Vault role and the service account token file.
+	Role                    string `yaml:"role"`
+	ServiceAccountTokenFile string `yaml:"service_account_token_file"`
 }
 
 // Configured reports whether a Vault address is set.
@@ -50,10 +70,25 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, errors.New("vault.timeout: must not be negative"))
 	}
-	switch c.Auth.Method {
+	a := c.Auth
+	switch a.Method {
 	case "", AuthToken:
+		if a.RoleID != "" || a.RoleIDFile != "" || a.SecretIDFile != "" || a.Role != "" {
+			errs = append(errs, errors.New("vault.auth: role and secret id settings need method approle or kubernetes"))
+		}
+	case AuthAppRole:
+		if (a.RoleID == "") == (a.RoleIDFile == "") {
+			errs = append(errs, errors.New("vault.auth: approle needs exactly one of role_id, role_id_file"))
+		}
+		if a.SecretIDFile == "" {
+			errs = append(errs, errors.New("vault.auth.secret_id_file: required for approle"))
+		}
+	case AuthKubernetes:
+		if a.Role == "" {
+			errs = append(errs, errors.New("vault.auth.role: required for kubernetes"))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("vault.auth.method: %q is not one of: token", c.Auth.Method))
+		errs = append(errs, fmt.Errorf("vault.auth.method: %q is not one of: token, approle, kubernetes", a.Method))
 	}
 	return errors.Join(errs...)
 }
