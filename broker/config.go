@@ -231,12 +231,7 @@ func (c Config) Validate() error {
 	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
 		add("broker.secrets: cache_ttl and stale_if_error must not be negative")
 	}
-	names := make([]string, 0, len(c.Intents))
-	for n := range c.Intents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range c.IntentNames() {
 		in := c.Intents[name]
 		p := "broker.intents." + name
 		if !intentName.MatchString(name) {
@@ -257,6 +252,16 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// IntentNames returns the configured intent names, sorted.
+func (c Config) IntentNames() []string {
+	names := make([]string, 0, len(c.Intents))
+	for n := range c.Intents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func (r SecretRef) validate(p string, haveFile bool) []error {

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 )
 
-func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
+func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check-config", stderr)
 	path := configFlag(fs)
+	checkSecrets := fs.Bool("vault", false, "also log in to Vault and check that every intent's secret and field can be read (values are never printed)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock check-config [--config FILE | FILE]\n\nValidates the config and reports every problem at once; no secret is printed.")
+		fmt.Fprintln(stderr, "usage: airlock check-config [--vault] [--config FILE | FILE]\n\nValidates the config and reports every problem at once; no secret is printed.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -22,13 +25,60 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 1 {
 		*path = fs.Arg(0)
 	}
-	if _, err := loadConfig(*path); err != nil {
+	cfg, err := loadConfig(*path)
+	if err != nil {
 		return err
 	}
 	name := *path
 	if name == "" {
 		name = "embedded defaults"
 	}
-	_, err := fmt.Fprintf(stdout, "%s: OK\n", name)
-	return err
+	if _, err := fmt.Fprintf(stdout, "%s: OK\n", name); err != nil {
+		return err
+	}
+	if !*checkSecrets {
+		return nil
+	}
+	log := newLogger(cfg.Log, stderr)
+	vc, err := connectVault(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if vc != nil {
+		fmt.Fprintf(stdout, "vault: logged in to %s (method %s)\n", cfg.Vault.Address, methodName(cfg.Vault.Auth.Method))
+	}
+	b, _, closeBroker, err := newBroker(cfg, vc, nil, log)
+	if err != nil {
+		return err
+	}
+	defer closeBroker()
+	failed := 0
+	for _, intent := range cfg.Broker.IntentNames() {
+		in := cfg.Broker.Intents[intent]
+		if in.Secret.Source == "" {
+			fmt.Fprintf(stdout, "intent %s: not bound to a secret\n", intent)
+			continue
+		}
+		s, err := b.SecretFor(ctx, intent, true)
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "intent %s: FAILED: %v\n", intent, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "intent %s: readable (%s, version %d)\n", intent, in.Secret.Source, s.Version)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d intent(s) cannot read their secret", failed)
+	}
+	if len(cfg.Broker.Intents) == 0 {
+		return errors.New("no intents configured (broker.intents)")
+	}
+	return nil
+}
+
+func methodName(m string) string {
+	if m == "" {
+		return "token"
+	}
+	return m
 }

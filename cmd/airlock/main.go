@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		err = cmdServe(ctx, rest, stderr)
 	case "check-config":
-		err = cmdCheckConfig(rest, stdout, stderr)
+		err = cmdCheckConfig(ctx, rest, stdout, stderr)
 	case "token":
 		err = cmdToken(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version":

@@ -6,10 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -18,7 +25,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	path := configFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock serve [--config FILE]\n\nRuns the admin listener (/healthz, /readyz, /metrics, "+tokens.JWKSPath+") and the token issuer\nuntil SIGINT or SIGTERM.")
+		fmt.Fprintln(stderr, "usage: airlock serve [--config FILE]\n\nRuns the broker, the token issuer and the admin listener (/healthz, /readyz, /metrics,\n"+
+			tokens.JWKSPath+", POST /v1/secrets/refresh) until SIGINT or SIGTERM. SIGHUP refreshes secrets.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -29,12 +37,27 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	goRun := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
 
-	ring, err := newRing(ctx, cfg, log)
+	vc, err := connectVault(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	go ring.Run(ctx, cfg.Tokens.Refresh)
+	if vc != nil {
+		goRun(vc.Run)
+	}
+	ring, err := newRing(ctx, cfg, vc, log)
+	if err != nil {
+		return err
+	}
+	goRun(func(ctx context.Context) { ring.Run(ctx, cfg.Tokens.Refresh) })
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -45,13 +68,36 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		Name: "airlock_token_signing_keys", Help: "Signing keys that may verify now (active plus retired within retention).",
 	}, func() float64 { return float64(len(ring.Keys())) }))
 
+	b, runBroker, closeBroker, err := newBroker(cfg, vc, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeBroker()
+	goRun(runBroker)
+
 	adm := admin.New(reg, log)
 	adm.Handle("GET "+tokens.JWKSPath, tokens.JWKSHandler(ring))
+	adm.Handle("POST /v1/secrets/refresh", refreshHandler(b))
 	adm.AddCheck("signing_key", func(context.Context) error {
 		if ring.Active() == nil {
 			return tokens.ErrNoActiveKey
 		}
 		return nil
+	})
+	adm.AddCheck("handle_store", b.Ping)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	goRun(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				b.RefreshSecrets()
+			}
+		}
 	})
 
 	l, err := net.Listen("tcp", cfg.Admin.Listen)
@@ -59,11 +105,34 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	log.Info("airlock serving", "admin", l.Addr().String(), "jwks", "http://"+l.Addr().String()+tokens.JWKSPath,
-		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID)
+		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
+		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents))
 	err = adm.Serve(ctx, l)
+	cancel()
 	log.Info("airlock stopped")
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// refreshHandler invalidates the secret cache, at most once a second so
+// the endpoint cannot be used to hammer Vault.
+func refreshHandler(b *broker.Broker) http.Handler {
+	var mu sync.Mutex
+	var last time.Time
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if time.Since(last) < time.Second {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"error":"rate_limited","detail":"secrets were refreshed less than a second ago"}`+"\n")
+			return
+		}
+		last = time.Now()
+		b.RefreshSecrets()
+		_, _ = io.WriteString(w, `{"status":"refreshed"}`+"\n")
+	})
 }

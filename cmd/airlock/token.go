@@ -81,7 +81,7 @@ func cmdTokenMint(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Tokens.Keys.Source == tokens.SourceMemory {
 		log.Warn("key source is memory: this token verifies only against keys of this process, which ends now")
 	}
-	ring, err := newRing(ctx, cfg, log)
+	ring, err := ringForCLI(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func cmdTokenRotate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errors.New("key source is memory: there is no shared key set to rotate; use tokens.rotate_every, or a file or vault key source")
 	}
 	log := newLogger(cfg.Log, stderr)
-	ring, err := newRing(ctx, cfg, log)
+	ring, err := ringForCLI(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

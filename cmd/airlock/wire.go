@@ -4,32 +4,49 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
+// connectVault logs in to Vault when the config names it; nil otherwise.
+// The caller runs Client.Run to keep the token alive.
+func connectVault(ctx context.Context, cfg *config.Config, log *slog.Logger) (*vault.Client, error) {
+	if !cfg.Vault.Configured() {
+		return nil, nil
+	}
+	vc, err := vault.Connect(ctx, cfg.Vault, log)
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	return vc, nil
+}
+
 // keySource builds the signing-key source the config names.
-func keySource(cfg *config.Config) (tokens.KeySource, error) {
+func keySource(cfg *config.Config, vc *vault.Client) (tokens.KeySource, error) {
 	k := cfg.Tokens.Keys
 	switch k.Source {
 	case tokens.SourceFile:
 		return &tokens.FileSource{Path: k.Path}, nil
 	case tokens.SourceVault:
-		c, err := vault.NewClient(cfg.Vault)
-		if err != nil {
-			return nil, err
+		if vc == nil {
+			return nil, fmt.Errorf("tokens.keys.source vault needs the vault section")
 		}
-		return &tokens.VaultSource{Client: c, Mount: k.Mount, Path: k.Path}, nil
+		return &tokens.VaultSource{Client: vc.API, Mount: k.Mount, Path: k.Path}, nil
 	default:
 		return &tokens.MemorySource{}, nil
 	}
 }
 
 // newRing loads (or creates) the signing-key ring.
-func newRing(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tokens.Ring, error) {
-	src, err := keySource(cfg)
+func newRing(ctx context.Context, cfg *config.Config, vc *vault.Client, log *slog.Logger) (*tokens.Ring, error) {
+	src, err := keySource(cfg, vc)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +62,66 @@ func newRing(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tokens
 	return ring, nil
 }
 
+// ringForCLI connects to Vault only when the key source needs it.
+func ringForCLI(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tokens.Ring, error) {
+	var vc *vault.Client
+	if cfg.Tokens.Keys.Source == tokens.SourceVault {
+		var err error
+		if vc, err = connectVault(ctx, cfg, log); err != nil {
+			return nil, err
+		}
+	}
+	return newRing(ctx, cfg, vc, log)
+}
+
 func newIssuer(cfg *config.Config, ring *tokens.Ring) *tokens.Issuer {
 	return tokens.NewIssuer(ring, tokens.IssuerOptions{
 		Issuer: cfg.Tokens.Issuer, TTL: cfg.Tokens.TTL, Grace: cfg.Tokens.Grace,
 	})
+}
+
+// secretSources builds the secret sources the config makes available.
+func secretSources(cfg *config.Config, vc *vault.Client) map[string]broker.SecretSource {
+	sources := map[string]broker.SecretSource{}
+	if vc != nil {
+		sources[broker.SourceVault] = &broker.VaultSource{Client: vc.API, OnAuthError: vc.Reauth}
+	}
+	if cfg.Broker.Secrets.File != "" {
+		sources[broker.SourceFile] = &broker.FileSource{Path: cfg.Broker.Secrets.File}
+	}
+	return sources
+}
+
+// newBroker builds the broker and returns a function that runs its
+// background work (memory-store sweeping) until ctx ends, and a closer.
+func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger) (*broker.Broker, func(context.Context), func(), error) {
+	bc := cfg.Broker
+	m := broker.NewMetrics(reg)
+	var store broker.Store
+	run := func(context.Context) {}
+	closer := func() {}
+	switch bc.Store.Type {
+	case broker.StoreRedis:
+		redis.SetLogger(redisLogger{log})
+		rs, err := broker.NewRedisStore(bc.Store.Redis, bc.ExpiredRetention, bc.MaxHandleLifetime)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		store, closer = rs, func() { rs.Close() }
+	default:
+		ms := broker.NewMemoryStore(bc.Store.MaxHandles, bc.ExpiredRetention, bc.MaxHandleLifetime, nil)
+		store = ms
+		run = func(ctx context.Context) { ms.Run(ctx, 30*time.Second) }
+	}
+	cache := broker.NewSecretCache(secretSources(cfg, vc), bc.Secrets.CacheTTL, bc.Secrets.StaleIfError, m, log)
+	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m})
+	return b, run, closer, nil
+}
+
+// redisLogger routes go-redis's own messages (pool dial failures) into
+// slog instead of stderr.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn("redis: " + fmt.Sprintf(format, v...))
 }

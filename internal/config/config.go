@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -41,6 +42,7 @@ type Config struct {
 	Admin    Admin         `yaml:"admin"`
 	Vault    vault.Config  `yaml:"vault"`
 	Tokens   tokens.Config `yaml:"tokens"`
+	Broker   broker.Config `yaml:"broker"`
 }
 
 // Log configures log/slog output.
@@ -147,6 +149,7 @@ func (c *Config) applyDefaults() {
 		c.Admin.Listen = DefaultAdminListen
 	}
 	c.Tokens = c.Tokens.WithDefaults()
+	c.Broker = c.Broker.WithDefaults()
 }
 
 func defaultStateDir() string {
@@ -185,6 +188,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Tokens.Keys.Source == tokens.SourceVault && !c.Vault.Configured() {
 		add("tokens.keys.source: vault needs the vault section (vault.address)")
+	}
+	if err := c.Broker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.Vault.Configured() {
+		for _, name := range c.Broker.IntentNames() {
+			if c.Broker.Intents[name].Secret.Source == broker.SourceVault {
+				add("broker.intents.%s.secret.source: vault needs the vault section (vault.address)", name)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -19,6 +19,7 @@ import (
 type VaultServer struct {
 	Addr      string // http://127.0.0.1:PORT
 	RootToken string
+	Bin       string // the vault binary, which is also the CLI
 
 	unsealKey string
 	proc      *process
@@ -86,7 +87,7 @@ func startVault(bin string) (*VaultServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: randomToken("airlock-test-root-")}
+	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: randomToken("airlock-test-root-"), Bin: bin}
 	args := []string{"server", "-dev",
 		"-dev-root-token-id=" + v.RootToken,
 		"-dev-listen-address=" + loopback(port),
