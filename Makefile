@@ -51,11 +51,11 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # Generated protobuf code is committed; this regenerates it with pinned
-# plugin versions. (The .proto sources arrive with the broker and host.)
+# plugin versions (protoc itself from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 proto:
-	@protos="$$(git ls-files 'proto/*.proto')"; \
+	@protos="$$(find proto -name '*.proto' | sort)"; \
 	if [ -z "$$protos" ]; then echo "no .proto files yet"; exit 0; fi; \
 	command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }; \
 	GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO) && GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO_GRPC) && \

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -62,7 +61,8 @@ type Issued struct {
 func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	iss, err := b.issue(ctx, req)
 	if err != nil {
-		b.metrics.issueError(issueReason(err))
+		reason, _ := reasonOf(err)
+		b.metrics.issueError(reason)
 		return Issued{}, err
 	}
 	b.metrics.issue(req.Intent)
@@ -118,23 +118,6 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 		return Issued{}, err
 	}
 	return Issued{Handle: h, ExpiresAt: expires, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
-}
-
-func issueReason(err error) string {
-	for _, e := range []struct {
-		err    error
-		reason string
-	}{
-		{ErrIntentUnknown, "intent_unknown"}, {ErrIntentUnbound, "intent_unbound"},
-		{ErrDeadlinePassed, "deadline_passed"}, {ErrDryRunWrite, "dry_run_write"},
-		{ErrIssueLimit, "limit"}, {ErrInvocationRevoked, "revoked"}, {ErrStoreFull, "store_full"},
-		{ErrStoreUnavailable, "store_unavailable"}, {ErrBadRequest, "bad_request"},
-	} {
-		if errors.Is(err, e.err) {
-			return e.reason
-		}
-	}
-	return "error"
 }
 
 // Resolve returns the grant a handle stands for. On ErrHandleExpired and

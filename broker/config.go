@@ -48,6 +48,7 @@ type Config struct {
 	// the audit log can say "expired" rather than "unknown".
 	ExpiredRetention time.Duration `yaml:"expired_retention"`
 
+	API     APIConfig     `yaml:"api"`
 	Store   StoreConfig   `yaml:"store"`
 	Secrets SecretsConfig `yaml:"secrets"`
 	// Intents are the security team's bindings: which secret backs which
@@ -212,6 +213,9 @@ func (c Config) Validate() error {
 	}
 	if c.ExpiredRetention < 0 {
 		add("broker.expired_retention: must not be negative")
+	}
+	if err := c.API.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Store.Type {
 	case StoreMemory:

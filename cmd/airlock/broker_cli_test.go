@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -72,5 +76,51 @@ func TestSecretsRefreshEndpoint(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET refresh = %d, want 405", resp.StatusCode)
+	}
+}
+
+// airlock serve exposes the broker API on its unix socket; a host in
+// another process issues and revokes through it.
+func TestServeBrokerAPI(t *testing.T) {
+	admin := freeAddr(t)
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "run", "broker.sock")
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+admin: {listen: %q}
+broker:
+  egress_proxy: 127.0.0.1:8899
+  api: {socket: %q}
+  secrets: {file: %q}
+  intents:
+    demo.read:
+      class: read
+      secret: {source: file, path: demo/api, field: token}
+      inject: {placeholder: {}}
+`, admin, sock, secrets))
+	startServe(t, nil, cfg, admin)
+	c, err := broker.Dial("unix://"+sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	iss, err := c.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "demo.read",
+		Destinations: []broker.Destination{{Host: "api.example.com"}}, Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("Issue through airlock serve: %v", err)
+	}
+	if !strings.HasPrefix(iss.Handle, broker.HandlePrefix) || iss.EgressProxy != "127.0.0.1:8899" {
+		t.Fatalf("issued %+v", iss)
+	}
+	if n, err := c.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d %v", n, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.GetStoreType() != "memory" || !st.GetStoreOk() || st.GetIntents()[0] != "demo.read" {
+		t.Fatalf("status %v %v", st, err)
 	}
 }

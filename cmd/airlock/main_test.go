@@ -18,7 +18,12 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-var airlockBin string
+var (
+	airlockBin string
+	// stateHome keeps the CLI's default state (keys, sockets) out of the
+	// real home directory.
+	stateHome string
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "airlock-cli-test-")
@@ -27,6 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	airlockBin = filepath.Join(dir, "airlock")
+	stateHome = filepath.Join(dir, "state")
 	if out, err := exec.Command("go", "build", "-race", "-o", airlockBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
 		os.Exit(1)
@@ -42,7 +48,7 @@ func cli(t *testing.T, env []string, stdin string, args ...string) (string, stri
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, airlockBin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+stateHome), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -79,7 +85,7 @@ func writeConfig(t *testing.T, body string) string {
 func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(airlockBin, "serve", "--config", cfgPath)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

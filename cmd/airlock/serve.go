@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -100,13 +102,21 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	})
 
+	api := &broker.Server{Broker: b, Tokens: newIssuer(cfg, ring), Ring: ring, StoreType: cfg.Broker.Store.Type,
+		Version: version, Log: log}
+	stopAPI, err := serveAPI(cfg.Broker.API, api, log)
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+
 	l, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	log.Info("airlock serving", "admin", l.Addr().String(), "jwks", "http://"+l.Addr().String()+tokens.JWKSPath,
 		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
-		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents))
+		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket)
 	err = adm.Serve(ctx, l)
 	cancel()
 	log.Info("airlock stopped")
@@ -135,4 +145,47 @@ func refreshHandler(b *broker.Broker) http.Handler {
 		b.RefreshSecrets()
 		_, _ = io.WriteString(w, `{"status":"refreshed"}`+"\n")
 	})
+}
+
+// serveAPI serves the broker gRPC API on the unix socket (and TCP with
+// mutual TLS when configured) and returns a function that stops it.
+func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(), error) {
+	var servers []*grpc.Server
+	stop := func() {
+		for _, g := range servers {
+			done := make(chan struct{})
+			go func() { g.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				g.Stop()
+			}
+		}
+	}
+	ul, err := broker.ListenUnix(c.Socket, c.AllowedUIDs, log)
+	if err != nil {
+		return nil, err
+	}
+	g := grpc.NewServer()
+	api.Register(g)
+	servers = append(servers, g)
+	go func() { _ = g.Serve(ul) }()
+	if c.TCP.Listen != "" {
+		creds, err := broker.TCPCredentials(c.TCP)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		tl, err := net.Listen("tcp", c.TCP.Listen)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("broker API TCP listener: %w", err)
+		}
+		tg := grpc.NewServer(grpc.Creds(creds))
+		api.Register(tg)
+		servers = append(servers, tg)
+		go func() { _ = tg.Serve(tl) }()
+		log.Info("broker API on TCP with mutual TLS", "listen", tl.Addr().String())
+	}
+	return stop, nil
 }

@@ -150,6 +150,9 @@ func (c *Config) applyDefaults() {
 	}
 	c.Tokens = c.Tokens.WithDefaults()
 	c.Broker = c.Broker.WithDefaults()
+	if c.Broker.API.Socket == "" {
+		c.Broker.API.Socket = filepath.Join(c.StateDir, "run", "broker.sock")
+	}
 }
 
 func defaultStateDir() string {

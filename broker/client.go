@@ -1,0 +1,144 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// ErrBrokerUnavailable: the broker API could not be reached.
+var ErrBrokerUnavailable = errors.New("broker API is unavailable")
+
+// Client calls a broker in another process (airlock serve) over gRPC. It
+// implements API and TokenMinter, and its errors match the broker's with
+// errors.Is.
+type Client struct {
+	conn *grpc.ClientConn
+	api  brokerv1.BrokerServiceClient
+}
+
+// Dial connects to target: "unix:///path/to/broker.sock", or host:port
+// with tlsConfig (mutual TLS; plaintext TCP is refused).
+func Dial(target string, tlsConfig *tls.Config) (*Client, error) {
+	var creds credentials.TransportCredentials
+	switch {
+	case strings.HasPrefix(target, "unix://"):
+		creds = insecure.NewCredentials() // the socket's directory and peer-uid check protect it
+	case tlsConfig != nil:
+		creds = credentials.NewTLS(tlsConfig)
+	default:
+		return nil, errors.New("broker API over TCP needs TLS (client certificate)")
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("broker API: %w", err)
+	}
+	return &Client{conn: conn, api: brokerv1.NewBrokerServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Issue implements API.
+func (c *Client) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
+	r := &brokerv1.IssueHandleRequest{PluginId: req.PluginID, InvocationId: req.InvocationID, Intent: req.Intent,
+		DryRun: req.DryRun}
+	if !req.Deadline.IsZero() {
+		r.Deadline = timestamppb.New(req.Deadline)
+	}
+	for _, d := range req.Destinations {
+		r.Destinations = append(r.Destinations, &brokerv1.Destination{Host: d.Host, Port: uint32(d.Port),
+			PathPrefix: d.PathPrefix, Methods: d.Methods})
+	}
+	resp, err := c.api.IssueHandle(ctx, r)
+	if err != nil {
+		return Issued{}, errorFromStatus(err)
+	}
+	return Issued{Handle: resp.GetHandle(), ExpiresAt: resp.GetExpiresAt().AsTime(),
+		EgressProxy: resp.GetEgressProxy(), Fingerprint: resp.GetFingerprint()}, nil
+}
+
+// RevokeInvocation implements API.
+func (c *Client) RevokeInvocation(ctx context.Context, id string) (int, error) {
+	resp, err := c.api.RevokeInvocation(ctx, &brokerv1.RevokeInvocationRequest{InvocationId: id})
+	if err != nil {
+		return 0, errorFromStatus(err)
+	}
+	return int(resp.GetRevoked()), nil
+}
+
+// RevokePlugin implements API.
+func (c *Client) RevokePlugin(ctx context.Context, id string) (int, error) {
+	resp, err := c.api.RevokePlugin(ctx, &brokerv1.RevokePluginRequest{PluginId: id})
+	if err != nil {
+		return 0, errorFromStatus(err)
+	}
+	return int(resp.GetRevoked()), nil
+}
+
+// MintToken implements TokenMinter.
+func (c *Client) MintToken(ctx context.Context, req TokenRequest) (Token, error) {
+	r := &brokerv1.MintTokenRequest{UserId: req.UserID, ExecutaToolId: req.ExecutaToolID, ToolInvokeId: req.ToolInvokeID,
+		MaxTokensPerCall: uint32(req.MaxTokensPerCall), MaxCallsPerInvoke: uint32(req.MaxCallsPerInvoke),
+		AppId: req.AppID, AppSlug: req.AppSlug}
+	if !req.Deadline.IsZero() {
+		r.Deadline = timestamppb.New(req.Deadline)
+	}
+	switch req.Audience {
+	case tokens.AudienceSampling:
+		r.Kind = brokerv1.TokenKind_TOKEN_KIND_SAMPLING
+	case tokens.AudienceStorage:
+		r.Kind = brokerv1.TokenKind_TOKEN_KIND_STORAGE
+	}
+	resp, err := c.api.MintToken(ctx, r)
+	if err != nil {
+		return Token{}, errorFromStatus(err)
+	}
+	return Token{Raw: resp.GetToken(), ExpiresAt: resp.GetExpiresAt().AsTime(), ID: resp.GetJti()}, nil
+}
+
+// Status returns the broker's status.
+func (c *Client) Status(ctx context.Context) (*brokerv1.StatusResponse, error) {
+	resp, err := c.api.Status(ctx, &brokerv1.StatusRequest{})
+	if err != nil {
+		return nil, errorFromStatus(err)
+	}
+	return resp, nil
+}
+
+// remoteError carries the broker's message and matches its sentinel.
+type remoteError struct {
+	msg string
+	err error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.err }
+
+func errorFromStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrBrokerUnavailable, err)
+	}
+	reason, _, _ := strings.Cut(st.Message(), ":")
+	if sentinel, ok := errorOf(reason); ok {
+		return &remoteError{msg: "broker: " + st.Message(), err: sentinel}
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return &remoteError{msg: "broker: " + st.Message(), err: ErrBrokerUnavailable}
+	}
+	return fmt.Errorf("broker: %s (%s)", st.Message(), st.Code())
+}

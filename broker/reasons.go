@@ -1,0 +1,48 @@
+package broker
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// reasons maps broker and token errors to the reason codes used in
+// metrics and the gRPC API, and to gRPC status codes. The Go client maps
+// a reason back to its error, so errors.Is works across the socket.
+var reasons = []struct {
+	err    error
+	reason string
+	code   codes.Code
+}{
+	{ErrBadRequest, "bad_request", codes.InvalidArgument},
+	{ErrIntentUnknown, "intent_unknown", codes.NotFound},
+	{ErrIntentUnbound, "intent_unbound", codes.FailedPrecondition},
+	{ErrDeadlinePassed, "deadline_passed", codes.FailedPrecondition},
+	{ErrDryRunWrite, "dry_run_write", codes.PermissionDenied},
+	{ErrIssueLimit, "limit", codes.ResourceExhausted},
+	{ErrInvocationRevoked, "revoked", codes.PermissionDenied},
+	{ErrStoreFull, "store_full", codes.ResourceExhausted},
+	{ErrStoreUnavailable, "store_unavailable", codes.Unavailable},
+	{tokens.ErrDeadlinePassed, "token_deadline_passed", codes.FailedPrecondition},
+	{tokens.ErrInvalidBinding, "token_binding", codes.InvalidArgument},
+}
+
+func reasonOf(err error) (string, codes.Code) {
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.reason, r.code
+		}
+	}
+	return "error", codes.Internal
+}
+
+func errorOf(reason string) (error, bool) {
+	for _, r := range reasons {
+		if r.reason == reason {
+			return r.err, true
+		}
+	}
+	return nil, false
+}

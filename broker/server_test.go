@@ -1,0 +1,254 @@
+package broker
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+type apiFixture struct {
+	mem    *memFixture
+	ring   *tokens.Ring
+	client *Client
+}
+
+func startAPI(t *testing.T, allowed []int) *apiFixture {
+	t.Helper()
+	f := newMemFixture(t)
+	f.clk = nil // the API test runs on real time
+	f.b.now = time.Now
+	f.store.now = time.Now
+	ring, err := tokens.NewRing(context.Background(), &tokens.MemorySource{}, tokens.RingOptions{Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
+	l, err := ListenUnix(sock, allowed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	(&Server{Broker: f.b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}).Register(g)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	c, err := Dial("unix://"+sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("socket dir mode %v %v", st.Mode().Perm(), err)
+	}
+	return &apiFixture{mem: f, ring: ring, client: c}
+}
+
+func TestAPIOverUnixSocket(t *testing.T) {
+	ctx := context.Background()
+	f := startAPI(t, nil)
+	var api API = f.client
+	iss, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv", Intent: "example.read",
+		Destinations: []Destination{{Host: "api.example.com", PathPrefix: "/v1/", Methods: []string{"GET"}}},
+		Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("Issue over gRPC: %v", err)
+	}
+	g, err := f.mem.b.Resolve(ctx, iss.Handle)
+	if err != nil || g.Destinations[0].PathPrefix != "/v1/" || iss.EgressProxy != "127.0.0.1:8899" {
+		t.Fatalf("resolve: %+v %v", g, err)
+	}
+	if n, err := api.RevokeInvocation(ctx, "inv"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d %v", n, err)
+	}
+	if _, err := f.mem.b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
+		t.Fatalf("after revoke over gRPC: %v", err)
+	}
+	if n, err := api.RevokePlugin(ctx, "p"); err != nil || n != 0 {
+		t.Fatalf("revoke plugin: %d %v", n, err)
+	}
+
+	// Errors keep their identity across the socket, without echoing input.
+	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "secret-sauce",
+		Destinations: apiDest, Deadline: time.Now().Add(time.Minute)})
+	if !errors.Is(err, ErrIntentUnknown) || strings.Contains(err.Error(), "secret-sauce") {
+		t.Fatalf("unknown intent: %v", err)
+	}
+	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.write",
+		Destinations: apiDest, Deadline: time.Now().Add(time.Minute), DryRun: true})
+	if !errors.Is(err, ErrDryRunWrite) {
+		t.Fatalf("dry run write: %v", err)
+	}
+	if _, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.read", Destinations: apiDest}); !errors.Is(err, ErrDeadlinePassed) {
+		t.Fatalf("no deadline: %v", err)
+	}
+
+	// Tokens minted over the API verify with the ring's keys.
+	tok, err := f.client.MintToken(ctx, TokenRequest{Audience: tokens.AudienceStorage,
+		Binding:  tokens.Binding{UserID: "u", ExecutaToolID: "t", ToolInvokeID: "i"},
+		Deadline: time.Now().Add(time.Minute), AppID: "a", AppSlug: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := tokens.NewVerifier(f.ring, tokens.VerifierOptions{})
+	c, err := v.VerifyStorage(ctx, tok.Raw)
+	if err != nil || !c.HasScope(tokens.ScopeApp) || c.ID != tok.ID {
+		t.Fatalf("minted storage token: %+v %v", c, err)
+	}
+	if _, err := f.client.MintToken(ctx, TokenRequest{Audience: tokens.AudienceSampling,
+		Binding: tokens.Binding{UserID: "u", ExecutaToolID: "t", ToolInvokeID: "i"}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("sampling token without caps: %v", err)
+	}
+	st, err := f.client.Status(ctx)
+	if err != nil || !st.GetStoreOk() || st.GetSigningKid() != f.ring.Active().ID || len(st.GetIntents()) != 3 {
+		t.Fatalf("status: %v %v", st, err)
+	}
+}
+
+func TestAPIRefusesUnlistedUID(t *testing.T) {
+	f := startAPI(t, []int{os.Getuid() + 4242})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := f.client.Status(ctx)
+	if !errors.Is(err, ErrBrokerUnavailable) {
+		t.Fatalf("unlisted uid: %v, want ErrBrokerUnavailable", err)
+	}
+}
+
+func TestListenUnixRefusesOpenDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListenUnix(filepath.Join(dir, "b.sock"), nil, nil); err == nil || !strings.Contains(err.Error(), "0700") {
+		t.Fatalf("0755 directory: %v", err)
+	}
+}
+
+func TestAPIOverMutualTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	ca, caKey := newCA(t)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", ca.Raw)
+	serverCert := leaf(t, ca, caKey, "127.0.0.1", x509.ExtKeyUsageServerAuth)
+	clientCert := leaf(t, ca, caKey, "airlock-host", x509.ExtKeyUsageClientAuth)
+	writePEM(t, filepath.Join(dir, "server.pem"), "CERTIFICATE", serverCert.Certificate[0])
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(serverCert.PrivateKey)
+	writePEM(t, filepath.Join(dir, "server.key"), "PRIVATE KEY", keyDER)
+
+	creds, err := TCPCredentials(TCPConfig{CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server.key"),
+		ClientCAFile: filepath.Join(dir, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newMemFixture(t)
+	g := grpc.NewServer(grpc.Creds(creds))
+	(&Server{Broker: f.b}).Register(g)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	defer g.Stop()
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	good, err := Dial(l.Addr().String(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	if _, err := good.Status(ctx); err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	noCert, _ := Dial(l.Addr().String(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+	defer noCert.Close()
+	if _, err := noCert.Status(ctx); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	if _, err := Dial(l.Addr().String(), nil); err == nil {
+		t.Fatal("plaintext TCP dial accepted")
+	}
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "airlock test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	return ca, key
+}
+
+func leaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{name}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListenUnixRefusesLiveSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "run", "b.sock")
+	l, err := ListenUnix(sock, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if _, err := ListenUnix(sock, nil, nil); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second listener on a live socket: %v", err)
+	}
+	l.Close()
+	// A stale socket file (no listener) is replaced.
+	l2, err := ListenUnix(sock, nil, nil)
+	if err != nil {
+		t.Fatalf("stale socket: %v", err)
+	}
+	l2.Close()
+}
