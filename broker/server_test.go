@@ -65,7 +65,7 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	var api API = f.client
 	iss, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv", Intent: "example.read",
 		Destinations: []Destination{{Host: "api.example.com", PathPrefix: "/v1/", Methods: []string{"GET"}}},
-		Deadline: time.Now().Add(time.Minute)})
+		Deadline:     time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatalf("Issue over gRPC: %v", err)
 	}
