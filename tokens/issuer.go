@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -137,14 +136,15 @@ func (i *Issuer) claims(aud string, b Binding, deadline time.Time) (*Claims, err
 }
 
 // wireClaims is Claims as minted: aud as a single string (RFC 7519
-// allows it, and verifiers that compare aud to a string expect it).
+// allows it, and verifiers that compare aud to a string expect it), times
+// as integer seconds. It is also what Verify decodes into.
 type wireClaims struct {
-	Issuer    string           `json:"iss"`
-	Audience  string           `json:"aud"`
-	IssuedAt  *jwt.NumericDate `json:"iat"`
-	NotBefore *jwt.NumericDate `json:"nbf"`
-	ExpiresAt *jwt.NumericDate `json:"exp"`
-	ID        string           `json:"jti"`
+	Issuer    string          `json:"iss"`
+	Audience  json.RawMessage `json:"aud"`
+	IssuedAt  *float64        `json:"iat"`
+	NotBefore *float64        `json:"nbf,omitempty"`
+	ExpiresAt *float64        `json:"exp"`
+	ID        string          `json:"jti"`
 	Binding
 	MaxTokensPerCall  int      `json:"maxTokensPerCall,omitempty"`
 	MaxCallsPerInvoke int      `json:"maxCallsPerInvoke,omitempty"`
@@ -158,29 +158,22 @@ func (i *Issuer) sign(c *Claims) (string, *Claims, error) {
 	if k == nil {
 		return "", nil, ErrNoActiveKey
 	}
-	payload, err := json.Marshal(wireClaims{
-		Issuer: c.Issuer, Audience: c.Audience(), IssuedAt: c.IssuedAt, NotBefore: c.NotBefore,
-		ExpiresAt: c.ExpiresAt, ID: c.ID, Binding: c.Binding,
-		MaxTokensPerCall: c.MaxTokensPerCall, MaxCallsPerInvoke: c.MaxCallsPerInvoke,
-		Scopes: c.Scopes, AppID: c.AppID, AppSlug: c.AppSlug,
-	})
-	if err != nil {
-		return "", nil, fmt.Errorf("encode claims: %w", err)
-	}
-	head := k.header()
+	var scratch [512]byte
+	payload := appendClaims(scratch[:0], c)
+	// One buffer: header . payload . signature, signed in place.
 	enc := base64.RawURLEncoding
-	var sb strings.Builder
-	sb.Grow(len(head) + 1 + enc.EncodedLen(len(payload)) + 1 + 90)
-	sb.WriteString(head)
-	sb.WriteByte('.')
-	buf := make([]byte, enc.EncodedLen(len(payload)))
-	enc.Encode(buf, payload)
-	sb.Write(buf)
-	sig, err := k.method().Sign(sb.String(), k.signer)
+	head := k.header()
+	n := len(head) + 1 + enc.EncodedLen(len(payload))
+	buf := make([]byte, n, n+1+enc.EncodedLen(maxSignatureSize))
+	copy(buf, head)
+	buf[len(head)] = '.'
+	enc.Encode(buf[len(head)+1:], payload)
+	sig, err := k.signBytes(buf)
 	if err != nil {
 		return "", nil, fmt.Errorf("sign token: %w", err)
 	}
-	sb.WriteByte('.')
-	sb.WriteString(enc.EncodeToString(sig))
-	return sb.String(), c, nil
+	buf = append(buf, '.')
+	buf = buf[:len(buf)+enc.EncodedLen(len(sig))]
+	enc.Encode(buf[n+1:], sig)
+	return string(buf), c, nil
 }

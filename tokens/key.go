@@ -235,6 +235,32 @@ func (k *Key) encodeHeader() string {
 	return base64.RawURLEncoding.EncodeToString(h)
 }
 
+// maxSignatureSize is the largest signature a ring key makes (Ed25519
+// and ES256 both make 64 bytes).
+const maxSignatureSize = 64
+
+// signBytes signs a JWS signing input.
+func (k *Key) signBytes(input []byte) ([]byte, error) {
+	if priv, ok := k.signer.(ed25519.PrivateKey); ok {
+		return ed25519.Sign(priv, input), nil
+	}
+	sig, err := jwt.SigningMethodES256.Sign(string(input), k.signer)
+	return sig, err
+}
+
+// verifyBytes checks a signature over a JWS signing input with a public
+// key of the given algorithm.
+func verifyBytes(alg string, pub crypto.PublicKey, input, sig []byte) bool {
+	switch alg {
+	case EdDSA:
+		p, ok := pub.(ed25519.PublicKey)
+		return ok && len(sig) == ed25519.SignatureSize && ed25519.Verify(p, input, sig)
+	case ES256:
+		return jwt.SigningMethodES256.Verify(string(input), sig, pub) == nil
+	}
+	return false
+}
+
 func (k *Key) method() jwt.SigningMethod {
 	if k.Algorithm == ES256 {
 		return jwt.SigningMethodES256

@@ -1,11 +1,16 @@
 package tokens
 
 import (
+	"bytes"
 	"context"
 	"crypto"
-	"errors"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"math"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -42,11 +47,13 @@ type VerifierOptions struct {
 	Now    func() time.Time
 }
 
-// Verifier checks sampling and storage tokens.
+// Verifier checks sampling and storage tokens. It parses the compact JWS
+// itself (strict base64url, a fixed header struct, a flat claims struct)
+// rather than through a generic JWT library: the checks are few and
+// fixed, and the generic path cost more than the signature.
 type Verifier struct {
-	keys    KeyResolver
-	opts    VerifierOptions
-	parsers map[string]*jwt.Parser // by required audience
+	keys KeyResolver
+	opts VerifierOptions
 }
 
 // NewVerifier returns a Verifier that resolves keys through keys.
@@ -63,19 +70,7 @@ func NewVerifier(keys KeyResolver, opts VerifierOptions) (*Verifier, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	v := &Verifier{keys: keys, opts: opts, parsers: map[string]*jwt.Parser{}}
-	for _, aud := range []string{AudienceSampling, AudienceStorage} {
-		v.parsers[aud] = jwt.NewParser(
-			jwt.WithAudience(aud),
-			jwt.WithIssuer(opts.Issuer),
-			jwt.WithLeeway(opts.Leeway),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithTimeFunc(opts.Now),
-			jwt.WithStrictDecoding(), // one encoding per token: no malleable trailing bits
-		)
-	}
-	return v, nil
+	return &Verifier{keys: keys, opts: opts}, nil
 }
 
 // VerifySampling verifies a sampling_token.
@@ -88,73 +83,136 @@ func (v *Verifier) VerifyStorage(ctx context.Context, raw string) (*Claims, erro
 	return v.Verify(ctx, raw, AudienceStorage)
 }
 
+// maxTokenSize bounds what the parser looks at; real tokens are < 1 KiB.
+const maxTokenSize = 8 << 10
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// jwsHeader is the protected header. Unknown members are ignored, except
+// crit, whose presence means extensions we do not implement (RFC 7515
+// section 4.1.11): such a token is refused.
+type jwsHeader struct {
+	Alg  string          `json:"alg"`
+	Kid  string          `json:"kid"`
+	Crit json.RawMessage `json:"crit"`
+}
+
 // Verify checks raw for the given audience and returns its claims. The
-// error is one of the package's sentinels (or a *ClaimError), never a
+// checks run in a fixed order — form, algorithm, key, signature, claim
+// presence, lifetime, audience, issuer — and the error names the first
+// that failed: one of the package's sentinels (or a *ClaimError), never a
 // message that quotes the token.
 func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, error) {
-	p, ok := v.parsers[audience]
-	if !ok {
+	if audience != AudienceSampling && audience != AudienceStorage {
 		return nil, fmt.Errorf("%w: %q is not a token audience", ErrAudience, audience)
 	}
 	if len(raw) > maxTokenSize {
 		return nil, ErrMalformed
 	}
-	c := &Claims{}
-	_, err := p.ParseWithClaims(raw, c, func(t *jwt.Token) (any, error) {
-		alg, _ := t.Header["alg"].(string)
-		if alg != EdDSA && alg != ES256 {
-			return nil, ErrAlgorithm
-		}
-		kid, _ := t.Header["kid"].(string)
-		if kid == "" {
-			return nil, ErrUnknownKey
-		}
-		vk, err := v.keys.VerificationKey(ctx, kid)
-		if err != nil {
-			return nil, err
-		}
-		if vk.Algorithm != alg {
-			return nil, ErrAlgorithm
-		}
-		return vk.Key, nil
-	})
+	dot1 := strings.IndexByte(raw, '.')
+	dot2 := strings.LastIndexByte(raw, '.')
+	if dot1 <= 0 || dot2 == dot1 || strings.IndexByte(raw[dot1+1:dot2], '.') >= 0 {
+		return nil, ErrMalformed
+	}
+	var hdr jwsHeader
+	if err := decodeSegment(raw[:dot1], &hdr); err != nil {
+		return nil, ErrMalformed
+	}
+	var wc wireClaims
+	if err := decodeSegment(raw[dot1+1:dot2], &wc); err != nil {
+		return nil, ErrMalformed
+	}
+	if hdr.Alg != EdDSA && hdr.Alg != ES256 || len(hdr.Crit) > 0 {
+		return nil, ErrAlgorithm
+	}
+	if hdr.Kid == "" {
+		return nil, ErrUnknownKey
+	}
+	vk, err := v.keys.VerificationKey(ctx, hdr.Kid)
 	if err != nil {
-		return nil, classify(err)
+		return nil, err
+	}
+	if vk.Algorithm != hdr.Alg {
+		return nil, ErrAlgorithm
+	}
+	sig, err := b64.DecodeString(raw[dot2+1:])
+	if err != nil || !verifyBytes(hdr.Alg, vk.Key, bytesOf(raw[:dot2]), sig) {
+		return nil, ErrSignature
+	}
+	c, err := wc.claims()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	now, leeway := v.opts.Now(), v.opts.Leeway
+	if !now.Before(c.ExpiresAt.Add(leeway)) {
+		return nil, ErrExpired
+	}
+	if c.NotBefore != nil && now.Add(leeway).Before(c.NotBefore.Time) || now.Add(leeway).Before(c.IssuedAt.Time) {
+		return nil, ErrNotYetValid
+	}
+	if c.Audience() != audience {
+		return nil, ErrAudience
+	}
+	if c.Issuer != v.opts.Issuer {
+		return nil, ErrIssuer
 	}
 	return c, nil
 }
 
-// maxTokenSize bounds what the parser looks at; real tokens are < 1 KiB.
-const maxTokenSize = 8 << 10
-
-// classify maps a parser error to one reason, most specific first.
-func classify(err error) error {
-	var ce *ClaimError
-	if errors.As(err, &ce) {
-		return ce
-	}
-	for _, own := range []error{ErrAlgorithm, ErrUnknownKey, ErrKeysUnavailable} {
-		if errors.Is(err, own) {
-			return own
-		}
-	}
-	for _, m := range []struct{ from, to error }{
-		{jwt.ErrTokenMalformed, ErrMalformed},
-		{jwt.ErrTokenUnverifiable, ErrAlgorithm}, // alg not implemented by the parser
-		{jwt.ErrTokenSignatureInvalid, ErrSignature},
-		{jwt.ErrTokenExpired, ErrExpired},
-		{jwt.ErrTokenNotValidYet, ErrNotYetValid},
-		{jwt.ErrTokenUsedBeforeIssued, ErrNotYetValid},
-		{jwt.ErrTokenInvalidAudience, ErrAudience},
-		{jwt.ErrTokenInvalidIssuer, ErrIssuer},
-		{jwt.ErrTokenRequiredClaimMissing, ErrMissingClaim},
-	} {
-		if errors.Is(err, m.from) {
-			return m.to
-		}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+func decodeSegment(seg string, v any) error {
+	buf := make([]byte, b64.DecodedLen(len(seg)))
+	n, err := b64.Decode(buf, bytesOf(seg))
+	if err != nil {
 		return err
 	}
-	return ErrMalformed
+	return json.Unmarshal(buf[:n], v)
 }
+
+// claims converts decoded wire claims, checking the forms of aud and the
+// times.
+func (w *wireClaims) claims() (*Claims, error) {
+	c := &Claims{Binding: w.Binding, MaxTokensPerCall: w.MaxTokensPerCall, MaxCallsPerInvoke: w.MaxCallsPerInvoke,
+		Scopes: w.Scopes, AppID: w.AppID, AppSlug: w.AppSlug}
+	c.Issuer, c.ID = w.Issuer, w.ID
+	switch a := bytes.TrimSpace(w.Audience); {
+	case len(a) == 0 || string(a) == "null":
+	case a[0] == '"':
+		var s string
+		if json.Unmarshal(a, &s) != nil {
+			return nil, ErrMalformed
+		}
+		c.RegisteredClaims.Audience = jwt.ClaimStrings{s}
+	case a[0] == '[':
+		var ss []string
+		if json.Unmarshal(a, &ss) != nil {
+			return nil, ErrMalformed
+		}
+		c.RegisteredClaims.Audience = ss
+	default:
+		return nil, &ClaimError{Claim: "aud", Err: fmt.Errorf("%w: not a string or an array", ErrBadClaim)}
+	}
+	for _, t := range []struct {
+		name string
+		in   *float64
+		out  **jwt.NumericDate
+	}{{"exp", w.ExpiresAt, &c.ExpiresAt}, {"iat", w.IssuedAt, &c.IssuedAt}, {"nbf", w.NotBefore, &c.NotBefore}} {
+		if t.in == nil {
+			continue
+		}
+		if math.IsNaN(*t.in) || math.IsInf(*t.in, 0) || *t.in < 0 || *t.in > maxNumericDate {
+			return nil, &ClaimError{Claim: t.name, Err: fmt.Errorf("%w: not a time", ErrBadClaim)}
+		}
+		sec, frac := math.Modf(*t.in)
+		*t.out = jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9)))
+	}
+	return c, nil
+}
+
+// maxNumericDate is the year 9999: later times are not plausible tokens.
+const maxNumericDate = 253402300799
+
+// bytesOf views s as bytes without copying; callers only read it.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
