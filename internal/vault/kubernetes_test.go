@@ -104,9 +104,9 @@ func serviceAccountJWT(t *testing.T) string {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
-		"iss": "kubernetes/serviceaccount",
-		"sub": "system:serviceaccount:airlock:airlock",
-		"kubernetes.io/serviceaccount/namespace":            "airlock",
+		"iss":                                    "kubernetes/serviceaccount",
+		"sub":                                    "system:serviceaccount:airlock:airlock",
+		"kubernetes.io/serviceaccount/namespace": "airlock",
 		"kubernetes.io/serviceaccount/secret.name":          "airlock-token",
 		"kubernetes.io/serviceaccount/service-account.name": "airlock",
 		"kubernetes.io/serviceaccount/service-account.uid":  "sa-uid-1",
