@@ -148,14 +148,14 @@ func TestFileSource(t *testing.T) {
 	if err := os.WriteFile(p, []byte("a/b: {token: two}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := fs.Read(ctx, SecretRef{Path: "a/b"}); d.Fields["token"] != "one" {
-		t.Fatal("file re-read without Reload")
+	if d, _ := fs.Read(ctx, SecretRef{Path: "a/b"}); d.Fields["token"] != "two" || d.Version != 2 {
+		t.Fatalf("after the file changed: %+v", d)
 	}
 	if err := fs.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := fs.Read(ctx, SecretRef{Path: "a/b"}); d.Fields["token"] != "two" || d.Version != 2 {
-		t.Fatalf("after reload: %+v", d)
+	if d, _ := fs.Read(ctx, SecretRef{Path: "a/b"}); d.Version != 2 {
+		t.Fatalf("a reload of unchanged content bumped the version: %+v", d)
 	}
 	if _, err := fs.Read(ctx, SecretRef{Path: "x"}); !errors.Is(err, ErrSecretNotFound) {
 		t.Fatalf("missing path: %v", err)
@@ -165,6 +165,9 @@ func TestFileSource(t *testing.T) {
 	}
 	if err := fs.Reload(); !errors.Is(err, ErrSecretUnavailable) {
 		t.Fatalf("group-readable file: %v", err)
+	}
+	if _, err := fs.Read(ctx, SecretRef{Path: "a/b"}); !errors.Is(err, ErrSecretUnavailable) {
+		t.Fatalf("read after the file became group-readable: %v (must fail closed)", err)
 	}
 	bad := writeSecrets(t, "a/b: [not, a, map, hunter2]\n")
 	_, err = (&FileSource{Path: bad}).Read(ctx, SecretRef{Path: "a/b"})

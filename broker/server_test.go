@@ -2,15 +2,8 @@ package broker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -143,17 +137,9 @@ func TestListenUnixRefusesOpenDirectory(t *testing.T) {
 func TestAPIOverMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	ca, caKey := newCA(t)
-	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", ca.Raw)
-	serverCert := leaf(t, ca, caKey, "127.0.0.1", x509.ExtKeyUsageServerAuth)
-	clientCert := leaf(t, ca, caKey, "airlock-host", x509.ExtKeyUsageClientAuth)
-	writePEM(t, filepath.Join(dir, "server.pem"), "CERTIFICATE", serverCert.Certificate[0])
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(serverCert.PrivateKey)
-	writePEM(t, filepath.Join(dir, "server.key"), "PRIVATE KEY", keyDER)
-
-	creds, err := TCPCredentials(TCPConfig{CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server.key"),
-		ClientCAFile: filepath.Join(dir, "ca.pem")})
+	ca := testenv.NewCA(t)
+	certFile, keyFile := testenv.WriteKeyPair(t, ca.Issue(t, "127.0.0.1"))
+	creds, err := TCPCredentials(TCPConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.PEMFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +153,7 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	go g.Serve(l)
 	defer g.Stop()
 
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	good, err := Dial(l.Addr().String(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13})
+	good, err := Dial(l.Addr().String(), &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Issue(t, "airlock-host")}, MinVersion: tls.VersionTLS13})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,52 +161,13 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	if _, err := good.Status(ctx); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
 	}
-	noCert, _ := Dial(l.Addr().String(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+	noCert, _ := Dial(l.Addr().String(), &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13})
 	defer noCert.Close()
 	if _, err := noCert.Status(ctx); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
 	if _, err := Dial(l.Addr().String(), nil); err == nil {
 		t.Fatal("plaintext TCP dial accepted")
-	}
-}
-
-func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "airlock test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	return ca, key
-}
-
-func leaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-	if ip := net.ParseIP(name); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{name}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -18,8 +19,8 @@ import (
 //	  token: s3cr3t
 //
 // The file is refused when its group or others may read it. It is re-read
-// on Reload (SIGHUP, POST /v1/secrets/refresh), so edits take effect
-// without a restart. It has no versions: Version is the number of loads
+// whenever it changed, so edits take effect at the next cache miss (or at
+// once after SIGHUP or POST /v1/secrets/refresh) without a restart. It has no versions: Version is the number of loads
 // that changed the file's content, starting at 1.
 type FileSource struct {
 	Path string
@@ -28,14 +29,24 @@ type FileSource struct {
 	data    map[string]map[string]string
 	raw     string
 	version int
+	mtime   time.Time
+	size    int64
+	mode    os.FileMode
 }
 
-// Read implements SecretSource.
+// Read implements SecretSource. It re-reads the file when its size or
+// modification time changed (reads happen on cache misses only), and
+// fails closed if the file became unreadable or too open.
 func (f *FileSource) Read(_ context.Context, ref SecretRef) (SecretData, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.data == nil {
+	st, err := os.Stat(f.Path)
+	if err != nil {
+		return SecretData{}, fmt.Errorf("%w: secrets file: %v", ErrSecretUnavailable, err)
+	}
+	if f.data == nil || !st.ModTime().Equal(f.mtime) || st.Size() != f.size || st.Mode() != f.mode {
 		if err := f.loadLocked(); err != nil {
+			f.data = nil
 			return SecretData{}, err
 		}
 	}
@@ -50,7 +61,11 @@ func (f *FileSource) Read(_ context.Context, ref SecretRef) (SecretData, error) 
 func (f *FileSource) Reload() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.loadLocked()
+	err := f.loadLocked()
+	if err != nil {
+		f.data = nil
+	}
+	return err
 }
 
 func (f *FileSource) loadLocked() error {
@@ -83,5 +98,6 @@ func (f *FileSource) loadLocked() error {
 		f.raw = string(b)
 	}
 	f.data = data
+	f.mtime, f.size, f.mode = st.ModTime(), st.Size(), st.Mode()
 	return nil
 }

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"net/netip"
+)
+
+// deniedPrefixes are every entry of the IANA IPv4 and IPv6 Special-Purpose
+// Address Registries (as of 2025), plus multicast, so that only ordinary
+// public unicast addresses are dialled. Globally reachable special-purpose
+// blocks (AS112, AMT, anycast relays) are refused too: no API lives there,
+// and refusing costs nothing.
+var deniedPrefixes = mustPrefixes(
+	// IPv4
+	"0.0.0.0/8",          // "this network"; includes 0.0.0.0
+	"10.0.0.0/8",         // private
+	"100.64.0.0/10",      // shared address space (CGNAT)
+	"127.0.0.0/8",        // loopback
+	"169.254.0.0/16",     // link-local, incl. 169.254.169.254 (cloud metadata)
+	"172.16.0.0/12",      // private
+	"192.0.0.0/24",       // IETF protocol assignments (incl. DS-Lite, NAT64 discovery)
+	"192.0.2.0/24",       // TEST-NET-1
+	"192.31.196.0/24",    // AS112-v4
+	"192.52.193.0/24",    // AMT
+	"192.88.99.0/24",     // deprecated 6to4 relay anycast
+	"192.168.0.0/16",     // private
+	"192.175.48.0/24",    // direct delegation AS112
+	"198.18.0.0/15",      // benchmarking
+	"198.51.100.0/24",    // TEST-NET-2
+	"203.0.113.0/24",     // TEST-NET-3
+	"224.0.0.0/4",        // multicast
+	"240.0.0.0/4",        // reserved for future use
+	"255.255.255.255/32", // limited broadcast
+	// IPv6
+	"::/128",            // unspecified
+	"::1/128",           // loopback
+	"::ffff:0:0/96",     // IPv4-mapped (refused as such: a v4 target is dialled as v4)
+	"::/96",             // IPv4-compatible (deprecated)
+	"64:ff9b::/96",      // NAT64 well-known prefix
+	"64:ff9b:1::/48",    // local-use NAT64
+	"100::/64",          // discard-only
+	"100:0:0:1::/64",    // dummy prefix
+	"2001::/23",         // IETF protocol assignments (Teredo 2001::/32, benchmarking, ORCHID, AMT, AS112)
+	"2001:db8::/32",     // documentation
+	"2002::/16",         // 6to4
+	"2620:4f:8000::/48", // direct delegation AS112
+	"3fff::/20",         // documentation
+	"5f00::/16",         // segment routing SIDs
+	"fc00::/7",          // unique local
+	"fe80::/10",         // link-local
+	"fec0::/10",         // deprecated site-local
+	"ff00::/8",          // multicast
+)
+
+func mustPrefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
+// classifyAddr returns "" for an address the proxy may dial, or the name
+// of the special-purpose range that forbids it.
+func classifyAddr(a netip.Addr) string {
+	if !a.IsValid() {
+		return "invalid"
+	}
+	if a.Zone() != "" {
+		return "zoned"
+	}
+	for _, p := range deniedPrefixes {
+		if p.Contains(a) {
+			return p.String()
+		}
+	}
+	return ""
+}
+
+// addressPolicy decides whether an address may be dialled.
+type addressPolicy struct {
+	allow []netip.Prefix   // operator exceptions (allow_cidrs)
+	self  []netip.AddrPort // the proxy's own listeners: always refused
+	// selfPorts are listener ports bound on an unspecified address: any
+	// local address on such a port is the proxy itself.
+	selfPorts []uint16
+}
+
+// check returns "" if ap may be dialled, else the reason.
+func (p *addressPolicy) check(ap netip.AddrPort) string {
+	a := ap.Addr().Unmap()
+	for _, s := range p.self {
+		if s.Addr().Unmap() == a && s.Port() == ap.Port() {
+			return "proxy's own listener"
+		}
+	}
+	for _, port := range p.selfPorts {
+		if port == ap.Port() && (a.IsLoopback() || a.IsUnspecified() || a.IsPrivate() || a.IsLinkLocalUnicast()) {
+			return "proxy's own listener"
+		}
+	}
+	for _, allowed := range p.allow {
+		if allowed.Contains(a) {
+			return ""
+		}
+	}
+	// An IPv4-mapped address is judged as the v4 address it carries and
+	// refused as mapped either way.
+	if ap.Addr().Is4In6() {
+		return "::ffff:0:0/96"
+	}
+	return classifyAddr(a)
+}

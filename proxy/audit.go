@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// auditRecord is one proxied request's audit line. It never holds a
+// secret, a handle or a query value.
+type auditRecord struct {
+	start      time.Time
+	total      time.Duration
+	Plugin     string
+	Invocation string
+	Intent     string
+	HandleFP   string
+	Method     string
+	Host       string
+	Path       string // path plus query keys, values dropped
+	Status     int
+	BytesOut   int64
+	UpstreamMS float64
+	Version    int
+	Decision   string
+	Code       string
+	Reason     string
+	Redactions int
+	Retried    bool
+}
+
+// pathForAudit keeps the path and the names of query parameters.
+func pathForAudit(u *url.URL) string {
+	p := u.EscapedPath()
+	if len(p) > 512 {
+		p = p[:512] + "…"
+	}
+	if u.RawQuery == "" {
+		return p
+	}
+	keys := []string{}
+	for _, part := range strings.Split(u.RawQuery, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if uk, err := url.QueryUnescape(k); err == nil && uk != "" && len(keys) < 32 {
+			keys = append(keys, url.QueryEscape(uk))
+		}
+	}
+	sort.Strings(keys)
+	return p + "?" + strings.Join(keys, "&")
+}
+
+func (a *auditRecord) log(l *slog.Logger) {
+	if l == nil {
+		return
+	}
+	decision := "allow"
+	if a.Code != "" {
+		decision = "deny"
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, "egress",
+		slog.String("plugin", a.Plugin), slog.String("invocation", a.Invocation), slog.String("intent", a.Intent),
+		slog.String("handle_fp", a.HandleFP), slog.String("method", a.Method), slog.String("host", a.Host),
+		slog.String("path", a.Path), slog.Int("status", a.Status), slog.Int64("bytes", a.BytesOut),
+		slog.Float64("upstream_ms", a.UpstreamMS), slog.Float64("total_ms", float64(a.total.Microseconds())/1000),
+		slog.Int("secret_version", a.Version), slog.String("decision", decision), slog.String("code", a.Code),
+		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
+	)
+}

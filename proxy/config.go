@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultListen               = "127.0.0.1:8899"
+	DefaultPerHandleRPS         = 50
+	DefaultPerPluginRPS         = 200
+	DefaultPerPluginConcurrency = 64
+	DefaultMaxHeaderBytes       = 64 << 10
+	DefaultMaxRequestBody       = 32 << 20
+	DefaultReadHeaderTimeout    = 10 * time.Second
+	DefaultIdleTimeout          = 120 * time.Second
+	DefaultDialTimeout          = 10 * time.Second
+	DefaultTLSHandshakeTimeout  = 10 * time.Second
+	DefaultResponseTimeout      = 60 * time.Second
+	DefaultIdleConnTimeout      = 90 * time.Second
+	DefaultMaxIdleConnsPerHost  = 256
+	// MaxReplayBody is the largest request body kept for the
+	// rotation-aware retry.
+	MaxReplayBody = 1 << 20
+)
+
+// Config is the egress proxy's configuration (the `proxy:` section).
+type Config struct {
+	Listen string `yaml:"listen"`
+	// AllowCIDRs lets the proxy dial addresses it would otherwise refuse
+	// (loopback, private ranges): for tests and private deployments. The
+	// proxy's own listen address is refused even then.
+	AllowCIDRs []string `yaml:"allow_cidrs"`
+	// UpstreamCAFile adds PEM CA certificates to the system roots for
+	// upstream TLS.
+	UpstreamCAFile string `yaml:"upstream_ca_file"`
+	// EchoGuard redacts the injected secret from responses (default on).
+	EchoGuard *bool `yaml:"echo_guard"`
+
+	Limits   LimitsConfig   `yaml:"limits"`
+	Upstream UpstreamConfig `yaml:"upstream"`
+}
+
+// LimitsConfig bounds what a plugin may do through the proxy.
+type LimitsConfig struct {
+	PerHandleRPS         float64       `yaml:"per_handle_rps"`
+	PerHandleBurst       int           `yaml:"per_handle_burst"`
+	PerPluginRPS         float64       `yaml:"per_plugin_rps"`
+	PerPluginBurst       int           `yaml:"per_plugin_burst"`
+	PerPluginConcurrency int           `yaml:"per_plugin_concurrency"`
+	MaxHeaderBytes       int           `yaml:"max_header_bytes"`
+	MaxRequestBody       int64         `yaml:"max_request_body"`
+	ReadHeaderTimeout    time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout          time.Duration `yaml:"idle_timeout"`
+}
+
+// UpstreamConfig tunes connections to upstream APIs.
+type UpstreamConfig struct {
+	DialTimeout         time.Duration `yaml:"dial_timeout"`
+	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`
+	ResponseTimeout     time.Duration `yaml:"response_header_timeout"`
+	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
+	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"`
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.EchoGuard == nil {
+		on := true
+		c.EchoGuard = &on
+	}
+	l := &c.Limits
+	if l.PerHandleRPS == 0 {
+		l.PerHandleRPS = DefaultPerHandleRPS
+	}
+	if l.PerHandleBurst == 0 {
+		l.PerHandleBurst = int(2 * l.PerHandleRPS)
+	}
+	if l.PerPluginRPS == 0 {
+		l.PerPluginRPS = DefaultPerPluginRPS
+	}
+	if l.PerPluginBurst == 0 {
+		l.PerPluginBurst = int(2 * l.PerPluginRPS)
+	}
+	if l.PerPluginConcurrency == 0 {
+		l.PerPluginConcurrency = DefaultPerPluginConcurrency
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxRequestBody == 0 {
+		l.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	u := &c.Upstream
+	if u.DialTimeout == 0 {
+		u.DialTimeout = DefaultDialTimeout
+	}
+	if u.TLSHandshakeTimeout == 0 {
+		u.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
+	if u.ResponseTimeout == 0 {
+		u.ResponseTimeout = DefaultResponseTimeout
+	}
+	if u.IdleConnTimeout == 0 {
+		u.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	if u.MaxIdleConnsPerHost == 0 {
+		u.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	return c
+}
+
+// Validate returns every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		add("proxy.listen: must be host:port")
+	}
+	for i, s := range c.AllowCIDRs {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			add("proxy.allow_cidrs[%d]: not a CIDR prefix", i)
+		}
+	}
+	l := c.Limits
+	if l.PerHandleRPS < 0 || l.PerPluginRPS < 0 || l.PerHandleBurst < 0 || l.PerPluginBurst < 0 {
+		add("proxy.limits: rates and bursts must not be negative")
+	}
+	if l.PerPluginConcurrency < 0 {
+		add("proxy.limits.per_plugin_concurrency: must not be negative")
+	}
+	if l.MaxHeaderBytes < 4<<10 || l.MaxHeaderBytes > 1<<20 {
+		add("proxy.limits.max_header_bytes: must be between 4 KiB and 1 MiB")
+	}
+	if l.MaxRequestBody < 0 {
+		add("proxy.limits.max_request_body: must not be negative")
+	}
+	for name, d := range map[string]time.Duration{
+		"proxy.limits.read_header_timeout": l.ReadHeaderTimeout, "proxy.limits.idle_timeout": l.IdleTimeout,
+		"proxy.upstream.dial_timeout": c.Upstream.DialTimeout, "proxy.upstream.tls_handshake_timeout": c.Upstream.TLSHandshakeTimeout,
+		"proxy.upstream.response_header_timeout": c.Upstream.ResponseTimeout, "proxy.upstream.idle_conn_timeout": c.Upstream.IdleConnTimeout,
+	} {
+		if d < 0 {
+			add("%s: must not be negative", name)
+		}
+	}
+	return errors.Join(errs...)
+}

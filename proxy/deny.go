@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// Error codes, sent in X-Airlock-Error and the JSON body's "error".
+const (
+	CodeConnectNotAllowed    = "connect_not_allowed"           // 405
+	CodeAbsoluteFormRequired = "absolute_form_required"        // 400
+	CodeBadRequest           = "bad_request"                   // 400
+	CodeSchemeNotAllowed     = "scheme_not_allowed"            // 400
+	CodeUserinfo             = "userinfo_not_allowed"          // 400
+	CodeHostMismatch         = "host_mismatch"                 // 400
+	CodePathNotAllowed       = "path_not_allowed"              // 400
+	CodeInvalidHeader        = "invalid_header_value"          // 400
+	CodePlaceholderMissing   = "placeholder_missing"           // 400
+	CodeHandleMissing        = "handle_missing"                // 407
+	CodeHandleInvalid        = "handle_invalid"                // 403
+	CodeDestination          = "destination_not_declared"      // 403
+	CodeMethodForIntent      = "method_not_allowed_for_intent" // 403
+	CodeMethodNotDeclared    = "method_not_declared"           // 403
+	CodeAddressNotAllowed    = "address_not_allowed"           // 403
+	CodeBodyTooLarge         = "request_body_too_large"        // 413
+	CodeRateLimited          = "rate_limited"                  // 429
+	CodeTooManyConcurrent    = "too_many_concurrent_requests"  // 429
+	CodeSecretUnavailable    = "secret_unavailable"            // 503
+	CodeSecretInvalid        = "secret_invalid"                // 502
+	CodeUpstreamTLS          = "upstream_tls_failed"           // 502
+	CodeUpstreamUnreachable  = "upstream_unreachable"          // 502
+	CodeUpstreamTimeout      = "upstream_timeout"              // 504
+	CodeUnscannable          = "response_encoding_unsupported" // 502
+	CodeStoreUnavailable     = "handle_store_unavailable"      // 503
+)
+
+var codeStatus = map[string]int{
+	CodeConnectNotAllowed: http.StatusMethodNotAllowed, CodeAbsoluteFormRequired: http.StatusBadRequest,
+	CodeBadRequest: http.StatusBadRequest, CodeSchemeNotAllowed: http.StatusBadRequest, CodeUserinfo: http.StatusBadRequest,
+	CodeHostMismatch: http.StatusBadRequest, CodePathNotAllowed: http.StatusBadRequest, CodeInvalidHeader: http.StatusBadRequest,
+	CodePlaceholderMissing: http.StatusBadRequest, CodeHandleMissing: http.StatusProxyAuthRequired,
+	CodeHandleInvalid: http.StatusForbidden, CodeDestination: http.StatusForbidden, CodeMethodForIntent: http.StatusForbidden,
+	CodeMethodNotDeclared: http.StatusForbidden, CodeAddressNotAllowed: http.StatusForbidden,
+	CodeBodyTooLarge: http.StatusRequestEntityTooLarge, CodeRateLimited: http.StatusTooManyRequests,
+	CodeTooManyConcurrent: http.StatusTooManyRequests, CodeSecretUnavailable: http.StatusServiceUnavailable,
+	CodeSecretInvalid: http.StatusBadGateway, CodeUpstreamTLS: http.StatusBadGateway,
+	CodeUpstreamUnreachable: http.StatusBadGateway, CodeUpstreamTimeout: http.StatusGatewayTimeout,
+	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
+}
+
+// HeaderError carries the denial code on every proxy-made response.
+const HeaderError = "X-Airlock-Error"
+
+// denial is a refusal: a code, a detail safe to show the plugin, and an
+// audit reason that may say more (never a secret or handle).
+type denial struct {
+	code   string
+	detail string
+	reason string // for the audit line; defaults to detail
+}
+
+func deny(code, detail string) *denial { return &denial{code: code, detail: detail} }
+
+func (d *denial) withReason(r string) *denial { d.reason = r; return d }
+
+func (d *denial) auditReason() string {
+	if d.reason != "" {
+		return d.reason
+	}
+	return d.detail
+}
+
+// response builds the proxy's answer for d to req.
+func (d *denial) response(req *http.Request) *http.Response {
+	status := codeStatus[d.code]
+	if status == 0 {
+		status = http.StatusForbidden
+	}
+	body, _ := json.Marshal(struct {
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
+	}{d.code, d.detail})
+	body = append(body, '\n')
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderError, d.code)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if status == http.StatusProxyAuthRequired {
+		h.Set("Proxy-Authenticate", `Bearer realm="airlock", Basic realm="airlock"`)
+	}
+	if status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "1")
+	}
+	return &http.Response{
+		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// write sends d directly on w (for requests goproxy never sees).
+func (d *denial) write(w http.ResponseWriter, req *http.Request) {
+	resp := d.response(req)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}

@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Resolver looks up a host's addresses. *net.Resolver implements it; tests
+// substitute one that answers what they need (for example public, then
+// loopback, as a rebinding DNS server would).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// errAddressNotAllowed is returned by the dialer; the proxy answers 403.
+type errAddressNotAllowed struct{ reason string }
+
+func (e *errAddressNotAllowed) Error() string { return "address not allowed: " + e.reason }
+
+// dialer resolves and connects, checking every address at connect time
+// (net.Dialer.Control sees the exact address being connected), so a DNS
+// answer that changes between check and connect cannot pass.
+type dialer struct {
+	resolver Resolver
+	policy   *addressPolicy
+	timeout  time.Duration
+}
+
+func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := net.LookupPort(network, portStr)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else if addrs, err = d.resolver.LookupNetIP(ctx, "ip", host); err != nil {
+		return nil, err
+	}
+	nd := &net.Dialer{Timeout: d.timeout, KeepAlive: 30 * time.Second, Control: d.control}
+	var firstErr error
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(a, uint16(port))
+		if reason := d.policy.check(ap); reason != "" {
+			if firstErr == nil {
+				firstErr = &errAddressNotAllowed{reason: reason}
+			}
+			continue
+		}
+		c, err := nd.DialContext(ctx, network, ap.String())
+		if err == nil {
+			return c, nil
+		}
+		if firstErr == nil || isNotAllowed(firstErr) && !isNotAllowed(err) {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("no address for host")
+	}
+	return nil, firstErr
+}
+
+// control re-checks the literal address right before connect(2).
+func (d *dialer) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &errAddressNotAllowed{reason: "unparseable address"}
+	}
+	if reason := d.policy.check(ap); reason != "" {
+		return &errAddressNotAllowed{reason: reason}
+	}
+	return nil
+}
+
+func isNotAllowed(err error) bool {
+	var na *errAddressNotAllowed
+	return errors.As(err, &na)
+}
+
+// newTransport builds the upstream transport: TLS verified against the
+// system roots plus caFile, TLS >= 1.2, HTTP/2 allowed, no proxy from the
+// environment, no redirects (a Transport never follows them), and
+// connection reuse sized for a busy proxy.
+func newTransport(c Config, d *dialer) (*http.Transport, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if c.UpstreamCAFile != "" {
+		pem, err := os.ReadFile(c.UpstreamCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("proxy.upstream_ca_file: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, errors.New("proxy.upstream_ca_file: no PEM certificate in it")
+		}
+	}
+	return &http.Transport{
+		Proxy:                  nil, // never HTTPS_PROXY from the environment
+		DialContext:            d.DialContext,
+		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    c.Upstream.TLSHandshakeTimeout,
+		ResponseHeaderTimeout:  c.Upstream.ResponseTimeout,
+		IdleConnTimeout:        c.Upstream.IdleConnTimeout,
+		MaxIdleConns:           4 * c.Upstream.MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:    c.Upstream.MaxIdleConnsPerHost,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}, nil
+}

@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/airlock-dev/airlock/broker"
+)
+
+// exchange is one allowed request's trip upstream: it implements goproxy's
+// RoundTripper, so the echo guard wraps the body before goproxy copies it
+// (and Content-Length survives, since redaction keeps lengths).
+type exchange struct {
+	s       *Server
+	grant   *broker.Grant
+	intent  broker.Intent
+	handle  string
+	secret  broker.Secret
+	forms   []string
+	audit   *auditRecord
+	release func()
+
+	canRetry  bool
+	replay    []byte
+	orig      http.Header // headers before injection, for a retry
+	origQuery string
+}
+
+var _ goproxy.RoundTripper = (*exchange)(nil)
+
+// RoundTrip sends the request and always answers with a response (a
+// denial for transport failures), so goproxy never writes its own error.
+func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	t0 := time.Now()
+	resp, err := x.s.tr.RoundTrip(req)
+	if err == nil && x.canRetry && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		if retried, rerr, ok := x.retry(req, resp); ok {
+			resp, err = retried, rerr
+		}
+	}
+	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	if err != nil {
+		d := upstreamDenial(err)
+		x.done(d)
+		return d.response(req), nil
+	}
+	stripHopByHop(resp.Header)
+	if x.s.echo {
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			resp.Body.Close()
+			d := deny(CodeUnscannable, "the upstream answered with a content encoding the echo guard cannot scan").withReason("Content-Encoding " + ce)
+			x.done(d)
+			return d.response(req), nil
+		}
+		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
+		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body}
+	} else {
+		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body}
+	}
+	x.audit.Status = resp.StatusCode
+	return resp, nil
+}
+
+// retry handles an upstream 401/403: if Vault now holds a newer version of
+// the secret, the request is sent once more with it.
+func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response, error, bool) {
+	fresh, err := x.s.broker.Secret(req.Context(), x.grant, true)
+	if err != nil || fresh.Version == x.secret.Version && fresh.Value == x.secret.Value {
+		return nil, nil, false
+	}
+	next := req.Clone(req.Context())
+	next.Header = x.orig.Clone()
+	next.URL.RawQuery = x.origQuery
+	forms, d := inject(next, x.intent, fresh, x.handle)
+	if d != nil {
+		return nil, nil, false
+	}
+	if x.replay != nil {
+		next.Body = io.NopCloser(bytes.NewReader(x.replay))
+		next.ContentLength = int64(len(x.replay))
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
+	resp.Body.Close()
+	r2, err := x.s.tr.RoundTrip(next)
+	x.secret = fresh
+	x.forms = dedupe(append(forms, x.forms...)) // guard against both versions
+	x.audit.Version, x.audit.Retried = fresh.Version, true
+	return r2, err, true
+}
+
+func (x *exchange) done(d *denial) {
+	x.release()
+	x.s.finish(x.audit, d)
+}
+
+// guardedBody counts and redacts the body, and finishes the audit record
+// when goproxy closes it.
+type guardedBody struct {
+	x      *exchange
+	rd     *redactor
+	closer io.Closer
+	once   sync.Once
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
+
+func (b *guardedBody) Close() error {
+	err := b.closer.Close()
+	b.once.Do(func() {
+		b.x.audit.BytesOut = b.rd.nbytes
+		b.x.audit.Redactions += b.rd.hits
+		b.x.done(nil)
+	})
+	return err
+}
+
+// upstreamDenial maps a transport error to the answer the plugin gets.
+func upstreamDenial(err error) *denial {
+	var na *errAddressNotAllowed
+	var certErr *tls.CertificateVerificationError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var recordErr tls.RecordHeaderError
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &na):
+		return deny(CodeAddressNotAllowed, "the destination resolves to an address the proxy may not dial").withReason(na.reason)
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &recordErr),
+		strings.Contains(err.Error(), "tls:"):
+		return deny(CodeUpstreamTLS, "the upstream's TLS could not be verified").withReason(err.Error())
+	case errors.As(err, &dnsErr):
+		return deny(CodeUpstreamUnreachable, "the upstream host could not be resolved").withReason("DNS lookup failed")
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return deny(CodeUpstreamTimeout, "the upstream did not answer in time").withReason(err.Error())
+	}
+	return deny(CodeUpstreamUnreachable, "the upstream could not be reached").withReason(err.Error())
+}

@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// staticResolver answers from a map; names not in it do not exist.
+type staticResolver struct {
+	mu    sync.Mutex
+	hosts map[string][]netip.Addr
+	calls map[string]int
+	// answer, when set, decides per call (for rebinding tests).
+	answer func(host string, call int) []netip.Addr
+}
+
+func (r *staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls == nil {
+		r.calls = map[string]int{}
+	}
+	r.calls[host]++
+	if r.answer != nil {
+		if a := r.answer(host, r.calls[host]); a != nil {
+			return a, nil
+		}
+	}
+	if a, ok := r.hosts[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func (r *staticResolver) set(host string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hosts == nil {
+		r.hosts = map[string][]netip.Addr{}
+	}
+	var as []netip.Addr
+	for _, a := range addrs {
+		as = append(as, netip.MustParseAddr(a))
+	}
+	r.hosts[host] = as
+}
+
+// seenRequest is what the upstream received.
+type seenRequest struct {
+	Host   string
+	Method string
+	Path   string
+	Query  string
+	Header http.Header
+	Body   string
+}
+
+type upstream struct {
+	srv  *httptest.Server
+	port int
+	mu   sync.Mutex
+	seen []seenRequest
+	// rotated, when set, is the only Authorization the upstream accepts on
+	// /protected.
+	rotated string
+}
+
+func (u *upstream) last(t *testing.T) seenRequest {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.seen) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	return u.seen[len(u.seen)-1]
+}
+
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen)
+}
+
+func startUpstream(t *testing.T, ca *testenv.CA) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.seen = append(u.seen, seenRequest{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: string(body)})
+		rotated := u.rotated
+		u.mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/echo"):
+			// Echo the request back, as a careless API might.
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
+			_ = json.NewEncoder(w).Encode(map[string]any{"authorization": r.Header.Get("Authorization"),
+				"x_api_key": r.Header.Get("X-Api-Key"), "query": r.URL.RawQuery, "body": string(body)})
+		case r.URL.Path == "/redirect":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		case r.URL.Path == "/protected":
+			if r.Header.Get("Authorization") != rotated {
+				http.Error(w, "bad credentials", http.StatusUnauthorized)
+				return
+			}
+			_, _ = io.WriteString(w, "welcome")
+		case r.URL.Path == "/hop":
+			w.Header().Set("Connection", "X-Upstream-Hop")
+			w.Header().Set("X-Upstream-Hop", "1")
+			w.Header().Set("Keep-Alive", "timeout=5")
+			_, _ = io.WriteString(w, "ok")
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	u.srv.TLS = tls12Config{}.config(ca, t)
+	u.srv.StartTLS()
+	t.Cleanup(u.srv.Close)
+	_, port, _ := net.SplitHostPort(u.srv.Listener.Addr().String())
+	u.port, _ = strconv.Atoi(port)
+	return u
+}
+
+// fixture is a broker, a proxy and an upstream wired together.
+type fixture struct {
+	ca       *testenv.CA
+	up       *upstream
+	b        *broker.Broker
+	res      *staticResolver
+	proxy    *Server
+	addr     string // proxy host:port
+	audit    *syncBuffer
+	secrets  string
+	cancel   context.CancelFunc
+	serveErr chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const testSecret = "sk-test-5f2c1e9a7b3d4c6e"
+
+func newFixture(t *testing.T, mutate func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{ca: testenv.NewCA(t), res: &staticResolver{}, audit: &syncBuffer{}}
+	f.up = startUpstream(t, f.ca)
+	f.res.set("api.example.com", "127.0.0.1")
+	f.res.set("a.example.org", "127.0.0.1")
+	f.res.set("b.a.example.org", "127.0.0.1")
+
+	f.secrets = filepath.Join(t.TempDir(), "secrets.yaml")
+	f.writeSecret(t, testSecret)
+	hdr := func(name, tmpl string) broker.Inject {
+		return broker.Inject{Header: &broker.HeaderInject{Name: name, Template: tmpl}}
+	}
+	ref := broker.SecretRef{Source: broker.SourceFile, Path: "demo/api", Field: "token"}
+	bc := broker.Config{
+		EgressProxy: "127.0.0.1:0",
+		Secrets:     broker.SecretsConfig{File: f.secrets, CacheTTL: time.Hour},
+		Intents: map[string]broker.Intent{
+			"api.write":       {Class: broker.ClassWrite, Secret: ref, Inject: hdr("Authorization", "Bearer {{secret}}")},
+			"api.read":        {Class: broker.ClassRead, Secret: ref, Inject: hdr("X-Api-Key", "{{secret}}")},
+			"api.basic":       {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Basic: &broker.BasicInject{UsernameField: "user"}}},
+			"api.query":       {Class: broker.ClassRead, Secret: ref, Inject: broker.Inject{Query: &broker.QueryInject{Name: "api_key"}}},
+			"api.placeholder": {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Placeholder: &broker.PlaceholderInject{}}},
+			"api.narrow": {Class: broker.ClassWrite, Secret: ref, Inject: hdr("Authorization", "Bearer {{secret}}"),
+				Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port, PathPrefix: "/v1/"}}},
+		},
+	}.WithDefaults()
+	if err := bc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: f.secrets}}, time.Hour, 0, nil, nil)
+	f.b = broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, nil), cache, broker.Options{})
+
+	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: f.ca.PEMFile,
+		Limits: LimitsConfig{PerHandleRPS: 1000, PerPluginRPS: 1000}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = l.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.serveErr = cancel, make(chan error, 1)
+	go func() { f.serveErr <- f.proxy.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-f.serveErr; err != nil {
+			t.Errorf("proxy Serve: %v", err)
+		}
+	})
+	return f
+}
+
+func (f *fixture) writeSecret(t *testing.T, value string) {
+	t.Helper()
+	if err := os.WriteFile(f.secrets, []byte(fmt.Sprintf("demo/api: {token: %q, user: bot}\n", value)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// issue mints a handle for intent, valid for the upstream's host and port
+// (and *.example.org) for a minute.
+func (f *fixture) issue(t *testing.T, intent string, inv string) string {
+	t.Helper()
+	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: inv, Intent: intent,
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port}, {Host: "*.example.org", Port: f.up.port}},
+		Deadline:     time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iss.Handle
+}
+
+// client returns an HTTP client that uses the proxy with handle as the
+// Basic user name, as HTTP_PROXY=http://<handle>@proxy would, and never
+// follows redirects.
+func (f *fixture) client(handle string) *http.Client {
+	pu := &url.URL{Scheme: "http", Host: f.addr}
+	if handle != "" {
+		pu.User = url.User(handle)
+	}
+	return &http.Client{
+		Transport:     &http.Transport{Proxy: http.ProxyURL(pu)},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       10 * time.Second,
+	}
+}
+
+func (f *fixture) url(path string) string {
+	return "http://api.example.com:" + strconv.Itoa(f.up.port) + path
+}
+
+// do sends a request and returns status, error code header and body.
+func do(t *testing.T, c *http.Client, method, u string, hdr http.Header, body string) (int, string, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(HeaderError), string(b)
+}

@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the proxy's Prometheus metrics; nil records nothing.
+type metrics struct {
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	upstream   prometheus.Histogram
+	bytes      *prometheus.CounterVec
+	redactions prometheus.Counter
+	retries    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		return nil
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_proxy_requests_total", Help: "Proxied requests by decision (allow, deny), code and intent.",
+		}, []string{"decision", "code", "intent"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "airlock_proxy_request_duration_seconds", Help: "Time from request to end of response, by decision.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"decision"}),
+		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "airlock_proxy_upstream_duration_seconds", Help: "Time to the upstream's response headers.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_proxy_bytes_total", Help: "Body bytes proxied, by direction (request, response).",
+		}, []string{"direction"}),
+		redactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_proxy_echo_redactions_total", Help: "Echoed secrets the echo guard redacted from responses.",
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_proxy_rotation_retries_total", Help: "Requests retried once with a newer secret version after a 401/403.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries)
+	return m
+}
+
+func (m *metrics) done(a *auditRecord) {
+	if m == nil {
+		return
+	}
+	decision := "allow"
+	if a.Code != "" {
+		decision = "deny"
+	}
+	m.requests.WithLabelValues(decision, a.Code, a.Intent).Inc()
+	m.duration.WithLabelValues(decision).Observe(a.total.Seconds())
+	if a.UpstreamMS > 0 {
+		m.upstream.Observe(a.UpstreamMS / 1000)
+	}
+	m.bytes.WithLabelValues("response").Add(float64(a.BytesOut))
+	if a.Redactions > 0 {
+		m.redactions.Add(float64(a.Redactions))
+	}
+	if a.Retried {
+		m.retries.Inc()
+	}
+}

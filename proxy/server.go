@@ -1,0 +1,289 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlock-dev/airlock/broker"
+)
+
+// Broker is what the proxy needs from the broker.
+type Broker interface {
+	Resolve(ctx context.Context, handle string) (*broker.Grant, error)
+	Intent(name string) (broker.Intent, bool)
+	Secret(ctx context.Context, g *broker.Grant, fresh bool) (broker.Secret, error)
+}
+
+var _ Broker = (*broker.Broker)(nil)
+
+// Options configure a Server beyond its Config.
+type Options struct {
+	// Resolver for upstream names; net.DefaultResolver when nil.
+	Resolver Resolver
+	// Logger for operational messages; Audit receives one line per request.
+	Logger *slog.Logger
+	Audit  *slog.Logger
+	// Registerer for metrics; none when nil.
+	Registerer prometheus.Registerer
+}
+
+// Server is the egress proxy.
+type Server struct {
+	cfg     Config
+	broker  Broker
+	gp      *goproxy.ProxyHttpServer
+	tr      *http.Transport
+	policy  *addressPolicy
+	limits  *limiter
+	log     *slog.Logger
+	audit   *slog.Logger
+	metrics *metrics
+	echo    bool
+}
+
+// New builds a proxy. cfg must have passed Validate (after WithDefaults).
+func New(cfg Config, b Broker, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = net.DefaultResolver
+	}
+	policy := &addressPolicy{}
+	for _, s := range cfg.AllowCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, errors.New("proxy.allow_cidrs: not a CIDR prefix")
+		}
+		policy.allow = append(policy.allow, p.Masked())
+	}
+	d := &dialer{resolver: opts.Resolver, policy: policy, timeout: cfg.Upstream.DialTimeout}
+	tr, err := newTransport(cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, broker: b, tr: tr, policy: policy, limits: newLimiter(cfg.Limits),
+		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
+	gp := goproxy.NewProxyHttpServer()
+	gp.Tr = tr // never used for our requests (each sets its RoundTripper), but never the insecure default
+	gp.Logger = log.New(io.Discard, "", 0)
+	gp.Verbose = false
+	gp.NonproxyHandler = http.HandlerFunc(s.nonProxy)
+	gp.OnRequest().DoFunc(s.filter)
+	s.gp = gp
+	return s, nil
+}
+
+// AddSelf records an address the proxy (or its admin listener) listens
+// on, so that it is never dialled as an upstream.
+func (s *Server) AddSelf(addr net.Addr) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return
+	}
+	if ap.Addr().IsUnspecified() {
+		s.policy.selfPorts = append(s.policy.selfPorts, ap.Port())
+		return
+	}
+	s.policy.self = append(s.policy.self, ap)
+}
+
+// ServeHTTP refuses CONNECT and origin-form requests itself and hands
+// absolute-form ones to goproxy.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
+		d := deny(CodeConnectNotAllowed, "CONNECT is not supported: send http://… requests through the proxy; it adds TLS")
+		s.finish(a, d)
+		d.write(w, r)
+		return
+	}
+	s.gp.ServeHTTP(w, r)
+}
+
+func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
+	d := deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY")
+	s.finish(a, d)
+	d.write(w, r)
+}
+
+// Serve serves on l until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.AddSelf(l.Addr())
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.Limits.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.limits.sweep(now.Add(-10 * time.Minute))
+			}
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	s.tr.CloseIdleConnections()
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
+
+// finish records the end of a request: audit line and metrics.
+func (s *Server) finish(a *auditRecord, d *denial) {
+	a.total = time.Since(a.start)
+	if d != nil {
+		a.Code, a.Reason = d.code, d.auditReason()
+		if a.Status == 0 {
+			a.Status = codeStatus[d.code]
+		}
+	}
+	a.log(s.audit)
+	s.metrics.done(a)
+}
+
+// filter is goproxy's request handler: every check, then injection. It
+// returns a response to refuse, or sets the request's RoundTripper.
+func (s *Server) filter(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL)}
+	x, d := s.prepare(r, a)
+	if d != nil {
+		if x != nil && x.release != nil {
+			x.release()
+		}
+		s.finish(a, d)
+		return r, d.response(r)
+	}
+	ctx.RoundTripper = x
+	return r, nil
+}
+
+func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
+	handle, ok := extractHandle(r)
+	if !ok {
+		return nil, deny(CodeHandleMissing, "no credential handle: send it as Proxy-Authorization (Bearer, or Basic with the handle as user name)")
+	}
+	g, err := s.broker.Resolve(r.Context(), handle)
+	if g != nil {
+		a.Plugin, a.Invocation, a.Intent, a.HandleFP = g.PluginID, g.InvocationID, g.Intent, g.Fingerprint
+	} else {
+		a.HandleFP = broker.Fingerprint(handle)
+	}
+	switch {
+	case errors.Is(err, broker.ErrStoreUnavailable):
+		return nil, deny(CodeStoreUnavailable, "the handle store is unavailable; try again").withReason(err.Error())
+	case err != nil:
+		// Unknown, expired and revoked look the same to the plugin.
+		return nil, deny(CodeHandleInvalid, "the credential handle is not valid").withReason(err.Error())
+	}
+	in, ok := s.broker.Intent(g.Intent)
+	if !ok {
+		return nil, deny(CodeHandleInvalid, "the credential handle is not valid").withReason("intent no longer configured")
+	}
+	t, d := parseTarget(r)
+	if d != nil {
+		return nil, d
+	}
+	a.Host = t.host
+	if d := checkDestination(g, in, r.Method, t); d != nil {
+		return nil, d
+	}
+	for k, vals := range r.Header {
+		for _, v := range vals {
+			if badHeaderValue(v) {
+				return nil, deny(CodeInvalidHeader, "header "+strconv.Quote(k)+" holds CR, LF or NUL")
+			}
+		}
+	}
+	release, d := s.limits.admit(g, a.start)
+	if d != nil {
+		return nil, d
+	}
+	x := &exchange{s: s, grant: g, intent: in, handle: handle, audit: a, release: release}
+	if max := s.cfg.Limits.MaxRequestBody; r.ContentLength > max {
+		return x, deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
+	} else if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(nil, r.Body, max)
+	}
+	// A small body of an idempotent request is kept so the request can be
+	// replayed once with a rotated secret.
+	if idempotent(r.Method) && r.ContentLength >= 0 && r.ContentLength <= MaxReplayBody {
+		if r.ContentLength > 0 {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				return x, deny(CodeBodyTooLarge, "the request body could not be read in full")
+			}
+			x.replay = b
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		x.canRetry = true
+	}
+	sec, err := s.broker.Secret(r.Context(), g, false)
+	if err != nil {
+		return x, deny(CodeSecretUnavailable, "the credential's secret is unavailable; no request was sent").withReason(err.Error())
+	}
+	stripHopByHop(r.Header)
+	if x.canRetry {
+		x.orig = r.Header.Clone()
+		x.origQuery = r.URL.RawQuery
+	}
+	forms, d := inject(r, in, sec, handle)
+	if d != nil {
+		return x, d
+	}
+	x.secret, x.forms = sec, forms
+	a.Version = sec.Version
+	r.URL.Scheme = "https"
+	r.URL.Host = t.host
+	if t.port != 443 {
+		r.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	}
+	r.Host = r.URL.Host
+	if t.rewrite {
+		r.URL.Path, r.URL.RawPath = t.path, ""
+	}
+	if s.echo {
+		// Ask for identity; the transport decodes gzip if the upstream
+		// compresses anyway, so the guard always scans plain bytes.
+		r.Header.Del("Accept-Encoding")
+	}
+	return x, nil
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
