@@ -19,9 +19,12 @@ build:
 run: build
 	./$(BIN) serve
 
-# Real services for the integration tests: Redis from Debian packages and a
-# Vault server built from its Go module into a cache outside the clone.
+# Real services and clients for the integration tests: Redis, curl and
+# python3 from Debian packages, and a Vault server built from its Go module
+# into a cache outside the clone.
 tools:
+	@./tools/ensure-pkg.sh curl curl
+	@./tools/ensure-pkg.sh python3 python3
 	@./tools/ensure-redis.sh >/dev/null
 	@./tools/ensure-vault.sh >/dev/null
 

@@ -33,6 +33,9 @@ type dialer struct {
 	resolver Resolver
 	policy   *addressPolicy
 	timeout  time.Duration
+	// connect dials one checked address; tests replace it so that no
+	// public address is ever dialled from a test machine.
+	connect func(ctx context.Context, nd *net.Dialer, network, addr string) (net.Conn, error)
 }
 
 func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -60,7 +63,13 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 			}
 			continue
 		}
-		c, err := nd.DialContext(ctx, network, ap.String())
+		connect := d.connect
+		if connect == nil {
+			connect = func(ctx context.Context, nd *net.Dialer, network, addr string) (net.Conn, error) {
+				return nd.DialContext(ctx, network, addr)
+			}
+		}
+		c, err := connect(ctx, nd, network, ap.String())
 		if err == nil {
 			return c, nil
 		}

@@ -45,6 +45,7 @@ type Server struct {
 	broker  Broker
 	gp      *goproxy.ProxyHttpServer
 	tr      *http.Transport
+	dialer  *dialer
 	policy  *addressPolicy
 	limits  *limiter
 	log     *slog.Logger
@@ -74,7 +75,7 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, broker: b, tr: tr, policy: policy, limits: newLimiter(cfg.Limits),
+	s := &Server{cfg: cfg, broker: b, tr: tr, dialer: d, policy: policy, limits: newLimiter(cfg.Limits),
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	gp := goproxy.NewProxyHttpServer()
 	gp.Tr = tr // never used for our requests (each sets its RoundTripper), but never the insecure default

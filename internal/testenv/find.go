@@ -52,6 +52,13 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
 
+// Missing skips the test for a missing tool, or fails it when
+// AIRLOCK_REQUIRE_SERVICES=1 (as under `make test`).
+func Missing(tb testing.TB, what string) {
+	tb.Helper()
+	missing(tb, what)
+}
+
 // missing skips or fails the test for a missing binary.
 func missing(tb testing.TB, what string) {
 	tb.Helper()

@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// TestClassifyAddr: every special-purpose range is refused; ordinary
+// public addresses (the controls) are not.
+func TestClassifyAddr(t *testing.T) {
+	denied := []string{
+		"0.0.0.0", "0.1.2.3", "10.0.0.1", "10.255.255.255", "100.64.0.1", "100.127.255.254", "127.0.0.1", "127.255.255.254",
+		"169.254.0.1", "169.254.169.254", "172.16.0.1", "172.31.255.254", "192.0.0.1", "192.0.0.9", "192.0.0.170",
+		"192.0.2.1", "192.31.196.1", "192.52.193.1", "192.88.99.1", "192.168.0.1", "192.168.255.255", "192.175.48.1",
+		"198.18.0.1", "198.19.255.254", "198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250", "240.0.0.1",
+		"255.255.255.254", "255.255.255.255",
+		"::", "::1", "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::127.0.0.1", "64:ff9b::7f00:1", "64:ff9b::808:808", "64:ff9b:1::1",
+		"100::1", "100:0:0:1::1", "2001::1", "2001:0:4136:e378::1", "2001:2::1", "2001:10::1", "2001:20::1", "2001:db8::1",
+		"2002:7f00:1::1", "2002:808:808::1", "2620:4f:8000::1", "3fff::1", "5f00::1", "fc00::1", "fd12:3456::1",
+		"fe80::1", "febf::1", "fec0::1", "ff02::1", "ff0e::1",
+	}
+	for _, s := range denied {
+		if reason := classifyAddr(netip.MustParseAddr(s)); reason == "" {
+			t.Errorf("%s: allowed, want denied", s)
+		}
+	}
+	public := []string{"8.8.8.8", "1.1.1.1", "93.184.216.34", "11.0.0.1", "100.63.255.255", "100.128.0.1", "172.15.255.255",
+		"172.32.0.1", "192.0.1.1", "192.169.0.1", "198.17.255.255", "198.20.0.1", "223.255.255.255",
+		"2606:4700:4700::1111", "2001:4860:4860::8888", "2a00:1450:4001:80b::200e", "2001:200::1"}
+	for _, s := range public {
+		if reason := classifyAddr(netip.MustParseAddr(s)); reason != "" {
+			t.Errorf("%s: denied as %s, want allowed", s, reason)
+		}
+	}
+	if classifyAddr(netip.MustParseAddr("fe80::1%eth0")) == "" {
+		t.Error("zoned address allowed")
+	}
+}
+
+func TestAddressPolicy(t *testing.T) {
+	p := &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8899")}, selfPorts: []uint16{9464}}
+	for ap, wantOK := range map[string]bool{
+		"127.0.0.1:443":          true,  // allowed by allow_cidrs
+		"[::ffff:127.0.0.1]:443": true,  // the same address, mapped
+		"127.0.0.1:8899":         false, // the proxy itself, even when allowed
+		"127.0.0.1:9464":         false, // a listener on 0.0.0.0:9464
+		"10.0.0.1:443":           false, // not in allow_cidrs
+		"[::1]:443":              false,
+		"8.8.8.8:443":            true,
+	} {
+		if got := p.check(netip.MustParseAddrPort(ap)) == ""; got != wantOK {
+			t.Errorf("%s: allowed=%v, want %v", ap, got, wantOK)
+		}
+	}
+	d := &dialer{policy: &addressPolicy{}}
+	if err := d.control("tcp4", "127.0.0.1:443", nil); !isNotAllowed(err) {
+		t.Fatalf("control let loopback through: %v", err)
+	}
+	if err := d.control("tcp4", "8.8.8.8:443", nil); err != nil {
+		t.Fatalf("control refused a public address: %v", err)
+	}
+}
