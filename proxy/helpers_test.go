@@ -82,6 +82,8 @@ type upstream struct {
 	// rotated, when set, is the only Authorization the upstream accepts on
 	// /protected.
 	rotated string
+	// hold blocks /slow until it is closed.
+	hold chan struct{}
 }
 
 func (u *upstream) last(t *testing.T) seenRequest {
@@ -102,7 +104,7 @@ func (u *upstream) count() int {
 
 func startUpstream(t *testing.T, ca *testenv.CA) *upstream {
 	t.Helper()
-	u := &upstream{}
+	u := &upstream{hold: make(chan struct{})}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
@@ -116,6 +118,9 @@ func startUpstream(t *testing.T, ca *testenv.CA) *upstream {
 			w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]any{"authorization": r.Header.Get("Authorization"),
 				"x_api_key": r.Header.Get("X-Api-Key"), "query": r.URL.RawQuery, "body": string(body)})
+		case r.URL.Path == "/slow":
+			<-u.hold
+			_, _ = io.WriteString(w, "slow")
 		case r.URL.Path == "/redirect":
 			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
 		case r.URL.Path == "/protected":
@@ -135,7 +140,14 @@ func startUpstream(t *testing.T, ca *testenv.CA) *upstream {
 	}))
 	u.srv.TLS = tls12Config{}.config(ca, t)
 	u.srv.StartTLS()
-	t.Cleanup(u.srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-u.hold:
+		default:
+			close(u.hold)
+		}
+		u.srv.Close()
+	})
 	_, port, _ := net.SplitHostPort(u.srv.Listener.Addr().String())
 	u.port, _ = strconv.Atoi(port)
 	return u

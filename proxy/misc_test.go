@@ -16,3 +16,7 @@ func brokerReq(inv string, port int, life time.Duration) broker.IssueRequest {
 	return broker.IssueRequest{PluginID: "plugin-1", InvocationID: inv, Intent: "api.write",
 		Destinations: []broker.Destination{{Host: "api.example.com", Port: port}}, Deadline: time.Now().Add(life)}
 }
+
+func grantFor(plugin string) *broker.Grant {
+	return &broker.Grant{PluginID: plugin, Fingerprint: "fp-" + plugin}
+}
