@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"sync"
 )
 
 // deniedPrefixes are every entry of the IANA IPv4 and IPv6 Special-Purpose
@@ -78,16 +79,31 @@ func classifyAddr(a netip.Addr) string {
 
 // addressPolicy decides whether an address may be dialled.
 type addressPolicy struct {
-	allow []netip.Prefix   // operator exceptions (allow_cidrs)
-	self  []netip.AddrPort // the proxy's own listeners: always refused
+	allow []netip.Prefix // operator exceptions (allow_cidrs); fixed at New
+
+	mu   sync.RWMutex     // guards self and selfPorts (listeners come and go)
+	self []netip.AddrPort // the proxy's own listeners: always refused
 	// selfPorts are listener ports bound on an unspecified address: any
 	// local address on such a port is the proxy itself.
 	selfPorts []uint16
 }
 
-// check returns "" if ap may be dialled, else the reason.
+func (p *addressPolicy) addSelf(ap netip.AddrPort) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ap.Addr().IsUnspecified() {
+		p.selfPorts = append(p.selfPorts, ap.Port())
+		return
+	}
+	p.self = append(p.self, ap)
+}
+
+// check returns "" if ap may be dialled, else the reason. It runs once per
+// new upstream connection, not per request.
 func (p *addressPolicy) check(ap netip.AddrPort) string {
 	a := ap.Addr().Unmap()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	for _, s := range p.self {
 		if s.Addr().Unmap() == a && s.Port() == ap.Port() {
 			return "proxy's own listener"

@@ -40,6 +40,10 @@ type Config struct {
 	UpstreamCAFile string `yaml:"upstream_ca_file"`
 	// EchoGuard redacts the injected secret from responses (default on).
 	EchoGuard *bool `yaml:"echo_guard"`
+	// Resolve pins host names to addresses, like curl --resolve, for dev
+	// and private deployments. The addresses are still checked against
+	// the address policy (loopback needs allow_cidrs).
+	Resolve map[string][]string `yaml:"resolve"`
 
 	Limits   LimitsConfig   `yaml:"limits"`
 	Upstream UpstreamConfig `yaml:"upstream"`
@@ -133,6 +137,16 @@ func (c Config) Validate() error {
 	for i, s := range c.AllowCIDRs {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			add("proxy.allow_cidrs[%d]: not a CIDR prefix", i)
+		}
+	}
+	for host, addrs := range c.Resolve {
+		if host == "" || len(addrs) == 0 {
+			add("proxy.resolve: each entry needs a host name and at least one address")
+		}
+		for _, a := range addrs {
+			if _, err := netip.ParseAddr(a); err != nil {
+				add("proxy.resolve.%s: %q is not an IP address", host, a)
+			}
 		}
 	}
 	l := c.Limits

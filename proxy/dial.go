@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -19,6 +20,19 @@ import (
 // loopback, as a rebinding DNS server would).
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// pinnedResolver answers pinned names from a map and the rest from next.
+type pinnedResolver struct {
+	pins map[string][]netip.Addr
+	next Resolver
+}
+
+func (p *pinnedResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := p.pins[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
+		return a, nil
+	}
+	return p.next.LookupNetIP(ctx, network, host)
 }
 
 // errAddressNotAllowed is returned by the dialer; the proxy answers 403.

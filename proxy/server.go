@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -70,7 +71,22 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		policy.allow = append(policy.allow, p.Masked())
 	}
-	d := &dialer{resolver: opts.Resolver, policy: policy, timeout: cfg.Upstream.DialTimeout}
+	resolver := opts.Resolver
+	if len(cfg.Resolve) > 0 {
+		pins := map[string][]netip.Addr{}
+		for host, addrs := range cfg.Resolve {
+			for _, a := range addrs {
+				ip, err := netip.ParseAddr(a)
+				if err != nil {
+					return nil, errors.New("proxy.resolve: not an IP address")
+				}
+				h := strings.ToLower(strings.TrimSuffix(host, "."))
+				pins[h] = append(pins[h], ip)
+			}
+		}
+		resolver = &pinnedResolver{pins: pins, next: resolver}
+	}
+	d := &dialer{resolver: resolver, policy: policy, timeout: cfg.Upstream.DialTimeout}
 	tr, err := newTransport(cfg, d)
 	if err != nil {
 		return nil, err
@@ -94,11 +110,7 @@ func (s *Server) AddSelf(addr net.Addr) {
 	if err != nil {
 		return
 	}
-	if ap.Addr().IsUnspecified() {
-		s.policy.selfPorts = append(s.policy.selfPorts, ap.Port())
-		return
-	}
-	s.policy.self = append(s.policy.self, ap)
+	s.policy.addSelf(ap)
 }
 
 // ServeHTTP refuses CONNECT and origin-form requests itself and hands

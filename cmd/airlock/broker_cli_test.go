@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +128,80 @@ broker:
 	st, err := c.Status(ctx)
 	if err != nil || st.GetStoreType() != "memory" || !st.GetStoreOk() || st.GetIntents()[0] != "demo.read" {
 		t.Fatalf("status %v %v", st, err)
+	}
+}
+
+// airlock serve runs the egress proxy from config: a handle issued through
+// the broker API takes curl, configured only by http_proxy, to a TLS
+// upstream that sees the secret while curl does not.
+func TestServeProxyEndToEnd(t *testing.T) {
+	ca := testenv.NewCA(t)
+	var seenAuth atomic.Value
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seenAuth.Store(r.Header.Get("Authorization"))
+		fmt.Fprintf(w, "you sent %s", r.Header.Get("Authorization"))
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "demo.airlock.test")}}
+	up.StartTLS()
+	defer up.Close()
+	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
+
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret-123456}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin, proxyAddr := freeAddr(t), freeAddr(t)
+	sock := filepath.Join(dir, "run", "broker.sock")
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+admin: {listen: %q}
+broker:
+  api: {socket: %q}
+  secrets: {file: %q}
+  intents:
+    demo:
+      class: read
+      secret: {source: file, path: demo/api, field: token}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+proxy:
+  listen: %q
+  allow_cidrs: [127.0.0.0/8]
+  upstream_ca_file: %q
+  resolve: {demo.airlock.test: [127.0.0.1]}
+`, admin, sock, secrets, proxyAddr, ca.PEMFile))
+	startServe(t, nil, cfg, admin)
+	c, err := broker.Dial("unix://"+sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	port, _ := strconv.Atoi(upPort)
+	iss, err := c.Issue(context.Background(), broker.IssueRequest{PluginID: "p", InvocationID: "inv-e2e", Intent: "demo",
+		Destinations: []broker.Destination{{Host: "demo.airlock.test", Port: port}}, Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if iss.EgressProxy != proxyAddr {
+		t.Fatalf("egress_proxy = %q, want the proxy's listen address %q", iss.EgressProxy, proxyAddr)
+	}
+	curl := exec.Command("curl", "-sS", "--max-time", "10", "http://demo.airlock.test:"+upPort+"/hello")
+	curl.Env = []string{"PATH=" + os.Getenv("PATH"), "http_proxy=http://" + iss.Handle + "@" + iss.EgressProxy}
+	out, err := curl.CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	if seenAuth.Load() != "Bearer demo-secret-123456" {
+		t.Fatalf("upstream saw %v", seenAuth.Load())
+	}
+	if strings.Contains(string(out), "demo-secret-123456") || !strings.Contains(string(out), "[REDACTED]") {
+		t.Fatalf("curl saw %q", out)
+	}
+	if _, err := c.RevokeInvocation(context.Background(), "inv-e2e"); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+		"-x", "http://"+iss.Handle+"@"+iss.EgressProxy, "http://demo.airlock.test:"+upPort+"/hello").CombinedOutput()
+	if string(out) != "403" {
+		t.Fatalf("after revocation curl got %q, want 403", out)
 	}
 }

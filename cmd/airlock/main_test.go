@@ -72,8 +72,13 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// writeConfig writes a config; unless it names the proxy, the proxy gets
+// a free port so tests never collide with each other or a running airlock.
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
+	if !strings.Contains(body, "\nproxy:") {
+		body += fmt.Sprintf("proxy:\n  listen: %q\n", freeAddr(t))
+	}
 	p := filepath.Join(t.TempDir(), "airlock.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
+	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -27,7 +28,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	path := configFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock serve [--config FILE]\n\nRuns the broker, the token issuer and the admin listener (/healthz, /readyz, /metrics,\n"+
+		fmt.Fprintln(stderr, "usage: airlock serve [--config FILE]\n\nRuns the broker, the egress proxy, the token issuer and the admin listener (/healthz, /readyz, /metrics,\n"+
 			tokens.JWKSPath+", POST /v1/secrets/refresh) until SIGINT or SIGTERM. SIGHUP refreshes secrets.")
 		fs.PrintDefaults()
 	}
@@ -110,15 +111,33 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer stopAPI()
 
+	px, err := proxy.New(cfg.Proxy, b, proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	pl, err := net.Listen("tcp", cfg.Proxy.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy listener: %w", err)
+	}
+	proxyDone := make(chan error, 1)
+	go func() { proxyDone <- px.Serve(ctx, pl) }()
+
 	l, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
+		cancel()
+		<-proxyDone
 		return fmt.Errorf("admin listener: %w", err)
 	}
+	px.AddSelf(l.Addr())
 	log.Info("airlock serving", "admin", l.Addr().String(), "jwks", "http://"+l.Addr().String()+tokens.JWKSPath,
 		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
-		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket)
+		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
+		"egress_proxy", pl.Addr().String(), "echo_guard", *cfg.Proxy.EchoGuard)
 	err = adm.Serve(ctx, l)
 	cancel()
+	if perr := <-proxyDone; err == nil && perr != nil && !errors.Is(perr, context.Canceled) {
+		err = perr
+	}
 	log.Info("airlock stopped")
 	if errors.Is(err, context.Canceled) {
 		return nil

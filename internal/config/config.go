@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/vault"
+	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -43,6 +44,7 @@ type Config struct {
 	Vault    vault.Config  `yaml:"vault"`
 	Tokens   tokens.Config `yaml:"tokens"`
 	Broker   broker.Config `yaml:"broker"`
+	Proxy    proxy.Config  `yaml:"proxy"`
 }
 
 // Log configures log/slog output.
@@ -150,6 +152,11 @@ func (c *Config) applyDefaults() {
 	}
 	c.Tokens = c.Tokens.WithDefaults()
 	c.Broker = c.Broker.WithDefaults()
+	c.Proxy = c.Proxy.WithDefaults()
+	if c.Broker.EgressProxy == "" {
+		// Plugins are told to use the proxy this process runs.
+		c.Broker.EgressProxy = c.Proxy.Listen
+	}
 	if c.Broker.API.Socket == "" {
 		c.Broker.API.Socket = filepath.Join(c.StateDir, "run", "broker.sock")
 	}
@@ -193,6 +200,9 @@ func (c *Config) Validate() error {
 		add("tokens.keys.source: vault needs the vault section (vault.address)")
 	}
 	if err := c.Broker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Proxy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if !c.Vault.Configured() {
