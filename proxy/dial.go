@@ -136,7 +136,7 @@ func newTransport(c Config, d *dialer) (*http.Transport, error) {
 		Proxy:                  nil, // never HTTPS_PROXY from the environment
 		DialContext:            d.DialContext,
 		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:      true,
+		ForceAttemptHTTP2:      false,
 		TLSHandshakeTimeout:    c.Upstream.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  c.Upstream.ResponseTimeout,
 		IdleConnTimeout:        c.Upstream.IdleConnTimeout,

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // Redaction is what the echo guard writes over an echoed secret in a
@@ -19,6 +20,14 @@ const minEchoLen = 6
 
 // echoChunk is how much of a body the guard reads at a time.
 const echoChunk = 32 << 10
+
+// maxPooledKeep is the longest held-back tail a pooled buffer fits;
+// longer secrets get a buffer of their own.
+const maxPooledKeep = 4 << 10
+
+// bufPool recycles guard buffers: one per response would otherwise be
+// the proxy's largest allocation.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, echoChunk+maxPooledKeep); return &b }}
 
 func mask(n int) []byte {
 	m := bytes.Repeat([]byte{'*'}, n)
@@ -72,6 +81,7 @@ type redactor struct {
 	pats   [][]byte
 	keep   int
 	buf    []byte
+	pooled *[]byte // buf's pool slot, returned at EOF or release
 	start  int // next byte to hand out
 	end    int // bytes before end are scanned and may be handed out
 	done   bool
@@ -96,18 +106,22 @@ func newRedactor(src io.Reader, forms []string) *redactor {
 	return r
 }
 
-func (r *redactor) Read(p []byte) (int, error) {
-	if len(r.pats) == 0 {
-		n, err := r.src.Read(p)
-		r.nbytes += int64(n)
-		return n, err
-	}
+// next returns the next run of scanned bytes that may be handed out, or
+// the read error (io.EOF at the end) once there are none. The slice is
+// valid until the next call.
+func (r *redactor) next() ([]byte, error) {
 	for r.start == r.end {
 		if r.done {
-			return 0, r.err
+			r.release()
+			return nil, r.err
 		}
 		if r.buf == nil {
-			r.buf = make([]byte, 0, echoChunk+r.keep)
+			if r.keep <= maxPooledKeep {
+				r.pooled = bufPool.Get().(*[]byte)
+				r.buf = (*r.pooled)[:0 : echoChunk+r.keep]
+			} else {
+				r.buf = make([]byte, 0, echoChunk+r.keep)
+			}
 		}
 		// Move the held-back tail to the front and read after it.
 		n := copy(r.buf[:cap(r.buf)], r.buf[r.end:])
@@ -118,7 +132,9 @@ func (r *redactor) Read(p []byte) (int, error) {
 		if err != nil {
 			r.done, r.err = true, err
 		}
-		r.hits += redactInPlace(r.buf, r.pats)
+		if len(r.pats) > 0 {
+			r.hits += redactInPlace(r.buf, r.pats)
+		}
 		keep := r.keep
 		if r.done {
 			keep = 0
@@ -127,8 +143,66 @@ func (r *redactor) Read(p []byte) (int, error) {
 			r.end = len(r.buf) - keep
 		}
 	}
+	out := r.buf[r.start:r.end]
+	r.start = r.end
+	r.nbytes += int64(len(out))
+	return out, nil
+}
+
+// Read implements io.Reader on top of next.
+func (r *redactor) Read(p []byte) (int, error) {
+	if r.start == r.end {
+		if _, err := r.peek(); err != nil {
+			return 0, err
+		}
+	}
 	n := copy(p, r.buf[r.start:r.end])
 	r.start += n
 	r.nbytes += int64(n)
 	return n, nil
+}
+
+// peek fills the buffer without handing anything out.
+func (r *redactor) peek() ([]byte, error) {
+	chunk, err := r.next()
+	if err != nil {
+		return nil, err
+	}
+	// next advanced past chunk; step back so Read hands it out.
+	r.start -= len(chunk)
+	r.nbytes -= int64(len(chunk))
+	return chunk, nil
+}
+
+// WriteTo writes the guarded stream to w without an intermediate copy.
+// io.Copy prefers it to the destination's ReadFrom, which for a TCP
+// connection would allocate a 32 KiB buffer per response.
+func (r *redactor) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		chunk, err := r.next()
+		if len(chunk) > 0 {
+			n, werr := w.Write(chunk)
+			total += int64(n)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// release returns the buffer to the pool; the redactor must not read
+// into it afterwards (Read after EOF answers from r.err alone).
+func (r *redactor) release() {
+	if r.pooled != nil {
+		bufPool.Put(r.pooled)
+		r.pooled = nil
+	}
+	r.buf, r.start, r.end = nil, 0, 0
 }

@@ -31,10 +31,11 @@ type exchange struct {
 	audit   *auditRecord
 	release func()
 
-	canRetry  bool
-	replay    []byte
-	orig      http.Header // headers before injection, for a retry
-	origQuery string
+	canRetry bool
+	replay   []byte
+	// placeholders holds the placeholder headers' values before
+	// substitution, for a retry (the other injections are idempotent).
+	placeholders http.Header
 }
 
 var _ goproxy.RoundTripper = (*exchange)(nil)
@@ -80,8 +81,9 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 		return nil, nil, false
 	}
 	next := req.Clone(req.Context())
-	next.Header = x.orig.Clone()
-	next.URL.RawQuery = x.origQuery
+	for k, v := range x.placeholders {
+		next.Header[k] = v
+	}
 	forms, d := inject(next, x.intent, fresh, x.handle)
 	if d != nil {
 		return nil, nil, false
@@ -115,9 +117,13 @@ type guardedBody struct {
 
 func (b *guardedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
 
+// WriteTo lets io.Copy stream the body without a per-response buffer.
+func (b *guardedBody) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(w) }
+
 func (b *guardedBody) Close() error {
 	err := b.closer.Close()
 	b.once.Do(func() {
+		b.rd.release()
 		b.x.audit.BytesOut = b.rd.nbytes
 		b.x.audit.Redactions += b.rd.hits
 		b.x.done(nil)

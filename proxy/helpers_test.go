@@ -102,7 +102,7 @@ func (u *upstream) count() int {
 	return len(u.seen)
 }
 
-func startUpstream(t *testing.T, ca *testenv.CA) *upstream {
+func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 	t.Helper()
 	u := &upstream{hold: make(chan struct{})}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +186,7 @@ func (s *syncBuffer) String() string {
 
 const testSecret = "sk-test-5f2c1e9a7b3d4c6e"
 
-func newFixture(t *testing.T, mutate func(*Config)) *fixture {
+func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{ca: testenv.NewCA(t), res: &staticResolver{}, audit: &syncBuffer{}}
 	f.up = startUpstream(t, f.ca)
@@ -250,7 +250,7 @@ func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	return f
 }
 
-func (f *fixture) writeSecret(t *testing.T, value string) {
+func (f *fixture) writeSecret(t testing.TB, value string) {
 	t.Helper()
 	if err := os.WriteFile(f.secrets, []byte(fmt.Sprintf("demo/api: {token: %q, user: bot}\n", value)), 0o600); err != nil {
 		t.Fatal(err)
@@ -310,4 +310,17 @@ func do(t *testing.T, c *http.Client, method, u string, hdr http.Header, body st
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get(HeaderError), string(b)
+}
+
+func newBenchFixture(b *testing.B) *fixture {
+	return newFixture(b, func(c *Config) { c.Limits.PerHandleRPS, c.Limits.PerPluginRPS = 1e9, 1e9 })
+}
+
+func (f *fixture) issueB(b *testing.B, intent string) string {
+	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: "inv-bench", Intent: intent,
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port}}, Deadline: time.Now().Add(time.Hour)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return iss.Handle
 }

@@ -74,13 +74,7 @@ func (l *limiter) pluginEntry(id string) *pluginEntry {
 	return v.(*pluginEntry)
 }
 
-// limit maps a configured rate to rate.Limit; a negative rate means off.
-func limit(rps float64) rate.Limit {
-	if rps < 0 {
-		return rate.Inf
-	}
-	return rate.Limit(rps)
-}
+func limit(rps float64) rate.Limit { return rate.Limit(rps) }
 
 // sweep drops entries idle since before cutoff (plugin entries only when
 // nothing is in flight).

@@ -266,9 +266,13 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		return x, deny(CodeSecretUnavailable, "the credential's secret is unavailable; no request was sent").withReason(err.Error())
 	}
 	stripHopByHop(r.Header)
-	if x.canRetry {
-		x.orig = r.Header.Clone()
-		x.origQuery = r.URL.RawQuery
+	if x.canRetry && in.Inject.Placeholder != nil {
+		x.placeholders = http.Header{}
+		for _, name := range in.Inject.Placeholder.Headers {
+			if v := r.Header.Values(name); len(v) > 0 {
+				x.placeholders[http.CanonicalHeaderKey(name)] = append([]string(nil), v...)
+			}
+		}
 	}
 	forms, d := inject(r, in, sec, handle)
 	if d != nil {

@@ -29,24 +29,37 @@ type CA struct {
 // NewCA makes a CA valid for an hour and writes its certificate to a file.
 func NewCA(tb testing.TB) *CA {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCAIn(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return ca
+}
+
+// NewCAIn makes a CA valid for an hour and writes its certificate to
+// dir/ca.pem (for benchmarks and tools outside a test).
+func NewCAIn(dir string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "airlock test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
 		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &CA{Cert: cert, key: key, PEMFile: filepath.Join(tb.TempDir(), "ca.pem")}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	ca := &CA{Cert: cert, key: key, PEMFile: filepath.Join(dir, "ca.pem")}
 	ca.serial.Store(1)
 	if err := os.WriteFile(ca.PEMFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	return ca
+	return ca, nil
 }
 
 // Pool returns a pool holding only the CA.
@@ -60,9 +73,18 @@ func (ca *CA) Pool() *x509.CertPool {
 // for server and client authentication.
 func (ca *CA) Issue(tb testing.TB, names ...string) tls.Certificate {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := ca.IssueCert(names...)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return c
+}
+
+// IssueCert is Issue for code outside a test.
+func (ca *CA) IssueCert(names ...string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: names[0]},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
@@ -77,9 +99,9 @@ func (ca *CA) Issue(tb testing.TB, names ...string) tls.Certificate {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		tb.Fatal(err)
+		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // WriteKeyPair writes cert and key as PEM files and returns their paths.

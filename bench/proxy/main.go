@@ -1,0 +1,275 @@
+// Command proxy-bench measures, in one run, requests/s and p50/p99 latency
+// at several concurrencies for: direct HTTPS to the upstream; a bare
+// goproxy forwarder doing the same http->https upgrade with no checks;
+// Airlock's egress proxy with a credentialed handle (injection and echo
+// guard on); and smokescreen (CONNECT), when its binary is given. Upstream,
+// proxies and the load generator run as separate processes.
+//
+//	go run ./bench/proxy -smokescreen ~/.cache/airlock-tools/bin/smokescreen
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const benchHost = "bench.airlock.test"
+
+func main() {
+	role := flag.String("role", "", "internal: run one component (upstream, goproxy, airlock)")
+	dir := flag.String("dir", "", "internal: working directory with the CA and certificates")
+	upstreamAddr := flag.String("upstream", "", "internal: upstream address")
+	smokescreen := flag.String("smokescreen", "", "path to a smokescreen binary (skipped when empty)")
+	duration := flag.Duration("duration", 3*time.Second, "measuring time per cell")
+	warmup := flag.Duration("warmup", 500*time.Millisecond, "warm-up time per cell")
+	concs := flag.String("c", "1,16,64", "concurrencies")
+	bodySize := flag.Int("body", 512, "upstream response body size")
+	only := flag.String("only", "", "measure only targets whose name contains this")
+	flag.Parse()
+
+	switch *role {
+	case "upstream":
+		runUpstream(*dir, *bodySize)
+		return
+	case "goproxy":
+		runGoproxy(*dir, *upstreamAddr)
+		return
+	case "airlock":
+		runAirlock(*dir, *upstreamAddr)
+		return
+	}
+
+	work, err := os.MkdirTemp("", "airlock-bench-")
+	check(err)
+	defer os.RemoveAll(work)
+	writeCerts(work)
+
+	var children []*exec.Cmd
+	defer func() {
+		for _, c := range children {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	start := func(args ...string) []string {
+		c := exec.Command(os.Args[0], args...)
+		c.Stderr = os.Stderr
+		out, err := c.StdoutPipe()
+		check(err)
+		check(c.Start())
+		children = append(children, c)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		check(err)
+		return strings.Fields(line)
+	}
+	up := start("-role", "upstream", "-dir", work, "-body", strconv.Itoa(*bodySize))[0]
+	gp := start("-role", "goproxy", "-dir", work, "-upstream", up)[0]
+	al := start("-role", "airlock", "-dir", work, "-upstream", up)
+	_, upPort, _ := net.SplitHostPort(up)
+
+	type target struct {
+		name   string
+		url    string
+		client func(c int) *http.Client
+	}
+	roots := loadRoots(work)
+	pinned := func(c int, proxy *url.URL) *http.Client {
+		tr := &http.Transport{
+			MaxIdleConnsPerHost: c, DisableCompression: true, TLSClientConfig: &tls.Config{RootCAs: roots},
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if strings.HasPrefix(addr, benchHost+":") {
+					addr = "127.0.0.1:" + upPort
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+		}
+		if proxy != nil {
+			tr.Proxy = http.ProxyURL(proxy)
+		}
+		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	}
+	targets := []target{
+		{"direct HTTPS", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client { return pinned(c, nil) }},
+		{"bare goproxy", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: gp})
+		}},
+		{"airlock", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
+		}},
+	}
+	if *smokescreen != "" {
+		port := freePort()
+		c := exec.Command(*smokescreen, "--listen-ip", "127.0.0.1", "--listen-port", strconv.Itoa(port),
+			"--allow-range", "127.0.0.0/8")
+		c.Stdout, c.Stderr = io.Discard, io.Discard
+		check(c.Start())
+		children = append(children, c)
+		waitListening(fmt.Sprintf("127.0.0.1:%d", port))
+		targets = append(targets, target{"smokescreen (CONNECT)", "https://127.0.0.1:" + upPort + "/", func(cc int) *http.Client {
+			return pinned(cc, &url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)})
+		}})
+	}
+
+	results := map[string]map[int]result{}
+	var cs []int
+	for _, s := range strings.Split(*concs, ",") {
+		n, err := strconv.Atoi(s)
+		check(err)
+		cs = append(cs, n)
+	}
+	targets = slices.DeleteFunc(targets, func(t target) bool { return *only != "" && !strings.Contains(t.name, *only) })
+	for _, t := range targets {
+		results[t.name] = map[int]result{}
+		for _, c := range cs {
+			r := load(t.client(c), t.url, c, *warmup, *duration)
+			results[t.name][c] = r
+			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  errors %d\n",
+				t.name, c, r.rps, ms(r.p50), ms(r.p99), r.errors)
+		}
+	}
+
+	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms |\n|---|---|---|---|---|\n")
+	for _, t := range targets {
+		for _, c := range cs {
+			r := results[t.name][c]
+			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f |\n", t.name, c, r.rps, ms(r.p50), ms(r.p99))
+		}
+	}
+	fmt.Printf("\n| ratio | %s |\n|---|%s\n", joinInts(cs, " | c=", "c="), strings.Repeat("---|", len(cs)))
+	ratio := func(label, a, b string) {
+		if results[a] == nil || results[b] == nil {
+			return
+		}
+		var parts []string
+		for _, c := range cs {
+			parts = append(parts, fmt.Sprintf("%.2f×", results[a][c].rps/results[b][c].rps))
+		}
+		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
+	}
+	ratio("airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
+	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
+	ratio("airlock / direct", "airlock", "direct HTTPS")
+	var added []string
+	for _, c := range cs {
+		if results["airlock"] == nil || results["direct HTTPS"] == nil {
+			break
+		}
+		added = append(added, fmt.Sprintf("%.3f ms", ms(results["airlock"][c].p99-results["direct HTTPS"][c].p99)))
+	}
+	fmt.Printf("| airlock p99 added vs direct | %s |\n", strings.Join(added, " | "))
+}
+
+type result struct {
+	rps      float64
+	p50, p99 time.Duration
+	errors   int
+}
+
+// load runs c workers against url: warm-up, then measure.
+func load(client *http.Client, u string, c int, warmup, dur time.Duration) result {
+	var mu sync.Mutex
+	var lats []time.Duration
+	errors := 0
+	var wg sync.WaitGroup
+	startAt := time.Now().Add(warmup)
+	endAt := startAt.Add(dur)
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 4096)
+			errs := 0
+			for {
+				t0 := time.Now()
+				if t0.After(endAt) {
+					break
+				}
+				resp, err := client.Get(u)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if t0.Before(startAt) {
+					continue
+				}
+				if err != nil {
+					errs++
+					continue
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			errors += errs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	client.CloseIdleConnections()
+	slices.Sort(lats)
+	r := result{errors: errors, rps: float64(len(lats)) / dur.Seconds()}
+	if len(lats) > 0 {
+		r.p50 = lats[len(lats)/2]
+		r.p99 = lats[min(len(lats)-1, len(lats)*99/100)]
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func joinInts(cs []int, sep, first string) string {
+	var b strings.Builder
+	for i, c := range cs {
+		if i == 0 {
+			b.WriteString(first)
+		} else {
+			b.WriteString(sep)
+		}
+		b.WriteString(strconv.Itoa(c))
+	}
+	return b.String()
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitListening(addr string) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+	}
+	log.Fatalf("%s never listened", addr)
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func path(dir, name string) string { return filepath.Join(dir, name) }
