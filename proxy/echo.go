@@ -82,8 +82,8 @@ type redactor struct {
 	keep   int
 	buf    []byte
 	pooled *[]byte // buf's pool slot, returned at EOF or release
-	start  int // next byte to hand out
-	end    int // bytes before end are scanned and may be handed out
+	start  int     // next byte to hand out
+	end    int     // bytes before end are scanned and may be handed out
 	done   bool
 	err    error
 	hits   int
@@ -118,7 +118,7 @@ func (r *redactor) next() ([]byte, error) {
 		if r.buf == nil {
 			if r.keep <= maxPooledKeep {
 				r.pooled = bufPool.Get().(*[]byte)
-				r.buf = (*r.pooled)[:0 : echoChunk+r.keep]
+				r.buf = (*r.pooled)[: 0 : echoChunk+r.keep]
 			} else {
 				r.buf = make([]byte, 0, echoChunk+r.keep)
 			}
