@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short lint fmt vet bench proto tools clean
+.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto tools clean
 
 all: build
 
@@ -51,7 +51,14 @@ vet:
 	$(GO) vet ./...
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	AIRLOCK_REQUIRE_SERVICES=1 $(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Proxy load benchmark: direct HTTPS, bare goproxy, Airlock and smokescreen
+# (installed into the tool cache), each in its own process.
+SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
+bench-proxy:
+	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)"
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler).
