@@ -37,11 +37,11 @@ func (v *VaultSource) Load(ctx context.Context) (KeySet, error) {
 	}
 	raw, ok := s.Data[vaultKeysField].(string)
 	if !ok {
-		return KeySet{}, fmt.Errorf("Vault secret %s/%s: field %q is missing or not a string", v.Mount, v.Path, vaultKeysField)
+		return KeySet{}, fmt.Errorf("signing keys in Vault secret %s/%s: field %q is missing or not a string", v.Mount, v.Path, vaultKeysField)
 	}
 	keys, err := unmarshalKeys([]byte(raw))
 	if err != nil {
-		return KeySet{}, fmt.Errorf("Vault secret %s/%s: %w", v.Mount, v.Path, err)
+		return KeySet{}, fmt.Errorf("signing keys in Vault secret %s/%s: %w", v.Mount, v.Path, err)
 	}
 	version := ""
 	if s.VersionMetadata != nil {
