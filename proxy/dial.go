@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -114,11 +113,11 @@ func isNotAllowed(err error) bool {
 	return errors.As(err, &na)
 }
 
-// newTransport builds the upstream transport: TLS verified against the
-// system roots plus caFile, TLS >= 1.2, HTTP/2 allowed, no proxy from the
-// environment, no redirects (a Transport never follows them), and
-// connection reuse sized for a busy proxy.
-func newTransport(c Config, d *dialer) (*http.Transport, error) {
+// newTLSConfig builds the upstream TLS configuration: the system roots
+// plus caFile, TLS >= 1.2. The proxy never reads HTTPS_PROXY from the
+// environment and never follows redirects (its upstream client has
+// neither notion).
+func newTLSConfig(c Config) (*tls.Config, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
@@ -132,17 +131,5 @@ func newTransport(c Config, d *dialer) (*http.Transport, error) {
 			return nil, errors.New("proxy.upstream_ca_file: no PEM certificate in it")
 		}
 	}
-	return &http.Transport{
-		Proxy:                  nil, // never HTTPS_PROXY from the environment
-		DialContext:            d.DialContext,
-		TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:      false,
-		TLSHandshakeTimeout:    c.Upstream.TLSHandshakeTimeout,
-		ResponseHeaderTimeout:  c.Upstream.ResponseTimeout,
-		IdleConnTimeout:        c.Upstream.IdleConnTimeout,
-		MaxIdleConns:           4 * c.Upstream.MaxIdleConnsPerHost,
-		MaxIdleConnsPerHost:    c.Upstream.MaxIdleConnsPerHost,
-		ExpectContinueTimeout:  time.Second,
-		MaxResponseHeaderBytes: 1 << 20,
-	}, nil
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }

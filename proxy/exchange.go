@@ -44,7 +44,7 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 // denial for transport failures), so goproxy never writes its own error.
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
-	resp, err := x.s.tr.RoundTrip(req)
+	resp, err := x.s.up.RoundTrip(req)
 	if err == nil && x.canRetry && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
 			resp, err = retried, rerr
@@ -91,10 +91,11 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	if x.replay != nil {
 		next.Body = io.NopCloser(bytes.NewReader(x.replay))
 		next.ContentLength = int64(len(x.replay))
+		next.GetBody = req.GetBody
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
-	r2, err := x.s.tr.RoundTrip(next)
+	r2, err := x.s.up.RoundTrip(next)
 	x.secret = fresh
 	x.forms = dedupe(append(forms, x.forms...)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true

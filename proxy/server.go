@@ -45,7 +45,7 @@ type Server struct {
 	cfg     Config
 	broker  Broker
 	gp      *goproxy.ProxyHttpServer
-	tr      *http.Transport
+	up      *upstreamClient
 	dialer  *dialer
 	policy  *addressPolicy
 	limits  *limiter
@@ -87,14 +87,17 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		resolver = &pinnedResolver{pins: pins, next: resolver}
 	}
 	d := &dialer{resolver: resolver, policy: policy, timeout: cfg.Upstream.DialTimeout}
-	tr, err := newTransport(cfg, d)
+	tlsConfig, err := newTLSConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, broker: b, tr: tr, dialer: d, policy: policy, limits: newLimiter(cfg.Limits),
+	up := newUpstreamClient(cfg, d, tlsConfig)
+	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: newLimiter(cfg.Limits),
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	gp := goproxy.NewProxyHttpServer()
-	gp.Tr = tr // never used for our requests (each sets its RoundTripper), but never the insecure default
+	// Never used (each request sets its RoundTripper), but never goproxy's
+	// default, which skips TLS verification and honours HTTPS_PROXY.
+	gp.Tr = &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, DialContext: d.DialContext}
 	gp.Logger = log.New(io.Discard, "", 0)
 	gp.Verbose = false
 	gp.NonproxyHandler = http.HandlerFunc(s.nonProxy)
@@ -165,7 +168,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := srv.Shutdown(sctx)
-	s.tr.CloseIdleConnections()
+	s.up.CloseIdleConnections()
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}
@@ -258,6 +261,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 			}
 			x.replay = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 		}
 		x.canRetry = true
 	}
