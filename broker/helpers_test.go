@@ -1,33 +1,19 @@
 package broker
 
 import (
+	"github.com/airlock-dev/airlock/internal/testenv"
+
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testenv.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return testenv.NewClock() }
 
 var apiDest = []Destination{{Host: "api.example.com"}}
 

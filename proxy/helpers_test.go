@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -161,34 +160,17 @@ type fixture struct {
 	res      *staticResolver
 	proxy    *Server
 	addr     string // proxy host:port
-	audit    *syncBuffer
+	audit    *testenv.SyncBuffer
 	secrets  string
 	cancel   context.CancelFunc
 	serveErr chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const testSecret = "sk-test-5f2c1e9a7b3d4c6e"
 
 func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{ca: testenv.NewCA(t), res: &staticResolver{}, audit: &syncBuffer{}}
+	f := &fixture{ca: testenv.NewCA(t), res: &staticResolver{}, audit: &testenv.SyncBuffer{}}
 	f.up = startUpstream(t, f.ca)
 	f.res.set("api.example.com", "127.0.0.1")
 	f.res.set("a.example.org", "127.0.0.1")

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // Broker is what the proxy needs from the broker.
@@ -158,20 +159,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			}
 		}
 	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := srv.Shutdown(sctx)
+	err := serve.HTTP(ctx, srv, l)
 	s.up.CloseIdleConnections()
-	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
-		err = e
-	}
 	return err
 }
 

@@ -60,6 +60,10 @@ func (p *process) describe(what string) error {
 	return fmt.Errorf("%s exited early (%v); output:\n%s", what, p.err, p.out.String())
 }
 
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output, a logger in a test), bounded to 1 MiB.
+type SyncBuffer = syncBuffer
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
