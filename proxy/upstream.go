@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,9 +41,6 @@ type upConn struct {
 	key      string
 	lastUsed time.Time
 }
-
-// errBodyNotReplayable marks a failure after the body was (partly) sent.
-var errBodyNotReplayable = errors.New("request body cannot be replayed")
 
 func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClient {
 	return &upstreamClient{
