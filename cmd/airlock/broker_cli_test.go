@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,4 +205,25 @@ proxy:
 	if string(out) != "403" {
 		t.Fatalf("after revocation curl got %q, want 403", out)
 	}
+}
+
+// SIGHUP makes the running server drop its cached secrets (Vault admins
+// rotate, then signal).
+func TestServeSIGHUPRefreshesSecrets(t *testing.T) {
+	admin := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf("version: v1\nadmin: {listen: %q}\n", admin))
+	cmd, logs := startServeLogs(t, nil, cfg, admin)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "secret cache invalidated"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refresh after SIGHUP:\n%s", logs.String())
+		}
+	}
+	resp, err := http.Get("http://" + admin + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("server unhealthy after SIGHUP: %v", err)
+	}
+	resp.Body.Close()
 }

@@ -88,11 +88,17 @@ func writeConfig(t *testing.T, body string) string {
 
 // startServe runs `airlock serve` until the test ends and waits for /readyz.
 func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
+	cmd, _ := startServeLogs(t, env, cfgPath, admin)
+	return cmd
+}
+
+// startServeLogs is startServe that also returns the server's log output.
+func startServeLogs(t *testing.T, env []string, cfgPath, admin string) (*exec.Cmd, *testenv.SyncBuffer) {
 	t.Helper()
 	cmd := exec.Command(airlockBin, "serve", "--config", cfgPath)
 	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &testenv.SyncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +122,7 @@ func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return cmd
+				return cmd, logs
 			}
 		}
 		select {
@@ -126,7 +132,7 @@ func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
 		}
 	}
 	t.Fatalf("serve not ready\n%s", logs.String())
-	return nil
+	return nil, nil
 }
 
 func jwksKids(t *testing.T, admin string) []string {
