@@ -19,6 +19,7 @@ commands:
   serve         run the admin listener and token issuer (and, later, broker and proxy)
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
+  evidence      verify an evidence log's hash chain (airlock evidence verify FILE)
   version       print version information
 
 Every command takes --config FILE (or $AIRLOCK_CONFIG); without one the
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdCheckConfig(ctx, rest, stdout, stderr)
 	case "token":
 		err = cmdToken(ctx, rest, stdin, stdout, stderr)
+	case "evidence":
+		err = cmdEvidence(rest, stdout, stderr)
 	case "version", "--version":
 		err = cmdVersion(stdout)
 	case "help", "-h", "--help":
