@@ -58,7 +58,10 @@ func TestEvidenceChain(t *testing.T) {
 		wantLine int
 	}{
 		{"edited data", tamper(func(c []string) []string { c[2] = strings.Replace(c[2], `"i":2`, `"i":9`, 1); return c }), 3},
-		{"edited type", tamper(func(c []string) []string { c[1] = strings.Replace(c[1], "lifecycle.launch", "lifecycle.crash!", 1); return c }), 2},
+		{"edited type", tamper(func(c []string) []string {
+			c[1] = strings.Replace(c[1], "lifecycle.launch", "lifecycle.crash!", 1)
+			return c
+		}), 2},
 		{"deleted middle", tamper(func(c []string) []string { return append(c[:2], c[3:]...) }), 3},
 		{"deleted first", tamper(func(c []string) []string { return c[1:] }), 1},
 		{"reordered", tamper(func(c []string) []string { c[1], c[2] = c[2], c[1]; return c }), 2},

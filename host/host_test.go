@@ -1,0 +1,319 @@
+package host
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
+	"github.com/airlock-dev/airlock/proxy"
+)
+
+var providerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "airlock-host-test-")
+	if err != nil {
+		panic(err)
+	}
+	providerBin = filepath.Join(dir, "tickets-provider")
+	if out, err := exec.Command("go", "build", "-o", providerBin, "../examples/tickets-provider").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build provider: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// recordingBroker passes calls to the real broker and remembers handles.
+type recordingBroker struct {
+	*broker.Broker
+	mu      sync.Mutex
+	handles []string
+}
+
+func (r *recordingBroker) Issue(ctx context.Context, req broker.IssueRequest) (broker.Issued, error) {
+	iss, err := r.Broker.Issue(ctx, req)
+	if err == nil {
+		r.mu.Lock()
+		r.handles = append(r.handles, iss.Handle)
+		r.mu.Unlock()
+	}
+	return iss, err
+}
+
+type hostFixture struct {
+	inst     Installed
+	opts     Options
+	b        *recordingBroker
+	evidence string
+	seenAuth chan string
+	block    chan struct{}
+	slowPost atomic.Bool
+}
+
+const upstreamSecret = "tk-live-7c1d2e3f4a5b6c7d"
+
+func newHostFixture(t *testing.T) *hostFixture {
+	t.Helper()
+	f := &hostFixture{seenAuth: make(chan string, 16), block: make(chan struct{})}
+	ca := testenv.NewCA(t)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.seenAuth <- r.Header.Get("Authorization")
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/api/tickets":
+			json.NewEncoder(w).Encode([]map[string]string{{"id": "T-1", "title": "first", "state": "open"}})
+		case r.Method == "POST" && r.URL.Path == "/api/tickets":
+			if f.slowPost.Load() {
+				<-f.block
+			}
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]string{"id": "T-2", "title": "new", "state": "open"})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "tickets.demo.airlock.test")}}
+	up.StartTLS()
+	t.Cleanup(func() {
+		select {
+		case <-f.block:
+		default:
+			close(f.block)
+		}
+		up.Close()
+	})
+	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
+
+	// The package: the provider binary and a manifest naming the upstream.
+	pkg := t.TempDir()
+	bin := filepath.Join(pkg, "tickets-provider")
+	data, _ := os.ReadFile(providerBin)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf, _ := os.ReadFile("../examples/tickets-provider/manifest.yaml")
+	mf = []byte(replaceAll(string(mf), "port: 443", "port: "+upPort))
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), mf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadManifest(filepath.Join(pkg, "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := BinaryDigest(bin)
+	f.inst = Installed{Name: "example.tickets", Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}
+
+	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
+	os.WriteFile(secrets, []byte("tickets/api: {token: "+upstreamSecret+"}\n"), 0o600)
+	ref := broker.SecretRef{Source: broker.SourceFile, Path: "tickets/api", Field: "token"}
+	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
+	// Listen first: the broker hands plugins the proxy's address.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := broker.Config{EgressProxy: l.Addr().String(), Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
+		"tickets.read": {Class: broker.ClassRead, Secret: ref, Inject: inj}, "tickets.write": {Class: broker.ClassWrite, Secret: ref, Inject: inj},
+	}}.WithDefaults()
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
+	f.b = &recordingBroker{Broker: broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})}
+	pc := proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
+		Resolve: map[string][]string{"tickets.demo.airlock.test": {"127.0.0.1"}}}.WithDefaults()
+	px, err := proxy.New(pc, f.b.Broker, proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { px.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	f.evidence = filepath.Join(t.TempDir(), "evidence.jsonl")
+	ev, err := OpenEvidenceLog(f.evidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close() })
+	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy,
+		Ports: map[string]protoreflect.FileDescriptor{"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto},
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return f
+}
+
+func replaceAll(s, old, new string) string {
+	out := ""
+	for {
+		i := indexOf(s, old)
+		if i < 0 {
+			return out + s
+		}
+		out += s[:i] + new
+		s = s[i+len(old):]
+	}
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestInvokeEndToEnd(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	p, err := Launch(ctx, f.inst, f.opts)
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	defer p.Shutdown(ctx)
+	if err := p.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
+		Input: &ticketsv1.ListTicketsRequest{Project: "core"}, Deadline: time.Now().Add(30 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != pluginv1.Status_STATUS_SUCCEEDED {
+		t.Fatalf("ListTickets: %v %s %v", out.Status, out.Reason, out.Diagnostics)
+	}
+	var list ticketsv1.ListTicketsResponse
+	if err := out.Result.UnmarshalTo(&list); err != nil || len(list.Tickets) != 1 || list.Tickets[0].Id != "T-1" {
+		t.Fatalf("result %v %v", &list, err)
+	}
+	if got := <-f.seenAuth; got != "Bearer "+upstreamSecret {
+		t.Fatalf("upstream saw %q", got)
+	}
+	// The handle died with the invocation.
+	f.b.mu.Lock()
+	handle := f.b.handles[0]
+	f.b.mu.Unlock()
+	if _, err := f.b.Resolve(ctx, handle); !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("handle after the invocation: %v", err)
+	}
+
+	out, err = p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/CreateTicket",
+		Input: &ticketsv1.CreateTicketRequest{Project: "core", Title: "new"}, Deadline: time.Now().Add(30 * time.Second)})
+	if err != nil || out.Status != pluginv1.Status_STATUS_SUCCEEDED || len(out.EvidenceIDs) != 1 {
+		t.Fatalf("CreateTicket: %+v %v", out, err)
+	}
+
+	// Dry run on a method that does not support it is refused before
+	// anything reaches the provider.
+	if _, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/CreateTicket",
+		Input: &ticketsv1.CreateTicketRequest{}, DryRun: true, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrDryRunUnsupported) {
+		t.Fatalf("dry run: %v", err)
+	}
+	if _, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.plugin.v1.PluginService/Shutdown",
+		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrMethodNotDispatchable) {
+		t.Fatalf("non-port method: %v", err)
+	}
+	p.Shutdown(ctx)
+
+	fh, _ := os.Open(f.evidence)
+	defer fh.Close()
+	n, _, err := VerifyEvidence(fh)
+	if err != nil || n < 8 {
+		t.Fatalf("evidence: %d records, %v", n, err)
+	}
+	b, _ := os.ReadFile(f.evidence)
+	for _, want := range []string{"lifecycle.launch", "invocation.start", "credential.issued", "plugin.tickets.created", "invocation.outcome", "lifecycle.shutdown"} {
+		if indexOf(string(b), `"type":"`+want+`"`) < 0 {
+			t.Errorf("no %s record", want)
+		}
+	}
+	if indexOf(string(b), handle) >= 0 || indexOf(string(b), upstreamSecret) >= 0 {
+		t.Fatal("evidence holds a handle or the secret")
+	}
+}
+
+func TestLaunchRefusals(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	bad := f.inst
+	bad.BinarySHA256 = "00" + bad.BinarySHA256[2:]
+	if _, err := Launch(ctx, bad, f.opts); !errors.Is(err, ErrBinaryDigest) {
+		t.Fatalf("digest mismatch: %v", err)
+	}
+	other := f.inst
+	m := proto.Clone(f.inst.Manifest).(*pluginv1.Manifest)
+	m.Version = "9.9.9"
+	other.Manifest = m
+	if _, err := Launch(ctx, other, f.opts); !errors.Is(err, ErrManifestMismatch) {
+		t.Fatalf("manifest mismatch: %v", err)
+	}
+	noPort := f.opts
+	noPort.Ports = map[string]protoreflect.FileDescriptor{}
+	if _, err := Launch(ctx, f.inst, noPort); !errors.Is(err, ErrHandshake) {
+		t.Fatalf("port the host does not serve: %v", err)
+	}
+	v2 := f.inst
+	v2.ProtocolVersion = 2
+	if _, err := Launch(ctx, v2, f.opts); !errors.Is(err, ErrHandshake) {
+		t.Fatalf("no common version: %v", err)
+	}
+}
+
+// The provider dies mid-invoke: the invocation ends FAILED and its handles
+// no longer resolve.
+func TestProviderKilledMidInvoke(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	p, err := Launch(ctx, f.inst, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	f.slowPost.Store(true) // the upstream holds the provider's POST
+	done := make(chan *Outcome, 1)
+	go func() {
+		out, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/CreateTicket",
+			Input: &ticketsv1.CreateTicketRequest{Project: "core", Title: "x"}, Deadline: time.Now().Add(30 * time.Second)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	select {
+	case <-f.seenAuth: // the credentialed request is at the upstream
+	case <-time.After(20 * time.Second):
+		t.Fatal("the provider never reached the upstream")
+	}
+	p.Kill()
+	out := <-done
+	if out == nil || out.Status != pluginv1.Status_STATUS_FAILED {
+		t.Fatalf("outcome after the provider died: %+v", out)
+	}
+	f.b.mu.Lock()
+	handle := f.b.handles[len(f.b.handles)-1]
+	f.b.mu.Unlock()
+	if _, err := f.b.Resolve(ctx, handle); !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("handle after the provider died: %v", err)
+	}
+}

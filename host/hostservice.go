@@ -1,0 +1,189 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/airlock-dev/airlock/broker"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+)
+
+// Per-invocation HostService limits of plugin/v1.
+var callLimits = map[string]int{
+	"Log": 1024, "EmitEvidence": 256, "RequestCredential": 16, "ResolveReference": 64, "ReportProgress": 1024,
+}
+
+// MaxHostCalls is the per-invocation total.
+const MaxHostCalls = 2048
+
+// MaxEvidencePayload bounds one EmitEvidence payload.
+const MaxEvidencePayload = 16 << 10
+
+// hostAuthored record types are written by the host only.
+var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "credential.", "invocation."}
+
+// hostService serves one plugin's callbacks. The plugin is known by the
+// socket it connected to, never by what it sends.
+type hostService struct {
+	pluginv1.UnimplementedHostServiceServer
+	p *Plugin
+}
+
+// enter checks the invocation is in flight for this plugin and counts the
+// call; over a limit the call is refused and the invocation will end
+// FAILED.
+func (h *hostService) enter(invocationID, rpc string) (*invocation, error) {
+	h.p.mu.Lock()
+	inv := h.p.inflight[invocationID]
+	h.p.mu.Unlock()
+	if inv == nil {
+		return nil, status.Error(codes.PermissionDenied, "invocation_id: not in flight for this plugin")
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.calls[rpc]++
+	inv.total++
+	if inv.calls[rpc] > callLimits[rpc] || inv.total > MaxHostCalls {
+		if inv.overLimit == "" {
+			inv.overLimit = rpc
+		}
+		return nil, status.Error(codes.ResourceExhausted, rpc+": per-invocation limit exceeded")
+	}
+	return inv, nil
+}
+
+func (h *hostService) Log(_ context.Context, r *pluginv1.LogRequest) (*pluginv1.LogResponse, error) {
+	if _, err := h.enter(r.GetInvocationId(), "Log"); err != nil {
+		return nil, err
+	}
+	if len(r.GetFields()) > 32 {
+		return nil, status.Error(codes.InvalidArgument, "fields: more than 32")
+	}
+	attrs := []any{"invocation", r.GetInvocationId(), "reason_code", clip(r.GetReasonCode(), 64)}
+	for k, v := range r.GetFields() {
+		attrs = append(attrs, "f_"+clip(k, 64), clip(v, 1024))
+	}
+	h.p.log.Info("provider log", attrs...)
+	return &pluginv1.LogResponse{}, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func (h *hostService) RequestCredential(ctx context.Context, r *pluginv1.RequestCredentialRequest) (*pluginv1.RequestCredentialResponse, error) {
+	inv, err := h.enter(r.GetInvocationId(), "RequestCredential")
+	if err != nil {
+		return nil, err
+	}
+	var intent *pluginv1.CredentialIntent
+	for _, ci := range h.p.inst.Manifest.GetCredentialIntents() {
+		if ci.GetName() == r.GetIntent() {
+			intent = ci
+		}
+	}
+	if intent == nil {
+		h.p.record("credential.refused", inv.id, map[string]any{"reason": "intent not declared in the manifest"})
+		return nil, status.Error(codes.PermissionDenied, "intent: not declared in the plugin's credential_intents")
+	}
+	if h.p.opts.Broker == nil {
+		return nil, status.Error(codes.Unavailable, "no broker")
+	}
+	req := broker.IssueRequest{PluginID: h.p.inst.Name, InvocationID: inv.id, Intent: intent.GetName(),
+		Deadline: inv.deadline, DryRun: inv.dryRun}
+	for _, d := range intent.GetDestinations() {
+		req.Destinations = append(req.Destinations, destinationOf(d))
+	}
+	iss, err := h.p.opts.Broker.Issue(ctx, req)
+	if err != nil {
+		h.p.record("credential.refused", inv.id, map[string]any{"intent": intent.GetName(), "reason": err.Error()})
+		return nil, status.Error(codes.PermissionDenied, "intent: the broker refused a handle")
+	}
+	h.p.record("credential.issued", inv.id, map[string]any{"intent": intent.GetName(), "handle_fp": iss.Fingerprint,
+		"expires_at": iss.ExpiresAt})
+	return &pluginv1.RequestCredentialResponse{Handle: iss.Handle, ExpiresAt: timestamppb.New(iss.ExpiresAt),
+		EgressProxy: iss.EgressProxy}, nil
+}
+
+func (h *hostService) EmitEvidence(_ context.Context, r *pluginv1.EmitEvidenceRequest) (*pluginv1.EmitEvidenceResponse, error) {
+	inv, err := h.enter(r.GetInvocationId(), "EmitEvidence")
+	if err != nil {
+		return nil, err
+	}
+	typ := r.GetRecordType()
+	for _, prefix := range hostAuthored {
+		if strings.HasPrefix(typ, prefix) {
+			return nil, status.Error(codes.PermissionDenied, "record_type: host-authored types cannot be emitted")
+		}
+	}
+	if !containsString(h.p.inst.Manifest.GetEvidenceRecordTypes(), typ) {
+		return nil, status.Error(codes.PermissionDenied, "record_type: not declared in the manifest")
+	}
+	if r.GetEmitKey() == "" || len(r.GetEmitKey()) > 128 {
+		return nil, status.Error(codes.InvalidArgument, "emit_key: required, at most 128 bytes")
+	}
+	if len(r.GetPayload()) > MaxEvidencePayload {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("payload: larger than %d bytes", MaxEvidencePayload))
+	}
+	sum := sha256.Sum256(append([]byte(typ+"\x00"), r.GetPayload()...))
+	digest := hex.EncodeToString(sum[:])
+	inv.mu.Lock()
+	prev, seen := inv.evidence[r.GetEmitKey()]
+	inv.mu.Unlock()
+	if seen {
+		if prev.digest != digest {
+			return nil, status.Error(codes.AlreadyExists, "emit_key: reused with different content")
+		}
+		return &pluginv1.EmitEvidenceResponse{EvidenceId: prev.id}, nil
+	}
+	data := map[string]any{"emit_key": r.GetEmitKey(), "payload_sha256": digest}
+	if json.Valid(r.GetPayload()) {
+		data["payload"] = json.RawMessage(r.GetPayload())
+	} else {
+		data["payload_bytes"] = r.GetPayload()
+	}
+	rec, err := h.p.record("plugin."+typ, inv.id, data)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, "evidence could not be recorded")
+	}
+	inv.mu.Lock()
+	inv.evidence[r.GetEmitKey()] = emitted{id: rec.ID, digest: digest}
+	inv.evidenceID[rec.ID] = typ
+	inv.mu.Unlock()
+	return &pluginv1.EmitEvidenceResponse{EvidenceId: rec.ID}, nil
+}
+
+func (h *hostService) ReportProgress(_ context.Context, r *pluginv1.ReportProgressRequest) (*pluginv1.ReportProgressResponse, error) {
+	inv, err := h.enter(r.GetInvocationId(), "ReportProgress")
+	if err != nil {
+		return nil, err
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if r.GetCompleted() < inv.progress[0] || r.GetTotal() < inv.progress[1] || (r.GetTotal() > 0 && r.GetCompleted() > r.GetTotal()) {
+		return nil, status.Error(codes.InvalidArgument, "completed/total: progress never decreases and completed never exceeds total")
+	}
+	inv.progress = [2]uint64{r.GetCompleted(), r.GetTotal()}
+	return &pluginv1.ReportProgressResponse{}, nil
+}
+
+func (h *hostService) ResolveReference(r *pluginv1.ResolveReferenceRequest, _ pluginv1.HostService_ResolveReferenceServer) error {
+	if _, err := h.enter(r.GetInvocationId(), "ResolveReference"); err != nil {
+		return err
+	}
+	if r.GetReference().GetHostOnly() {
+		return status.Error(codes.PermissionDenied, "reference: host_only references are never served")
+	}
+	return status.Error(codes.Unimplemented, "ResolveReference: no artifact store is configured")
+}

@@ -1,0 +1,108 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/airlock-dev/airlock/broker"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+)
+
+// MaxManifestSize bounds GetManifest and manifest.yaml.
+const MaxManifestSize = 1 << 20
+
+var portName = regexp.MustCompile(`^numinance\.ports\.[a-z][a-z0-9_]*\.v[1-9][0-9]*$`)
+
+// LoadManifest reads manifest.yaml strictly (unknown keys are errors) and
+// checks it.
+func LoadManifest(path string) (*pluginv1.Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if len(b) > MaxManifestSize {
+		return nil, fmt.Errorf("manifest %s: larger than %d bytes", path, MaxManifestSize)
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// ParseManifest decodes manifest YAML into the protocol's Manifest.
+func ParseManifest(b []byte) (*pluginv1.Manifest, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, errors.New("not valid YAML")
+	}
+	j, err := json.Marshal(doc)
+	if err != nil {
+		return nil, errors.New("not a mapping of plain values")
+	}
+	m := &pluginv1.Manifest{}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(j, m); err != nil {
+		return nil, fmt.Errorf("does not match plugin/v1 Manifest: %v", err)
+	}
+	return m, CheckManifest(m)
+}
+
+// CheckManifest returns every problem at once.
+func CheckManifest(m *pluginv1.Manifest) error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if m.GetName() == "" || m.GetVersion() == "" {
+		add("name and version are required")
+	}
+	for i, p := range m.GetPorts() {
+		if !portName.MatchString(p) {
+			add("ports[%d]: must be numinance.ports.<name>.v<major>", i)
+		}
+	}
+	seen := map[string]bool{}
+	for i, ci := range m.GetCredentialIntents() {
+		if ci.GetName() == "" || seen[ci.GetName()] {
+			add("credential_intents[%d]: name is missing or repeated", i)
+		}
+		seen[ci.GetName()] = true
+		if ci.GetClass() != string(broker.ClassRead) && ci.GetClass() != string(broker.ClassWrite) {
+			add("credential_intents[%d].class: must be read or write", i)
+		}
+		if len(ci.GetDestinations()) == 0 {
+			add("credential_intents[%d]: declares no destination", i)
+		}
+		for j, d := range ci.GetDestinations() {
+			if _, err := destinationOf(d).Normalize(); err != nil {
+				add("credential_intents[%d].destinations[%d]: %v", i, j, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func destinationOf(d *pluginv1.Destination) broker.Destination {
+	return broker.Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(), Methods: d.GetMethods()}
+}
+
+// ManifestDigest is the SHA-256 of the manifest's deterministic encoding:
+// what a lockfile pins.
+func ManifestDigest(m *pluginv1.Manifest) (string, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// sameManifest compares what a provider declares with what was installed.
+func sameManifest(installed, got *pluginv1.Manifest) bool { return proto.Equal(installed, got) }

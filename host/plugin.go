@@ -1,0 +1,399 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/airlock-dev/airlock/broker"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	"github.com/airlock-dev/airlock/sdk/plugin"
+)
+
+// Bounds from plugin/v1.
+const (
+	MaxDescriptorBytes = 2 << 20
+	MaxDescriptorFiles = 64
+	SpecVersion        = "1.0"
+)
+
+// Defaults for Options.
+const (
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultShutdownGrace    = 5 * time.Second
+)
+
+// Installed is a provider as install recorded it.
+type Installed struct {
+	Name            string
+	Binary          string
+	BinarySHA256    string // hex
+	Manifest        *pluginv1.Manifest
+	ProtocolVersion uint32 // locked at install
+}
+
+// Options are what a host gives every plugin.
+type Options struct {
+	Broker      broker.API
+	Evidence    *EvidenceLog
+	EgressProxy string // host:port, put in HTTP_PROXY
+	// Ports are the host's compiled port files by package name
+	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
+	// govern every call.
+	Ports            map[string]protoreflect.FileDescriptor
+	HandshakeTimeout time.Duration
+	ShutdownGrace    time.Duration
+	Log              *slog.Logger
+}
+
+// Errors of the launch sequence; each wraps the detail of what failed.
+var (
+	ErrBinaryDigest      = errors.New("provider binary does not match its installed digest")
+	ErrHandshake         = errors.New("handshake failed")
+	ErrManifestMismatch  = errors.New("provider manifest differs from the installed one")
+	ErrDescriptors       = errors.New("provider descriptors are not acceptable")
+	ErrNotServing        = errors.New("plugin is not serving")
+	ErrInvocationUnknown = errors.New("invocation is not in flight for this plugin")
+)
+
+// Plugin is a launched provider.
+type Plugin struct {
+	inst   Installed
+	opts   Options
+	cmd    *exec.Cmd
+	exited chan struct{}
+	conn   *grpc.ClientConn
+	client pluginv1.PluginServiceClient
+	host   *grpc.Server
+	dirs   []string
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	inflight map[string]*invocation
+	closed   bool
+}
+
+// Launch starts the provider and takes it through the handshake. On any
+// failure the process is killed and nothing is left behind.
+func Launch(ctx context.Context, inst Installed, opts Options) (_ *Plugin, err error) {
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if opts.ShutdownGrace == 0 {
+		opts.ShutdownGrace = DefaultShutdownGrace
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkDigest(inst.Binary, inst.BinarySHA256); err != nil {
+		return nil, err
+	}
+	p := &Plugin{inst: inst, opts: opts, exited: make(chan struct{}), inflight: map[string]*invocation{},
+		log: opts.Log.With("plugin", inst.Name)}
+	defer func() {
+		if err != nil {
+			p.kill()
+			p.cleanup()
+			p.record("lifecycle.launch_failed", "", map[string]any{"reason": err.Error()})
+		}
+	}()
+
+	// The HostService socket: one per plugin, so the connection identifies it.
+	hostDir, err := os.MkdirTemp("", "airlock-host")
+	if err != nil {
+		return nil, err
+	}
+	p.dirs = append(p.dirs, hostDir)
+	hostSock := filepath.Join(hostDir, "h.sock")
+	hl, err := net.Listen("unix", hostSock)
+	if err != nil {
+		return nil, fmt.Errorf("host service socket: %w", err)
+	}
+	p.host = grpc.NewServer()
+	pluginv1.RegisterHostServiceServer(p.host, &hostService{p: p})
+	go func() { _ = p.host.Serve(hl) }()
+
+	work, err := os.MkdirTemp("", "airlock-plugin")
+	if err != nil {
+		return nil, err
+	}
+	p.dirs = append(p.dirs, work)
+	cmd := exec.Command(inst.Binary)
+	cmd.Dir = work
+	// Only the protocol's variables and the proxy: nothing of the host's.
+	cmd.Env = []string{
+		plugin.CookieEnv + "=" + plugin.MagicCookie,
+		plugin.ProtocolsEnv + "=" + strconv.FormatUint(uint64(inst.ProtocolVersion), 10),
+		plugin.HostAddrEnv + "=unix:" + hostSock,
+	}
+	if opts.EgressProxy != "" {
+		cmd.Env = append(cmd.Env, "HTTP_PROXY=http://"+opts.EgressProxy, "http_proxy=http://"+opts.EgressProxy)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = &logWriter{log: p.log}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start provider: %w", err)
+	}
+	p.cmd = cmd
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+
+	type lineResult struct {
+		hl  HandshakeLine
+		err error
+	}
+	lc := make(chan lineResult, 1)
+	go func() {
+		hl, err := ReadHandshakeLine(stdout)
+		lc <- lineResult{hl, err}
+		_, _ = io.Copy(io.Discard, stdout) // a provider may print more; never block it
+	}()
+	var line HandshakeLine
+	select {
+	case r := <-lc:
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrHandshake, r.err)
+		}
+		line = r.hl
+	case <-time.After(opts.HandshakeTimeout):
+		return nil, fmt.Errorf("%w: no handshake line within %s", ErrHandshake, opts.HandshakeTimeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if line.AppVersion != inst.ProtocolVersion {
+		return nil, fmt.Errorf("%w: the line's app protocol version is not the one offered", ErrHandshake)
+	}
+	p.conn, err = grpc.NewClient("unix://"+line.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	p.client = pluginv1.NewPluginServiceClient(p.conn)
+	if err := p.handshake(ctx, line); err != nil {
+		return nil, err
+	}
+	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256})
+	return p, nil
+}
+
+func checkDigest(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("provider binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("provider binary: %w", err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if subtle.ConstantTimeCompare([]byte(got), []byte(strings.ToLower(want))) != 1 {
+		return ErrBinaryDigest
+	}
+	return nil
+}
+
+// BinaryDigest returns the hex SHA-256 of a file (what install records).
+func BinaryDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.HandshakeTimeout)
+	defer cancel()
+	offer := []uint32{p.inst.ProtocolVersion}
+	resp, err := p.client.Handshake(ctx, &pluginv1.HandshakeRequest{SpecVersion: SpecVersion, ProtocolVersions: offer,
+		Ports: p.inst.Manifest.GetPorts()})
+	if err != nil {
+		return fmt.Errorf("%w: Handshake: %w", ErrHandshake, err)
+	}
+	if v := resp.GetProtocolVersion(); v == 0 || !slices.Contains(offer, v) || v != line.AppVersion {
+		return fmt.Errorf("%w: protocol_version is not the offered one on the handshake line", ErrHandshake)
+	}
+	// The host offers no vendor capabilities yet: any claimed one aborts.
+	for range resp.GetCapabilities() {
+		return fmt.Errorf("%w: capabilities names a capability the host did not offer", ErrHandshake)
+	}
+	for _, port := range p.inst.Manifest.GetPorts() {
+		if _, ok := p.opts.Ports[port]; !ok {
+			return fmt.Errorf("%w: the host serves no port %s", ErrHandshake, port)
+		}
+	}
+	m, err := p.client.GetManifest(ctx, &pluginv1.GetManifestRequest{}, grpc.MaxCallRecvMsgSize(MaxManifestSize))
+	if err != nil {
+		return fmt.Errorf("%w: GetManifest: %w", ErrManifestMismatch, err)
+	}
+	if !sameManifest(p.inst.Manifest, m) {
+		return ErrManifestMismatch
+	}
+	set, err := p.client.GetDescriptors(ctx, &pluginv1.GetDescriptorsRequest{}, grpc.MaxCallRecvMsgSize(MaxDescriptorBytes))
+	if err != nil {
+		return fmt.Errorf("%w: GetDescriptors: %w", ErrDescriptors, err)
+	}
+	return p.checkDescriptors(set)
+}
+
+// checkDescriptors: shared port files must equal the host's copy in every
+// option (source_code_info discarded); private files may not use the
+// numinance. or google. packages nor extend google.protobuf options.
+func (p *Plugin) checkDescriptors(set *descriptorpb.FileDescriptorSet) error {
+	if len(set.GetFile()) > MaxDescriptorFiles {
+		return fmt.Errorf("%w: more than %d files", ErrDescriptors, MaxDescriptorFiles)
+	}
+	for i, f := range set.GetFile() {
+		f = proto.Clone(f).(*descriptorpb.FileDescriptorProto)
+		f.SourceCodeInfo = nil
+		pkg := f.GetPackage()
+		if host, ok := p.opts.Ports[pkg]; ok {
+			want := protodesc.ToFileDescriptorProto(host)
+			want.SourceCodeInfo = nil
+			if !proto.Equal(want, f) {
+				return fmt.Errorf("%w: file[%d] differs from the host's copy of its port", ErrDescriptors, i)
+			}
+			continue
+		}
+		if strings.HasPrefix(pkg, "numinance.") || strings.HasPrefix(pkg, "google.") || pkg == "numinance" || pkg == "google" {
+			if strings.HasPrefix(pkg, "google.protobuf") || pkg == "numinance.plugin.v1" {
+				continue // well-known imports; the host's own copies are used
+			}
+			return fmt.Errorf("%w: file[%d] uses a reserved package prefix", ErrDescriptors, i)
+		}
+		for _, ext := range f.GetExtension() {
+			if strings.HasPrefix(strings.TrimPrefix(ext.GetExtendee(), "."), "google.protobuf.") {
+				return fmt.Errorf("%w: file[%d] extends a google.protobuf options message", ErrDescriptors, i)
+			}
+		}
+	}
+	return nil
+}
+
+// record appends a host-authored evidence record; failures are logged.
+func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, error) {
+	if p.opts.Evidence == nil {
+		return Record{}, nil
+	}
+	b, _ := jsonMarshal(data)
+	r, err := p.opts.Evidence.Append(Record{Type: typ, Plugin: p.inst.Name, Invocation: invocation, Data: b})
+	if err != nil {
+		p.log.Error("evidence append failed", "type", typ, "err", err)
+	}
+	return r, err
+}
+
+// Health asks the provider; the zero value is rejected.
+func (p *Plugin) Health(ctx context.Context) error {
+	r, err := p.client.Health(ctx, &pluginv1.HealthRequest{})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotServing, err)
+	}
+	switch r.GetStatus() {
+	case pluginv1.HealthStatus_HEALTH_STATUS_SERVING:
+		return nil
+	case pluginv1.HealthStatus_HEALTH_STATUS_NOT_SERVING:
+		return ErrNotServing
+	}
+	return fmt.Errorf("%w: health status is unspecified", ErrNotServing)
+}
+
+// Exited is closed when the provider process has exited.
+func (p *Plugin) Exited() <-chan struct{} { return p.exited }
+
+// Shutdown cancels in-flight invocations, revokes the plugin's handles,
+// asks the provider to stop, and kills it after the grace period.
+func (p *Plugin) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	for _, inv := range p.inflight {
+		inv.cancel()
+	}
+	p.mu.Unlock()
+	var revokeErr error
+	if p.opts.Broker != nil {
+		_, revokeErr = p.opts.Broker.RevokePlugin(ctx, p.inst.Name)
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.opts.ShutdownGrace)
+	_, _ = p.client.Shutdown(sctx, &pluginv1.ShutdownRequest{})
+	cancel()
+	select {
+	case <-p.exited:
+	case <-time.After(p.opts.ShutdownGrace):
+		p.log.Warn("provider ignored Shutdown; killing it")
+		p.kill()
+		<-p.exited
+	}
+	p.cleanup()
+	p.record("lifecycle.shutdown", "", nil)
+	return revokeErr
+}
+
+func (p *Plugin) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// Kill ends the provider process at once (the host may always do so).
+func (p *Plugin) Kill() { p.kill() }
+
+func (p *Plugin) cleanup() {
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	if p.host != nil {
+		p.host.Stop()
+	}
+	for _, d := range p.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+// logWriter turns the provider's stderr into log lines.
+type logWriter struct{ log *slog.Logger }
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if len(line) > 2048 {
+			line = line[:2048] + "…"
+		}
+		w.log.Info("provider stderr", "line", line)
+	}
+	return len(b), nil
+}
