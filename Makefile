@@ -13,11 +13,12 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
+	$(GO) build -trimpath -o bin/tickets-provider ./examples/tickets-provider
 
-# The main job on embedded defaults. Until the plugin host lands this is
-# `airlock serve` (admin listener + token issuer); it becomes `airlock dev`.
+# The main job on embedded defaults: host, broker, egress proxy and token
+# issuer in one process, with the sample provider and a local demo upstream.
 run: build
-	./$(BIN) serve
+	./$(BIN) dev
 
 # Real services and clients for the integration tests: Redis, curl and
 # python3 from Debian packages, and a Vault server built from its Go module

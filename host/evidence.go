@@ -55,6 +55,9 @@ type EvidenceLog struct {
 	seq  uint64
 	last string
 	now  func() time.Time
+	// OnAppend, when set, sees every record after it is written (airlock
+	// dev prints them).
+	OnAppend func(Record)
 }
 
 // OpenEvidenceLog opens (or creates, mode 0600) an evidence file for
@@ -110,6 +113,9 @@ func (l *EvidenceLog) Append(r Record) (Record, error) {
 		return Record{}, fmt.Errorf("sync evidence: %w", err)
 	}
 	l.seq, l.last = r.Seq, r.Hash
+	if l.OnAppend != nil {
+		l.OnAppend(r)
+	}
 	return r, nil
 }
 

@@ -156,7 +156,7 @@ func newHostFixture(t *testing.T) *hostFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ev.Close() })
-	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy,
+	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, Policy: AllowAll(),
 		Ports: map[string]protoreflect.FileDescriptor{"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto},
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return f
@@ -234,6 +234,16 @@ func TestInvokeEndToEnd(t *testing.T) {
 		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrMethodNotDispatchable) {
 		t.Fatalf("non-port method: %v", err)
 	}
+	// A policy denial never reaches the provider and is recorded.
+	p.opts.Policy = &Policy{Version: "v1", Default: "deny"}
+	n0 := len(f.seenAuth)
+	if _, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
+		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrPolicyDenied) {
+		t.Fatalf("policy deny: %v", err)
+	}
+	if len(f.seenAuth) != n0 {
+		t.Fatal("a denied action reached the upstream")
+	}
 	p.Shutdown(ctx)
 
 	fh, _ := os.Open(f.evidence)
@@ -243,7 +253,10 @@ func TestInvokeEndToEnd(t *testing.T) {
 		t.Fatalf("evidence: %d records, %v", n, err)
 	}
 	b, _ := os.ReadFile(f.evidence)
-	for _, want := range []string{"lifecycle.launch", "invocation.start", "credential.issued", "plugin.tickets.created", "invocation.outcome", "lifecycle.shutdown"} {
+	if indexOf(string(b), `"allow":false`) < 0 {
+		t.Error("no policy denial record")
+	}
+	for _, want := range []string{"lifecycle.launch", "policy.decision", "invocation.start", "credential.issued", "plugin.tickets.created", "invocation.outcome", "lifecycle.shutdown"} {
 		if indexOf(string(b), `"type":"`+want+`"`) < 0 {
 			t.Errorf("no %s record", want)
 		}

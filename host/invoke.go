@@ -36,6 +36,9 @@ type InvokeRequest struct {
 	DryRun   bool
 	Deadline time.Time
 	Actor    *pluginv1.Actor
+	// OnRunning, when set, sees each RUNNING message that passed the
+	// stream checks (for streaming progress to the caller).
+	OnRunning func(*pluginv1.ActionResult)
 }
 
 // Outcome is what the host derived, never what the provider claimed.
@@ -125,6 +128,15 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 	if req.DryRun && !rule.GetDryRunSupported() {
 		return nil, ErrDryRunUnsupported
 	}
+	decision := Decision{Rule: "no policy"}
+	if p.opts.Policy != nil {
+		decision = p.opts.Policy.Decide(p.inst.Name, req.Method, rule.GetRiskClass(), req.DryRun)
+	}
+	rec, _ := p.record("policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
+		"allow": decision.Allow, "rule": decision.Rule, "risk_class": rule.GetRiskClass().String()})
+	if !decision.Allow {
+		return nil, fmt.Errorf("%w (rule %s)", ErrPolicyDenied, decision.Rule)
+	}
 	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
 		return nil, ErrDeadlineRequired
 	}
@@ -157,8 +169,8 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)})
 	env := &pluginv1.Envelope{Method: req.Method, Request: input, Context: &pluginv1.ActionContext{
 		InvocationId: inv.id, Actor: req.Actor, Deadline: timestamppb.New(req.Deadline), DryRun: req.DryRun,
-		IdempotencyKey: inv.id}}
-	p.run(ctx, md, rule, env, inv, out)
+		IdempotencyKey: inv.id, PolicyDecisionId: rec.ID}}
+	p.run(ctx, md, rule, env, inv, out, req.OnRunning)
 
 	// Revoke before anyone is told the call is over.
 	if p.opts.Broker != nil {
@@ -171,7 +183,8 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 	return out, nil
 }
 
-func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule plugin.PortRule, env *pluginv1.Envelope, inv *invocation, out *Outcome) {
+func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule plugin.PortRule, env *pluginv1.Envelope,
+	inv *invocation, out *Outcome, onRunning func(*pluginv1.ActionResult)) {
 	failed := func(reason string) {
 		out.Status, out.Reason, out.Result = pluginv1.Status_STATUS_FAILED, reason, nil
 	}
@@ -206,6 +219,8 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 		}
 		if m.GetStatus() != pluginv1.Status_STATUS_RUNNING {
 			terminal = m
+		} else if onRunning != nil {
+			onRunning(m)
 		}
 	}
 	if err := check.End(); err != nil {

@@ -63,6 +63,9 @@ type Options struct {
 	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
 	// govern every call.
 	Ports            map[string]protoreflect.FileDescriptor
+	// Policy decides every action before it reaches a provider; nil
+	// denies everything.
+	Policy           *Policy
 	HandshakeTimeout time.Duration
 	ShutdownGrace    time.Duration
 	Log              *slog.Logger
@@ -327,6 +330,9 @@ func (p *Plugin) Health(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w: health status is unspecified", ErrNotServing)
 }
+
+// Pid is the provider's process id.
+func (p *Plugin) Pid() int { return p.cmd.Process.Pid }
 
 // Exited is closed when the provider process has exited.
 func (p *Plugin) Exited() <-chan struct{} { return p.exited }

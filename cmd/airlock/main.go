@@ -16,6 +16,8 @@ import (
 const usage = `usage: airlock <command> [flags]
 
 commands:
+  dev           run host, broker, proxy and token issuer in one process with a demo plugin
+  invoke        call a plugin method through the host's control API
   serve         run the admin listener and token issuer (and, later, broker and proxy)
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
@@ -49,6 +51,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdCheckConfig(ctx, rest, stdout, stderr)
 	case "token":
 		err = cmdToken(ctx, rest, stdin, stdout, stderr)
+	case "invoke":
+		err = cmdInvoke(ctx, rest, stdout, stderr)
+	case "dev":
+		err = cmdDev(ctx, rest, stdout, stderr)
 	case "evidence":
 		err = cmdEvidence(rest, stdout, stderr)
 	case "version", "--version":

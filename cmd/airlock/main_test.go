@@ -19,7 +19,8 @@ import (
 )
 
 var (
-	airlockBin string
+	airlockBin  string
+	providerBin string
 	// stateHome keeps the CLI's default state (keys, sockets) out of the
 	// real home directory.
 	stateHome string
@@ -32,9 +33,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	airlockBin = filepath.Join(dir, "airlock")
+	providerBin = filepath.Join(dir, "tickets-provider")
 	stateHome = filepath.Join(dir, "state")
 	if out, err := exec.Command("go", "build", "-race", "-o", airlockBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if out, err := exec.Command("go", "build", "-o", providerBin, "../../examples/tickets-provider").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build provider: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := testenv.Main(m)
