@@ -195,4 +195,6 @@ type ErrControl struct {
 	Detail string
 }
 
-func (e *ErrControl) Error() string { return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Detail, e.Status) }
+func (e *ErrControl) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Detail, e.Status)
+}

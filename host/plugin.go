@@ -62,7 +62,7 @@ type Options struct {
 	// Ports are the host's compiled port files by package name
 	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
 	// govern every call.
-	Ports            map[string]protoreflect.FileDescriptor
+	Ports map[string]protoreflect.FileDescriptor
 	// Policy decides every action before it reaches a provider; nil
 	// denies everything.
 	Policy           *Policy

@@ -293,4 +293,3 @@ func invokeCommand(exe string) string {
 }
 
 func pidOf(p *host.Plugin) string { return strconv.Itoa(p.Pid()) }
-
