@@ -29,7 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/proxy"
 )
 
-var providerBin string
+var providerBin, badBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "airlock-host-test-")
@@ -37,9 +37,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	providerBin = filepath.Join(dir, "tickets-provider")
-	if out, err := exec.Command("go", "build", "-o", providerBin, "../examples/tickets-provider").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build provider: %v\n%s", err, out)
-		os.Exit(1)
+	badBin = filepath.Join(dir, "badprovider")
+	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", badBin: "./testdata/badprovider"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -71,6 +74,33 @@ type hostFixture struct {
 	seenAuth chan string
 	block    chan struct{}
 	slowPost atomic.Bool
+	upPort   string
+}
+
+// install lays out a provider package (binary, manifest naming the
+// upstream, optional behavior file) and returns it as installed.
+func (f *hostFixture) install(t *testing.T, binary, behavior string) Installed {
+	t.Helper()
+	pkg := t.TempDir()
+	bin := filepath.Join(pkg, filepath.Base(binary))
+	data, _ := os.ReadFile(binary)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf, _ := os.ReadFile("../examples/tickets-provider/manifest.yaml")
+	mf = []byte(replaceAll(string(mf), "port: 443", "port: "+f.upPort))
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), mf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if behavior != "" {
+		os.WriteFile(filepath.Join(pkg, "behavior"), []byte(behavior), 0o644)
+	}
+	m, err := LoadManifest(filepath.Join(pkg, "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := BinaryDigest(bin)
+	return Installed{Name: "example.tickets", Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}
 }
 
 const upstreamSecret = "tk-live-7c1d2e3f4a5b6c7d"
@@ -106,24 +136,8 @@ func newHostFixture(t *testing.T) *hostFixture {
 	})
 	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
 
-	// The package: the provider binary and a manifest naming the upstream.
-	pkg := t.TempDir()
-	bin := filepath.Join(pkg, "tickets-provider")
-	data, _ := os.ReadFile(providerBin)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mf, _ := os.ReadFile("../examples/tickets-provider/manifest.yaml")
-	mf = []byte(replaceAll(string(mf), "port: 443", "port: "+upPort))
-	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), mf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := LoadManifest(filepath.Join(pkg, "manifest.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, _ := BinaryDigest(bin)
-	f.inst = Installed{Name: "example.tickets", Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}
+	f.upPort = upPort
+	f.inst = f.install(t, providerBin, "")
 
 	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
 	os.WriteFile(secrets, []byte("tickets/api: {token: "+upstreamSecret+"}\n"), 0o600)

@@ -33,17 +33,19 @@ import (
 )
 
 func main() {
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	m, err := host.LoadManifest(filepath.Join(filepath.Dir(exe), "manifest.yaml"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	// Serve checks the cookie and the protocol offer before Register runs,
+	// so a provider started by hand says so instead of looking for files.
 	plugin.Main(plugin.ServeConfig{Register: func(s *grpc.Server, rt *plugin.Runtime) {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		m, err := host.LoadManifest(filepath.Join(filepath.Dir(exe), "manifest.yaml"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		pluginv1.RegisterPluginServiceServer(s, &provider{rt: rt, manifest: m})
 	}})
 }

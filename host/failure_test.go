@@ -1,0 +1,163 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
+	"github.com/airlock-dev/airlock/sdk/plugin"
+)
+
+// The rows of the spec's failure table that belong to the provider side:
+// a wrong cookie exits 1; no common version prints no line.
+func TestServeRefusals(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		env        []string
+		wantStderr string
+	}{
+		{"no cookie", nil, "started by the plugin host"},
+		{"wrong cookie", []string{plugin.CookieEnv + "=guess", plugin.ProtocolsEnv + "=1"}, "started by the plugin host"},
+		{"no common version", []string{plugin.CookieEnv + "=" + plugin.MagicCookie, plugin.ProtocolsEnv + "=2"},
+			"the host serves no protocol version this provider speaks (1)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(providerBin)
+			cmd.Env = tt.env
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v", err)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("printed %q: no handshake line may be printed", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Fatalf("stderr %q", stderr.String())
+			}
+		})
+	}
+}
+
+func TestLaunchFailureTable(t *testing.T) {
+	f := newHostFixture(t)
+	opts := f.opts
+	opts.HandshakeTimeout = 2 * time.Second
+	for _, tt := range []struct {
+		behavior string
+		want     error
+		detail   string
+	}{
+		{"print-nothing", ErrHandshake, "no handshake line"},
+		{"six-fields", ErrHandshake, "line: has 6 fields"},
+		{"bad-version", ErrHandshake, "protocol_version"},
+		{"extra-capability", ErrHandshake, "capabilit"},
+		{"manifest-differs", ErrManifestMismatch, ""},
+		{"private-google-file", ErrDescriptors, "reserved package"},
+		{"altered-port", ErrDescriptors, "differs from the host's copy"},
+	} {
+		t.Run(tt.behavior, func(t *testing.T) {
+			_, err := Launch(context.Background(), f.install(t, badBin, tt.behavior), opts)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.detail) {
+				t.Fatalf("err = %v, want %v (%q)", err, tt.want, tt.detail)
+			}
+		})
+	}
+}
+
+func TestInvokeFailureTable(t *testing.T) {
+	f := newHostFixture(t)
+	list := "numinance.ports.tickets.v1.Tickets/ListTickets"
+	create := "numinance.ports.tickets.v1.Tickets/CreateTicket"
+	for _, tt := range []struct {
+		behavior, method string
+		deadline         time.Duration
+		want             pluginv1.Status
+		reason, diag     string
+	}{
+		{"too-many-messages", create, 0, pluginv1.Status_STATUS_FAILED, "more than 1024", ""},
+		{"unknown-field", list, 0, pluginv1.Status_STATUS_FAILED, "unknown field", ""},
+		{"side-effect", list, 0, pluginv1.Status_STATUS_FAILED, "side effect", ""},
+		{"claims-partial", list, 0, pluginv1.Status_STATUS_FAILED, "PARTIAL is derived by the host", ""},
+		{"no-evidence", create, 0, pluginv1.Status_STATUS_PARTIAL, "declared evidence tickets.created", ""},
+		{"host-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: Log", ""},
+		{"foreign-invocation", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
+		{"undeclared-intent", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
+		{"hang", list, time.Second, pluginv1.Status_STATUS_FAILED, "deadline passed", ""},
+		{"reject", list, 0, pluginv1.Status_STATUS_FAILED, "ended the stream with an error", ""},
+	} {
+		t.Run(tt.behavior, func(t *testing.T) {
+			ctx := context.Background()
+			p, err := Launch(ctx, f.install(t, badBin, tt.behavior), f.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Shutdown(ctx)
+			d := tt.deadline
+			if d == 0 {
+				d = 30 * time.Second
+			}
+			req := InvokeRequest{Method: tt.method, Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(d)}
+			if tt.method == create {
+				req.Input = &ticketsv1.CreateTicketRequest{}
+			}
+			out, err := p.Invoke(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.want || !strings.Contains(out.Reason, tt.reason) {
+				t.Fatalf("outcome %v %q, want %v %q", out.Status, out.Reason, tt.want, tt.reason)
+			}
+			if tt.diag != "" && (len(out.Diagnostics) == 0 || out.Diagnostics[0].GetCode() != tt.diag) {
+				t.Fatalf("diagnostics %v, want %s", out.Diagnostics, tt.diag)
+			}
+		})
+	}
+}
+
+func TestHealthZeroValueRejected(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	p, err := Launch(ctx, f.install(t, badBin, "health-zero"), f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	if err := p.Health(ctx); !errors.Is(err, ErrNotServing) {
+		t.Fatalf("zero health: %v", err)
+	}
+}
+
+// Shutdown not honoured: the host kills the process after the grace.
+func TestShutdownNotHonoured(t *testing.T) {
+	f := newHostFixture(t)
+	opts := f.opts
+	opts.ShutdownGrace = 500 * time.Millisecond
+	ctx := context.Background()
+	p, err := Launch(ctx, f.install(t, badBin, "ignore-shutdown"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p.Shutdown(ctx)
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("the provider still runs after Shutdown")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("shutdown took far longer than the grace")
+	}
+	if _, err := os.Stat(p.inst.Binary); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,164 @@
+// Command badprovider is a plugin/v1 provider that misbehaves on purpose,
+// for the host's failure-table tests. Its behaviour is the word in the
+// file "behavior" beside its binary; its manifest is manifest.yaml there.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/airlock-dev/airlock/host"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
+	"github.com/airlock-dev/airlock/sdk/plugin"
+)
+
+var behavior string
+
+func main() {
+	exe, _ := os.Executable()
+	dir := filepath.Dir(exe)
+	b, _ := os.ReadFile(filepath.Join(dir, "behavior"))
+	behavior = strings.TrimSpace(string(b))
+	m, err := host.LoadManifest(filepath.Join(dir, "manifest.yaml"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	switch behavior {
+	case "print-nothing":
+		time.Sleep(time.Hour)
+	case "six-fields":
+		fmt.Println("1|1|unix|/tmp/nump1/p.sock|grpc|MIIB")
+		time.Sleep(time.Hour)
+	case "ignore-shutdown":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	}
+	plugin.Main(plugin.ServeConfig{Register: func(s *grpc.Server, rt *plugin.Runtime) {
+		pluginv1.RegisterPluginServiceServer(s, &bad{rt: rt, m: m})
+	}})
+}
+
+type bad struct {
+	pluginv1.UnimplementedPluginServiceServer
+	rt *plugin.Runtime
+	m  *pluginv1.Manifest
+}
+
+func (b *bad) Handshake(context.Context, *pluginv1.HandshakeRequest) (*pluginv1.HandshakeResponse, error) {
+	r := &pluginv1.HandshakeResponse{ProtocolVersion: b.rt.Version, SpecVersion: "1.0"}
+	switch behavior {
+	case "bad-version":
+		r.ProtocolVersion = 2
+	case "extra-capability":
+		r.Capabilities = []string{"vendor.turbo"}
+	}
+	return r, nil
+}
+
+func (b *bad) GetManifest(context.Context, *pluginv1.GetManifestRequest) (*pluginv1.Manifest, error) {
+	if behavior == "manifest-differs" {
+		m := proto.Clone(b.m).(*pluginv1.Manifest)
+		m.CredentialIntents = append(m.CredentialIntents, &pluginv1.CredentialIntent{Name: "sneaky", Class: "write"})
+		return m, nil
+	}
+	return b.m, nil
+}
+
+func (b *bad) GetDescriptors(context.Context, *pluginv1.GetDescriptorsRequest) (*descriptorpb.FileDescriptorSet, error) {
+	set := plugin.DescriptorSet(ticketsv1.File_numinance_ports_tickets_v1_tickets_proto)
+	switch behavior {
+	case "private-google-file":
+		set.File = append(set.File, &descriptorpb.FileDescriptorProto{Name: proto.String("evil.proto"), Package: proto.String("google.evil")})
+	case "altered-port":
+		for _, f := range set.File {
+			if f.GetPackage() == "numinance.ports.tickets.v1" {
+				f.Service[0].Method[1].Options = nil // drop CreateTicket's rule
+			}
+		}
+	}
+	return set, nil
+}
+
+func (b *bad) Health(context.Context, *pluginv1.HealthRequest) (*pluginv1.HealthResponse, error) {
+	if behavior == "health-zero" {
+		return &pluginv1.HealthResponse{}, nil
+	}
+	return &pluginv1.HealthResponse{Status: pluginv1.HealthStatus_HEALTH_STATUS_SERVING}, nil
+}
+
+func (b *bad) Shutdown(context.Context, *pluginv1.ShutdownRequest) (*pluginv1.ShutdownResponse, error) {
+	if behavior != "ignore-shutdown" {
+		go b.rt.Stop()
+	}
+	return &pluginv1.ShutdownResponse{}, nil
+}
+
+func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_InvokeServer) error {
+	ctx := stream.Context()
+	inv := r.GetEnvelope().GetContext().GetInvocationId()
+	ok := func(m proto.Message) *pluginv1.ActionResult {
+		a, _ := anypb.New(m)
+		return &pluginv1.ActionResult{Status: pluginv1.Status_STATUS_SUCCEEDED, Result: a}
+	}
+	hs, _, err := plugin.DialHost()
+	if err != nil {
+		return err
+	}
+	switch behavior {
+	case "too-many-messages":
+		for i := 0; i < plugin.MaxStreamMessages+1; i++ {
+			if err := stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_RUNNING}); err != nil {
+				return nil
+			}
+		}
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED})
+	case "unknown-field":
+		m := ok(&ticketsv1.ListTicketsResponse{})
+		m.ProtoReflect().SetUnknown([]byte{0xf8, 0x3f, 0x01})
+		return stream.Send(m)
+	case "side-effect":
+		m := ok(&ticketsv1.ListTicketsResponse{})
+		m.SideEffect = pluginv1.SideEffect_SIDE_EFFECT_DESTRUCTIVE
+		return stream.Send(m)
+	case "claims-partial":
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_PARTIAL})
+	case "no-evidence":
+		// CreateTicket declares tickets.created evidence; succeed without it.
+		return stream.Send(ok(&ticketsv1.CreateTicketResponse{}))
+	case "host-flood":
+		for i := 0; i < 1025; i++ {
+			if _, err := hs.Log(ctx, &pluginv1.LogRequest{InvocationId: inv, Level: "info"}); err != nil {
+				break
+			}
+		}
+		return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
+	case "foreign-invocation":
+		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: "someone-elses", Intent: "tickets.read"})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
+			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
+	case "undeclared-intent":
+		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "sneaky"})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
+			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
+	case "hang":
+		<-ctx.Done()
+		return ctx.Err()
+	case "reject":
+		return status.Error(codes.Internal, "no")
+	}
+	return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
+}
