@@ -79,7 +79,7 @@ type hostFixture struct {
 
 // install lays out a provider package (binary, manifest naming the
 // upstream, optional behavior file) and returns it as installed.
-func (f *hostFixture) install(t *testing.T, binary, behavior string) Installed {
+func (f *hostFixture) install(t testing.TB, binary, behavior string) Installed {
 	t.Helper()
 	pkg := t.TempDir()
 	bin := filepath.Join(pkg, filepath.Base(binary))
@@ -105,7 +105,7 @@ func (f *hostFixture) install(t *testing.T, binary, behavior string) Installed {
 
 const upstreamSecret = "tk-live-7c1d2e3f4a5b6c7d"
 
-func newHostFixture(t *testing.T) *hostFixture {
+func newHostFixture(t testing.TB) *hostFixture {
 	t.Helper()
 	f := &hostFixture{seenAuth: make(chan string, 16), block: make(chan struct{})}
 	ca := testenv.NewCA(t)

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,7 +27,13 @@ import (
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
 
-var behavior string
+var (
+	behavior string
+
+	hostOnce sync.Once
+	hostSvc  pluginv1.HostServiceClient
+	hostErr  error
+)
 
 func main() {
 	exe, _ := os.Executable()
@@ -114,10 +121,11 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		a, _ := anypb.New(m)
 		return &pluginv1.ActionResult{Status: pluginv1.Status_STATUS_SUCCEEDED, Result: a}
 	}
-	hs, _, err := plugin.DialHost()
-	if err != nil {
-		return err
+	hostOnce.Do(func() { hostSvc, _, hostErr = plugin.DialHost() })
+	if hostErr != nil {
+		return hostErr
 	}
+	hs := hostSvc
 	switch behavior {
 	case "too-many-messages":
 		for i := 0; i < plugin.MaxStreamMessages+1; i++ {
