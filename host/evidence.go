@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,9 @@ type EvidenceLog struct {
 // appending. An existing file must verify, so the chain is never extended
 // from a tampered head.
 func OpenEvidenceLog(path string) (*EvidenceLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("evidence log: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)

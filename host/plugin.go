@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,24 +82,31 @@ var (
 
 // Plugin is a launched provider.
 type Plugin struct {
-	inst   Installed
-	opts   Options
-	cmd    *exec.Cmd
-	exited chan struct{}
-	conn   *grpc.ClientConn
-	client pluginv1.PluginServiceClient
-	host   *grpc.Server
-	dirs   []string
-	log    *slog.Logger
+	inst    Installed
+	offer   []uint32 // protocol versions offered at launch
+	version uint32   // negotiated
+	opts    Options
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	conn    *grpc.ClientConn
+	client  pluginv1.PluginServiceClient
+	host    *grpc.Server
+	dirs    []string
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	inflight map[string]*invocation
 	closed   bool
 }
 
-// Launch starts the provider and takes it through the handshake. On any
-// failure the process is killed and nothing is left behind.
-func Launch(ctx context.Context, inst Installed, opts Options) (_ *Plugin, err error) {
+// Launch starts the provider and takes it through the handshake, offering
+// only the protocol version locked at install. On any failure the process
+// is killed and nothing is left behind.
+func Launch(ctx context.Context, inst Installed, opts Options) (*Plugin, error) {
+	return launch(ctx, inst, opts, []uint32{inst.ProtocolVersion})
+}
+
+func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (_ *Plugin, err error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -113,7 +119,7 @@ func Launch(ctx context.Context, inst Installed, opts Options) (_ *Plugin, err e
 	if err := checkDigest(inst.Binary, inst.BinarySHA256); err != nil {
 		return nil, err
 	}
-	p := &Plugin{inst: inst, opts: opts, exited: make(chan struct{}), inflight: map[string]*invocation{},
+	p := &Plugin{inst: inst, opts: opts, offer: offer, exited: make(chan struct{}), inflight: map[string]*invocation{},
 		log: opts.Log.With("plugin", inst.Name)}
 	defer func() {
 		if err != nil {
@@ -148,7 +154,7 @@ func Launch(ctx context.Context, inst Installed, opts Options) (_ *Plugin, err e
 	// Only the protocol's variables and the proxy: nothing of the host's.
 	cmd.Env = []string{
 		plugin.CookieEnv + "=" + plugin.MagicCookie,
-		plugin.ProtocolsEnv + "=" + strconv.FormatUint(uint64(inst.ProtocolVersion), 10),
+		plugin.ProtocolsEnv + "=" + versionsEnv(offer),
 		plugin.HostAddrEnv + "=unix:" + hostSock,
 	}
 	if opts.EgressProxy != "" {
@@ -188,9 +194,10 @@ func Launch(ctx context.Context, inst Installed, opts Options) (_ *Plugin, err e
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if line.AppVersion != inst.ProtocolVersion {
-		return nil, fmt.Errorf("%w: the line's app protocol version is not the one offered", ErrHandshake)
+	if !slices.Contains(offer, line.AppVersion) {
+		return nil, fmt.Errorf("%w: the line's app protocol version is not one offered", ErrHandshake)
 	}
+	p.version = line.AppVersion
 	p.conn, err = grpc.NewClient("unix://"+line.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
@@ -237,7 +244,7 @@ func BinaryDigest(path string) (string, error) {
 func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.HandshakeTimeout)
 	defer cancel()
-	offer := []uint32{p.inst.ProtocolVersion}
+	offer := p.offer
 	resp, err := p.client.Handshake(ctx, &pluginv1.HandshakeRequest{SpecVersion: SpecVersion, ProtocolVersions: offer,
 		Ports: p.inst.Manifest.GetPorts()})
 	if err != nil {

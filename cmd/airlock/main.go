@@ -17,6 +17,7 @@ const usage = `usage: airlock <command> [flags]
 
 commands:
   dev           run host, broker, proxy and token issuer in one process with a demo plugin
+  host          run the installed plugins beside airlock serve; host install DIR installs one
   invoke        call a plugin method through the host's control API
   serve         run the admin listener and token issuer (and, later, broker and proxy)
   check-config  validate a config file and report every problem
@@ -51,6 +52,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdCheckConfig(ctx, rest, stdout, stderr)
 	case "token":
 		err = cmdToken(ctx, rest, stdin, stdout, stderr)
+	case "host":
+		err = cmdHost(ctx, rest, stdout, stderr)
 	case "invoke":
 		err = cmdInvoke(ctx, rest, stdout, stderr)
 	case "dev":

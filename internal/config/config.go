@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -45,6 +46,7 @@ type Config struct {
 	Tokens   tokens.Config `yaml:"tokens"`
 	Broker   broker.Config `yaml:"broker"`
 	Proxy    proxy.Config  `yaml:"proxy"`
+	Host     host.Config   `yaml:"host"`
 }
 
 // Log configures log/slog output.
@@ -160,6 +162,22 @@ func (c *Config) applyDefaults() {
 	if c.Broker.API.Socket == "" {
 		c.Broker.API.Socket = filepath.Join(c.StateDir, "run", "broker.sock")
 	}
+	h := &c.Host
+	if h.PluginsDir == "" {
+		h.PluginsDir = filepath.Join(c.StateDir, "plugins")
+	}
+	if h.Lockfile == "" {
+		h.Lockfile = filepath.Join(c.StateDir, "plugins.lock.json")
+	}
+	if h.Evidence == "" {
+		h.Evidence = filepath.Join(c.StateDir, "evidence.jsonl")
+	}
+	if h.Control == "" {
+		h.Control = host.DefaultControl
+	}
+	if h.Broker == "" {
+		h.Broker = "unix:" + c.Broker.API.Socket
+	}
 }
 
 func defaultStateDir() string {
@@ -203,6 +221,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Proxy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Host.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if !c.Vault.Configured() {

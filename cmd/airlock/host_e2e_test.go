@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// airlock serve and airlock host as separate processes, secrets in a real
+// Vault, handles in a real Redis: install, invoke, a credentialed upstream
+// call, evidence that verifies; then the provider dies mid-invoke.
+func TestServeAndHostEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	if _, err := v.Client(t).KVv2("secret").Put(ctx, "airlock/tickets", map[string]any{"token": "vault-tickets-secret-42"}); err != nil {
+		t.Fatal(err)
+	}
+	rd := testenv.Redis(t)
+	ca := testenv.NewCA(t)
+	var slowPost atomic.Bool
+	hold := make(chan struct{})
+	gotAuth := make(chan string, 16)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth <- r.Header.Get("Authorization")
+		if r.Method == http.MethodPost {
+			if slowPost.Load() {
+				select {
+				case <-hold:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]string{"id": "T-9"})
+			return
+		}
+		json.NewEncoder(w).Encode([]map[string]string{{"id": "T-1", "title": "from vault-backed call"}})
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "tickets.demo.airlock.test")}}
+	up.StartTLS()
+	defer func() { close(hold); up.Close() }() // release a held handler before Close waits for it
+	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
+
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600)
+	admin, control := freeAddr(t), freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %q
+admin: {listen: %q}
+vault: {address: %q}
+broker:
+  api: {socket: %q}
+  store: {type: redis, redis: {address: %q}}
+  intents:
+    tickets.read:
+      class: read
+      secret: {source: vault, path: airlock/tickets, field: token}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+    tickets.write:
+      class: write
+      secret: {source: vault, path: airlock/tickets, field: token}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+proxy:
+  listen: %q
+  allow_cidrs: [127.0.0.0/8]
+  upstream_ca_file: %q
+  resolve: {tickets.demo.airlock.test: [127.0.0.1]}
+host:
+  policy: %q
+  control: %q
+`, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, freeAddr(t), ca.PEMFile, policy, control))
+	env := []string{"VAULT_TOKEN=" + v.RootToken}
+	startServe(t, env, cfg, admin)
+
+	pkg := t.TempDir()
+	bin, _ := os.ReadFile(providerBin)
+	os.WriteFile(filepath.Join(pkg, "provider"), bin, 0o755)
+	mf, _ := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
+	os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(strings.ReplaceAll(string(mf), "port: 443", "port: "+upPort)), 0o600)
+	out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, pkg)
+	if code != 0 || !strings.Contains(out, "installed example.tickets: protocol v1") {
+		t.Fatalf("install: %d %s %s", code, out, stderr)
+	}
+
+	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
+	hostCmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+	hostLogs := &testenv.SyncBuffer{}
+	hostCmd.Stderr = hostLogs
+	if err := hostCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		hostCmd.Process.Signal(syscall.SIGTERM)
+		hostCmd.Wait()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + control + "/v1/plugins"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host not up:\n%s", hostLogs.String())
+		}
+	}
+	invoke := func(method, input string) (string, string, int) {
+		return cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "example.tickets",
+			"numinance.ports.tickets.v1.Tickets/"+method, input)
+	}
+	res, stderr, code := invoke("ListTickets", `{"project":"core"}`)
+	if code != 0 || !strings.Contains(res, "from vault-backed call") {
+		t.Fatalf("invoke: %d %s %s\n%s", code, res, stderr, hostLogs.String())
+	}
+	if a := <-gotAuth; a != "Bearer vault-tickets-secret-42" {
+		t.Fatalf("upstream saw %q", a)
+	}
+
+	// Kill the provider while its credentialed POST is at the upstream.
+	slowPost.Store(true)
+	done := make(chan string, 1)
+	go func() { o, e, _ := invoke("CreateTicket", `{"project":"core","title":"t"}`); done <- o + e }()
+	select {
+	case <-gotAuth:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the POST never reached the upstream")
+	}
+	if out, err := exec.Command("pkill", "-KILL", "-f", filepath.Join(dir, "state", "plugins", "example.tickets", "provider")).CombinedOutput(); err != nil {
+		t.Fatalf("pkill: %v %s", err, out)
+	}
+	if got := <-done; !strings.Contains(got, "FAILED") {
+		t.Fatalf("invocation after the provider died: %s", got)
+	}
+	// Every handle in the shared store is revoked.
+	rdb := redis.NewClient(&redis.Options{Addr: rd.Addr})
+	defer rdb.Close()
+	keys, _ := rdb.Keys(ctx, "airlock:h:*").Result()
+	if len(keys) < 2 {
+		t.Fatalf("handles in Redis: %v", keys)
+	}
+	for _, k := range keys {
+		if r, _ := rdb.HGet(ctx, k, "r").Result(); r != "1" {
+			t.Fatalf("handle %s not revoked after the provider died", k)
+		}
+	}
+	// The supervisor brings the provider back.
+	slowPost.Store(false)
+	var last string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		res, _, code := invoke("ListTickets", `{}`)
+		last = res
+		if code == 0 {
+			last = ""
+			break
+		}
+	}
+	if last != "" {
+		t.Fatalf("provider not restarted: %s\n%s", last, hostLogs.String())
+	}
+	evidence := filepath.Join(dir, "state", "evidence.jsonl")
+	verify, stderr, code := cli(t, nil, "", "evidence", "verify", evidence)
+	if code != 0 {
+		t.Fatalf("evidence: %s %s", verify, stderr)
+	}
+	b, _ := os.ReadFile(evidence)
+	for _, want := range []string{"lifecycle.crash", "credential.issued", "invocation.outcome"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("evidence lacks %s", want)
+		}
+	}
+}

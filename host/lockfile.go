@@ -1,0 +1,174 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HostVersions are the plugin/v1 app protocol versions this host speaks;
+// install offers all of them, run time only the one locked at install.
+var HostVersions = []uint32{1}
+
+// Lockfile records what install reviewed: the binary's digest, the
+// manifest's digest and the protocol version negotiated then.
+type Lockfile struct {
+	Version int                    `json:"version"`
+	Plugins map[string]LockedEntry `json:"plugins"`
+}
+
+// LockedEntry is one installed plugin.
+type LockedEntry struct {
+	Dir             string    `json:"dir"`
+	Binary          string    `json:"binary"`
+	BinarySHA256    string    `json:"binary_sha256"`
+	ManifestSHA256  string    `json:"manifest_sha256"`
+	ProtocolVersion uint32    `json:"protocol_version"`
+	InstalledAt     time.Time `json:"installed_at"`
+}
+
+var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// ReadLockfile reads a lockfile; a missing one is empty.
+func ReadLockfile(path string) (*Lockfile, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Lockfile{Version: 1, Plugins: map[string]LockedEntry{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lockfile: %w", err)
+	}
+	lf := &Lockfile{}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(lf); err != nil || lf.Version != 1 {
+		return nil, fmt.Errorf("lockfile %s is not a version 1 lockfile", path)
+	}
+	if lf.Plugins == nil {
+		lf.Plugins = map[string]LockedEntry{}
+	}
+	return lf, nil
+}
+
+// Write stores the lockfile atomically, mode 0600.
+func (lf *Lockfile) Write(path string) error {
+	b, err := json.MarshalIndent(lf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Load returns the installed plugin, checking that its manifest still has
+// the digest install recorded.
+func (e LockedEntry) Load(name string) (Installed, error) {
+	m, err := LoadManifest(filepath.Join(e.Dir, "manifest.yaml"))
+	if err != nil {
+		return Installed{}, err
+	}
+	d, err := ManifestDigest(m)
+	if err != nil {
+		return Installed{}, err
+	}
+	if d != e.ManifestSHA256 {
+		return Installed{}, fmt.Errorf("plugin %s: %w (manifest.yaml changed since install)", name, ErrManifestMismatch)
+	}
+	return Installed{Name: name, Binary: e.Binary, BinarySHA256: e.BinarySHA256, Manifest: m, ProtocolVersion: e.ProtocolVersion}, nil
+}
+
+// Install reviews the package in src (the provider binary named
+// "provider", and manifest.yaml), copies it under pluginsDir, launches it
+// once offering every host version — so the handshake, manifest and port
+// file checks run now and install fails if they do — and records it in the
+// lockfile.
+func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options) (LockedEntry, string, error) {
+	m, err := LoadManifest(filepath.Join(src, "manifest.yaml"))
+	if err != nil {
+		return LockedEntry{}, "", err
+	}
+	name := m.GetName()
+	if !pluginName.MatchString(name) {
+		return LockedEntry{}, "", errors.New("manifest name: lower-case letters, digits, _ . - (at most 64)")
+	}
+	dir := filepath.Join(pluginsDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return LockedEntry{}, "", err
+	}
+	bin := filepath.Join(dir, "provider")
+	if err := copyInto(filepath.Join(src, "provider"), bin, 0o700); err != nil {
+		return LockedEntry{}, "", fmt.Errorf("copy provider binary: %w", err)
+	}
+	if err := copyInto(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o600); err != nil {
+		return LockedEntry{}, "", err
+	}
+	digest, err := BinaryDigest(bin)
+	if err != nil {
+		return LockedEntry{}, "", err
+	}
+	md, err := ManifestDigest(m)
+	if err != nil {
+		return LockedEntry{}, "", err
+	}
+	opts.Policy = nil // nothing is invoked during install
+	p, err := launch(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
+	if err != nil {
+		return LockedEntry{}, "", fmt.Errorf("install %s: %w", name, err)
+	}
+	version := p.version
+	_ = p.Shutdown(ctx)
+	lf, err := ReadLockfile(lockPath)
+	if err != nil {
+		return LockedEntry{}, "", err
+	}
+	e := LockedEntry{Dir: dir, Binary: bin, BinarySHA256: digest, ManifestSHA256: md, ProtocolVersion: version,
+		InstalledAt: time.Now().UTC()}
+	lf.Plugins[name] = e
+	if err := lf.Write(lockPath); err != nil {
+		return LockedEntry{}, "", err
+	}
+	return e, name, nil
+}
+
+func copyInto(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+func versionsEnv(vs []uint32) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	return strings.Join(s, ",")
+}

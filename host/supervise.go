@@ -1,0 +1,74 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// Restart backoff for a provider that exits unexpectedly.
+const (
+	RestartBaseDelay = time.Second
+	RestartMaxDelay  = 30 * time.Second
+)
+
+// Supervise launches inst and keeps it running until ctx ends: when the
+// process exits without being shut down, the host revokes every handle the
+// plugin held, records lifecycle.crash, and launches it again after 1 s,
+// 2 s, 4 s … (at most 30 s; the delay resets after a minute of uptime).
+// The first launch's error is returned; later failures are retried.
+func (h *Host) Supervise(ctx context.Context, inst Installed, opts Options) error {
+	p, err := Launch(ctx, inst, opts)
+	if err != nil {
+		return err
+	}
+	h.Add(p)
+	go h.supervise(ctx, inst, opts, p)
+	return nil
+}
+
+func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *Plugin) {
+	delay := RestartBaseDelay
+	for {
+		started := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Exited():
+		}
+		p.mu.Lock()
+		intentional := p.closed
+		p.mu.Unlock()
+		if intentional || ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("provider exited unexpectedly; restarting", "in", delay)
+		if opts.Broker != nil {
+			if _, err := opts.Broker.RevokePlugin(context.WithoutCancel(ctx), inst.Name); err != nil {
+				p.log.Error("revoke handles of the crashed plugin", "err", err)
+			}
+		}
+		p.record("lifecycle.crash", "", map[string]any{"uptime_ms": time.Since(started).Milliseconds()})
+		p.cleanup()
+		if time.Since(started) > time.Minute {
+			delay = RestartBaseDelay
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, RestartMaxDelay)
+			np, err := Launch(ctx, inst, opts)
+			if err == nil {
+				h.Add(np)
+				p = np
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			opts.Log.Warn("relaunch failed", "plugin", inst.Name, "err", err, "next_in", delay)
+		}
+	}
+}
