@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -178,12 +179,39 @@ func (h *hostService) ReportProgress(_ context.Context, r *pluginv1.ReportProgre
 	return &pluginv1.ReportProgressResponse{}, nil
 }
 
-func (h *hostService) ResolveReference(r *pluginv1.ResolveReferenceRequest, _ pluginv1.HostService_ResolveReferenceServer) error {
-	if _, err := h.enter(r.GetInvocationId(), "ResolveReference"); err != nil {
+func (h *hostService) ResolveReference(r *pluginv1.ResolveReferenceRequest, stream pluginv1.HostService_ResolveReferenceServer) error {
+	inv, err := h.enter(r.GetInvocationId(), "ResolveReference")
+	if err != nil {
 		return err
 	}
 	if r.GetReference().GetHostOnly() {
 		return status.Error(codes.PermissionDenied, "reference: host_only references are never served")
 	}
-	return status.Error(codes.Unimplemented, "ResolveReference: no artifact store is configured")
+	ref, err := allowedReference(inv.references, r.GetReference())
+	if err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	if h.p.opts.Artifacts == nil {
+		return status.Error(codes.Unavailable, "reference: no artifact store is configured")
+	}
+	rc, err := verifiedArtifact(h.p.opts.Artifacts, ref)
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	defer rc.Close()
+	buf := make([]byte, MaxReferenceChunk)
+	for {
+		n, err := io.ReadFull(rc, buf)
+		if n > 0 {
+			if serr := stream.Send(&pluginv1.ReferenceChunk{Data: buf[:n]}); serr != nil {
+				return serr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return status.Error(codes.Unavailable, "reference: read failed")
+		}
+	}
 }

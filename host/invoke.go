@@ -66,6 +66,9 @@ type invocation struct {
 	evidence   map[string]emitted // by emit_key
 	evidenceID map[string]string  // id -> record type
 	progress   [2]uint64
+	// references found in the request by walking its type with the
+	// host's descriptors: the only ones ResolveReference serves.
+	references []*pluginv1.Reference
 }
 
 type emitted struct {
@@ -150,7 +153,8 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
 	inv := &invocation{id: newInvocationID(), deadline: req.Deadline, dryRun: req.DryRun, cancel: cancel,
-		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{}}
+		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
+		references: findReferences(req.Input.ProtoReflect())}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

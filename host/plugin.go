@@ -64,7 +64,9 @@ type Options struct {
 	Ports map[string]protoreflect.FileDescriptor
 	// Policy decides every action before it reaches a provider; nil
 	// denies everything.
-	Policy           *Policy
+	Policy *Policy
+	// Artifacts serves ResolveReference; none when nil.
+	Artifacts        Artifacts
 	HandshakeTimeout time.Duration
 	ShutdownGrace    time.Duration
 	Log              *slog.Logger

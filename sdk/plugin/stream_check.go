@@ -14,6 +14,9 @@ import (
 
 // Stream bounds of plugin/v1.
 const (
+	// MaxReferenceChunk is the most one ResolveReference chunk holds.
+	MaxReferenceChunk = 64 << 10
+
 	MaxStreamMessages = 1024
 	MaxRunningSize    = 64 << 10
 	MaxTerminalSize   = 4 << 20

@@ -162,6 +162,40 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "sneaky"})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
 			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
+	case "resolve":
+		req := &ticketsv1.CreateTicketRequest{}
+		_ = r.GetEnvelope().GetRequest().UnmarshalTo(req)
+		var diags []*pluginv1.Diagnostic
+		read := func(ref *pluginv1.Reference) string {
+			st, err := hs.ResolveReference(ctx, &pluginv1.ResolveReferenceRequest{InvocationId: inv, Reference: ref})
+			if err != nil {
+				return status.Code(err).String()
+			}
+			n, chunks := 0, 0
+			for {
+				c, err := st.Recv()
+				if err != nil {
+					if status.Code(err) != codes.OK && err.Error() != "EOF" {
+						return status.Code(err).String()
+					}
+					break
+				}
+				if len(c.GetData()) > plugin.MaxReferenceChunk {
+					return "oversized-chunk"
+				}
+				n += len(c.GetData())
+				chunks++
+			}
+			return fmt.Sprintf("ok:%d:%d", n, chunks)
+		}
+		for _, a := range req.GetAttachments() {
+			spelled := proto.Clone(a).(*pluginv1.Reference)
+			spelled.HostOnly = false // a provider cannot unmark host_only
+			diags = append(diags, &pluginv1.Diagnostic{Code: read(spelled)})
+		}
+		forged := &pluginv1.Reference{Uri: "artifact://spec.pdf", Sha256: strings.Repeat("0", 64)}
+		diags = append(diags, &pluginv1.Diagnostic{Code: "forged:" + read(forged)})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: diags})
 	case "hang":
 		<-ctx.Done()
 		return ctx.Err()

@@ -9,7 +9,7 @@
 package ticketsv1
 
 import (
-	_ "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	v1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -181,10 +181,12 @@ func (x *ListTicketsResponse) GetTickets() []*Ticket {
 }
 
 type CreateTicketRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
-	Body          string                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Project string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Title   string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Body    string                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// Files to attach; the provider reads them with ResolveReference.
+	Attachments   []*v1.Reference `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +242,13 @@ func (x *CreateTicketRequest) GetBody() string {
 	return ""
 }
 
+func (x *CreateTicketRequest) GetAttachments() []*v1.Reference {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
 type CreateTicketResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ticket        *Ticket                `protobuf:"bytes,1,opt,name=ticket,proto3" json:"ticket,omitempty"`
@@ -288,7 +297,7 @@ var File_numinance_ports_tickets_v1_tickets_proto protoreflect.FileDescriptor
 
 const file_numinance_ports_tickets_v1_tickets_proto_rawDesc = "" +
 	"\n" +
-	"(numinance/ports/tickets/v1/tickets.proto\x12\x1anuminance.ports.tickets.v1\x1a!numinance/plugin/v1/options.proto\"D\n" +
+	"(numinance/ports/tickets/v1/tickets.proto\x12\x1anuminance.ports.tickets.v1\x1a!numinance/plugin/v1/options.proto\x1a numinance/plugin/v1/plugin.proto\"D\n" +
 	"\x12ListTicketsRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"D\n" +
@@ -297,11 +306,12 @@ const file_numinance_ports_tickets_v1_tickets_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\"S\n" +
 	"\x13ListTicketsResponse\x12<\n" +
-	"\atickets\x18\x01 \x03(\v2\".numinance.ports.tickets.v1.TicketR\atickets\"Y\n" +
+	"\atickets\x18\x01 \x03(\v2\".numinance.ports.tickets.v1.TicketR\atickets\"\x9b\x01\n" +
 	"\x13CreateTicketRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\tR\x04body\"R\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x12@\n" +
+	"\vattachments\x18\x04 \x03(\v2\x1e.numinance.plugin.v1.ReferenceR\vattachments\"R\n" +
 	"\x14CreateTicketResponse\x12:\n" +
 	"\x06ticket\x18\x01 \x01(\v2\".numinance.ports.tickets.v1.TicketR\x06ticket2\x98\x02\n" +
 	"\aTickets\x12|\n" +
@@ -327,19 +337,21 @@ var file_numinance_ports_tickets_v1_tickets_proto_goTypes = []any{
 	(*ListTicketsResponse)(nil),  // 2: numinance.ports.tickets.v1.ListTicketsResponse
 	(*CreateTicketRequest)(nil),  // 3: numinance.ports.tickets.v1.CreateTicketRequest
 	(*CreateTicketResponse)(nil), // 4: numinance.ports.tickets.v1.CreateTicketResponse
+	(*v1.Reference)(nil),         // 5: numinance.plugin.v1.Reference
 }
 var file_numinance_ports_tickets_v1_tickets_proto_depIdxs = []int32{
 	1, // 0: numinance.ports.tickets.v1.ListTicketsResponse.tickets:type_name -> numinance.ports.tickets.v1.Ticket
-	1, // 1: numinance.ports.tickets.v1.CreateTicketResponse.ticket:type_name -> numinance.ports.tickets.v1.Ticket
-	0, // 2: numinance.ports.tickets.v1.Tickets.ListTickets:input_type -> numinance.ports.tickets.v1.ListTicketsRequest
-	3, // 3: numinance.ports.tickets.v1.Tickets.CreateTicket:input_type -> numinance.ports.tickets.v1.CreateTicketRequest
-	2, // 4: numinance.ports.tickets.v1.Tickets.ListTickets:output_type -> numinance.ports.tickets.v1.ListTicketsResponse
-	4, // 5: numinance.ports.tickets.v1.Tickets.CreateTicket:output_type -> numinance.ports.tickets.v1.CreateTicketResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 1: numinance.ports.tickets.v1.CreateTicketRequest.attachments:type_name -> numinance.plugin.v1.Reference
+	1, // 2: numinance.ports.tickets.v1.CreateTicketResponse.ticket:type_name -> numinance.ports.tickets.v1.Ticket
+	0, // 3: numinance.ports.tickets.v1.Tickets.ListTickets:input_type -> numinance.ports.tickets.v1.ListTicketsRequest
+	3, // 4: numinance.ports.tickets.v1.Tickets.CreateTicket:input_type -> numinance.ports.tickets.v1.CreateTicketRequest
+	2, // 5: numinance.ports.tickets.v1.Tickets.ListTickets:output_type -> numinance.ports.tickets.v1.ListTicketsResponse
+	4, // 6: numinance.ports.tickets.v1.Tickets.CreateTicket:output_type -> numinance.ports.tickets.v1.CreateTicketResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_numinance_ports_tickets_v1_tickets_proto_init() }
