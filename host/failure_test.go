@@ -137,6 +137,25 @@ func TestHealthZeroValueRejected(t *testing.T) {
 	}
 }
 
+// A NOT_SERVING plugin accepts no calls.
+func TestNotServingAcceptsNoCalls(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	p, err := Launch(ctx, f.install(t, badBin, "not-serving"), f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	if err := p.Health(ctx); !errors.Is(err, ErrNotServing) {
+		t.Fatalf("health: %v", err)
+	}
+	_, err = p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
+		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(time.Minute)})
+	if !errors.Is(err, ErrNotServing) {
+		t.Fatalf("invoke on a NOT_SERVING plugin: %v", err)
+	}
+}
+
 // Shutdown not honoured: the host kills the process after the grace.
 func TestShutdownNotHonoured(t *testing.T) {
 	f := newHostFixture(t)

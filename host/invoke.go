@@ -156,7 +156,7 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
 		references: findReferences(req.Input.ProtoReflect())}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.notServing {
 		p.mu.Unlock()
 		return nil, ErrNotServing
 	}

@@ -96,9 +96,10 @@ type Plugin struct {
 	dirs    []string
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	inflight map[string]*invocation
-	closed   bool
+	mu         sync.Mutex
+	inflight   map[string]*invocation
+	closed     bool
+	notServing bool // the last Health said NOT_SERVING (or failed)
 }
 
 // Launch starts the provider and takes it through the handshake, offering
@@ -325,8 +326,18 @@ func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, er
 	return r, err
 }
 
-// Health asks the provider; the zero value is rejected.
+// Health asks the provider and remembers the answer: a plugin that is not
+// serving (NOT_SERVING, the zero value, or no answer) accepts no Invoke
+// until a later Health says SERVING.
 func (p *Plugin) Health(ctx context.Context) error {
+	err := p.health(ctx)
+	p.mu.Lock()
+	p.notServing = err != nil
+	p.mu.Unlock()
+	return err
+}
+
+func (p *Plugin) health(ctx context.Context) error {
 	r, err := p.client.Health(ctx, &pluginv1.HealthRequest{})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotServing, err)

@@ -5,10 +5,12 @@ import (
 	"time"
 )
 
-// Restart backoff for a provider that exits unexpectedly.
+// Restart backoff for a provider that exits unexpectedly, and how often a
+// running one is asked for its health.
 const (
 	RestartBaseDelay = time.Second
 	RestartMaxDelay  = 30 * time.Second
+	HealthInterval   = 10 * time.Second
 )
 
 // Supervise launches inst and keeps it running until ctx ends: when the
@@ -30,11 +32,24 @@ func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *P
 	delay := RestartBaseDelay
 	for {
 		started := time.Now()
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.Exited():
+		tick := time.NewTicker(HealthInterval)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				return
+			case <-p.Exited():
+				break wait
+			case <-tick.C:
+				hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				if err := p.Health(hctx); err != nil {
+					p.log.Warn("plugin is not serving; calls are refused until it is", "err", err)
+				}
+				cancel()
+			}
 		}
+		tick.Stop()
 		p.mu.Lock()
 		intentional := p.closed
 		p.mu.Unlock()

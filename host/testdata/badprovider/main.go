@@ -101,8 +101,11 @@ func (b *bad) GetDescriptors(context.Context, *pluginv1.GetDescriptorsRequest) (
 }
 
 func (b *bad) Health(context.Context, *pluginv1.HealthRequest) (*pluginv1.HealthResponse, error) {
-	if behavior == "health-zero" {
+	switch behavior {
+	case "health-zero":
 		return &pluginv1.HealthResponse{}, nil
+	case "not-serving":
+		return &pluginv1.HealthResponse{Status: pluginv1.HealthStatus_HEALTH_STATUS_NOT_SERVING}, nil
 	}
 	return &pluginv1.HealthResponse{Status: pluginv1.HealthStatus_HEALTH_STATUS_SERVING}, nil
 }
