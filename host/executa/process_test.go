@@ -1,0 +1,318 @@
+package executa
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/proxy"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+var goPlugin string
+
+func TestMain(m *testing.M) {
+	dir, _ := os.MkdirTemp("", "executa-test-")
+	goPlugin = filepath.Join(dir, "goplugin")
+	if out, err := exec.Command("go", "build", "-o", goPlugin, "./testdata/goplugin").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build go plugin: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const apiSecret = "sk-executa-9f8e7d6c5b4a"
+
+type fixture struct {
+	b        *broker.Broker
+	issuer   *tokens.Issuer
+	verifier *tokens.Verifier
+	proxy    string
+	apiURL   string
+	seen     chan string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{seen: make(chan string, 8)}
+	ca := testenv.NewCA(t)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.seen <- r.Header.Get("Authorization")
+		fmt.Fprintf(w, "upstream got %s", r.Header.Get("Authorization"))
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "api.example.com")}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	f.apiURL = "http://api.example.com:" + port + "/v1/data"
+
+	secrets := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(secrets, []byte("x/api: {token: "+apiSecret+"}\n"), 0o600)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	f.proxy = l.Addr().String()
+	bc := broker.Config{EgressProxy: f.proxy, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
+		"api": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/api", Field: "token"},
+			Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{}},
+			Destinations: []broker.Destination{{Host: "api.example.com", Port: p}}},
+	}}.WithDefaults()
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
+	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})
+	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
+		Resolve: map[string][]string{"api.example.com": {"127.0.0.1"}}}.WithDefaults(), f.b, proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { px.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ring, _ := tokens.NewRing(context.Background(), &tokens.MemorySource{}, tokens.RingOptions{Retention: time.Hour})
+	f.issuer = tokens.NewIssuer(ring, tokens.IssuerOptions{})
+	f.verifier, _ = tokens.NewVerifier(ring, tokens.VerifierOptions{})
+	return f
+}
+
+func (f *fixture) start(t *testing.T, cfg PluginConfig, timeouts Timeouts) (*Process, error) {
+	t.Helper()
+	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, EgressProxy: f.proxy, Timeouts: timeouts})
+	if err == nil {
+		t.Cleanup(p.Shutdown)
+	}
+	return p, err
+}
+
+func py(behavior string) PluginConfig {
+	script, _ := filepath.Abs("testdata/plugin.py") // plugins run in a private working directory
+	return PluginConfig{Name: "py-tool", Command: "python3", Args: []string{script, behavior},
+		Credentials: map[string]string{"API_KEY": "api"}}
+}
+
+func data(t *testing.T, r *InvokeResult) map[string]any {
+	t.Helper()
+	var d map[string]any
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		t.Fatalf("data %s: %v", r.Data, err)
+	}
+	return d
+}
+
+func TestGoPlugin(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.start(t, PluginConfig{Name: "go-tool", Command: goPlugin}, Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Protocol != ProtocolV2 || !strings.Contains(string(p.ServerInfo), "go-tool") {
+		t.Fatalf("protocol %s server_info %s", p.Protocol, p.ServerInfo)
+	}
+	r, err := p.Invoke(context.Background(), InvokeRequest{Tool: "hello", Arguments: json.RawMessage(`{"who":"airlock"}`)})
+	if err != nil || !r.Success || data(t, r)["greeting"] != "hello airlock" || data(t, r)["invoke_id"] != r.InvokeID || len(r.InvokeID) != 32 {
+		t.Fatalf("invoke: %+v %v", r, err)
+	}
+	if err := p.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p.Shutdown()
+	if time.Since(start) > 3*time.Second {
+		t.Fatal("a plugin that exits at EOF took the SIGTERM path")
+	}
+}
+
+// The plugin gets a handle, never the secret; the proxy swaps it in; the
+// handle dies with the invoke. A v2 session whose manifest declares the
+// capabilities gets both tokens, bound to the invoke.
+func TestPythonBrokeredCredentialAndTokens(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Protocol != ProtocolV2 || !strings.Contains(string(p.ServerInfo), "py-tool") {
+		t.Fatalf("protocol %s serverInfo %s", p.Protocol, p.ServerInfo)
+	}
+	ctx := context.Background()
+	r, err := p.Invoke(ctx, InvokeRequest{Tool: "fetch", Arguments: json.RawMessage(`{"url":"` + f.apiURL + `"}`)})
+	if err != nil || !r.Success {
+		t.Fatalf("fetch: %+v %v", r, err)
+	}
+	if got := <-f.seen; got != "Bearer "+apiSecret {
+		t.Fatalf("upstream saw %q", got)
+	}
+	if strings.Contains(string(r.Data), apiSecret) || !strings.Contains(string(r.Data), "[REDACTED]") {
+		t.Fatalf("the plugin saw %s", r.Data)
+	}
+
+	r, err = p.Invoke(ctx, InvokeRequest{Tool: "context", UserID: "u-7", AppID: "app-1", AppSlug: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, r)
+	if d["invoke_id"] != r.InvokeID || fmt.Sprint(d["credentials"]) != "[API_KEY]" {
+		t.Fatalf("context %v", d)
+	}
+	sc, err := f.verifier.VerifySampling(ctx, d["sampling_token"].(string))
+	if err != nil || sc.ToolInvokeID != r.InvokeID || sc.UserID != "u-7" || sc.ExecutaToolID != "py-tool/context" {
+		t.Fatalf("sampling token: %+v %v", sc, err)
+	}
+	st, err := f.verifier.VerifyStorage(ctx, d["storage_token"].(string))
+	if err != nil || !st.HasScope(tokens.ScopeApp) || st.AppSlug != "notes" {
+		t.Fatalf("storage token: %+v %v", st, err)
+	}
+	if _, err := f.verifier.VerifySampling(ctx, d["storage_token"].(string)); !errors.Is(err, tokens.ErrAudience) {
+		t.Fatalf("storage token as sampling: %v", err)
+	}
+}
+
+func TestFallbackToV1(t *testing.T) {
+	f := newFixture(t)
+	for _, tt := range []struct{ behavior string }{{"v1"}, {"silent-init"}} {
+		t.Run(tt.behavior, func(t *testing.T) {
+			p, err := f.start(t, py(tt.behavior), Timeouts{Initialize: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Protocol != ProtocolV11 {
+				t.Fatalf("protocol %s", p.Protocol)
+			}
+			r, err := p.Invoke(context.Background(), InvokeRequest{Tool: "context"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := data(t, r); d["sampling_token"] != "" || d["storage_token"] != "" {
+				t.Fatalf("a v1 session got tokens: %v", d)
+			}
+			r, err = p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(`{"method":"storage/get"}`)})
+			if err != nil || data(t, r)["code"] != float64(CodeMethodNotFound) {
+				t.Fatalf("reverse RPC on v1: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+func TestReverseRPCGates(t *testing.T) {
+	f := newFixture(t)
+	good, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := f.start(t, py("no-caps"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		p         *Process
+		args      string
+		code      float64
+		errorCode string
+	}{
+		{"sampling without llm.sample", bare, `{"method":"sampling/createMessage"}`, CodeNotNegotiated, "NOT_NEGOTIATED"},
+		{"storage without aps.kv", bare, `{"method":"storage/get"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},
+		{"files without aps.files", good, `{"method":"files/list"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},
+		{"unknown invoke id", good, `{"method":"storage/get","invoke_id":"not-an-invoke"}`, CodeInvalidParams, "UNKNOWN_INVOKE_CONTEXT"},
+		{"sampling past the gate, no backend", good, `{"method":"sampling/createMessage"}`, CodeSamplingProviderError, "PROVIDER_ERROR"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := tt.p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(tt.args)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := data(t, r)
+			if d["code"] != tt.code || d["errorCode"] != tt.errorCode {
+				t.Fatalf("got %v %v, want %v %s", d["code"], d["errorCode"], tt.code, tt.errorCode)
+			}
+		})
+	}
+}
+
+func TestBrokenPlugins(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	t.Run("noise and oversized lines", func(t *testing.T) {
+		p, err := f.start(t, py("noise"), Timeouts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Invoke(ctx, InvokeRequest{Tool: "context"}); err != nil {
+			t.Fatalf("after garbage frames: %v", err)
+		}
+	})
+	t.Run("bad capability", func(t *testing.T) {
+		_, err := f.start(t, py("bad-capability"), Timeouts{})
+		if err == nil || !strings.Contains(err.Error(), "storage scopes are a platform constant") {
+			t.Fatalf("storage.user: %v", err)
+		}
+	})
+	t.Run("exits after one response", func(t *testing.T) {
+		p, err := f.start(t, py("exit-after-one"), Timeouts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Invoke(ctx, InvokeRequest{Tool: "context"}); err != nil {
+			t.Fatal(err)
+		}
+		<-p.Exited()
+		if !errors.Is(p.ExitReason(), ErrExitedEarly) || !strings.Contains(p.ExitReason().Error(), "pitfall #1") {
+			t.Fatalf("reason: %v", p.ExitReason())
+		}
+	})
+	t.Run("crash mid-invoke", func(t *testing.T) {
+		p, err := f.start(t, py("crash"), Timeouts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Invoke(ctx, InvokeRequest{Tool: "context"}); !errors.Is(err, ErrPluginExited) {
+			t.Fatalf("crash: %v", err)
+		}
+		<-p.Exited()
+		if err := p.ExitReason(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+			t.Fatalf("reason: %v", err)
+		}
+	})
+	t.Run("tool timeout", func(t *testing.T) {
+		p, err := f.start(t, py("good"), Timeouts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Invoke(ctx, InvokeRequest{Tool: "slow"}); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("slow tool: %v", err)
+		}
+	})
+	t.Run("ignores stdin EOF and SIGTERM", func(t *testing.T) {
+		p, err := Start(ctx, py("ignore-eof"), Options{Broker: f.b, Secrets: f.b, EgressProxy: f.proxy,
+			Timeouts: Timeouts{StdinGrace: 300 * time.Millisecond, TermGrace: 300 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p.Shutdown()
+		el := time.Since(start)
+		if el < 550*time.Millisecond || el > 5*time.Second {
+			t.Fatalf("shutdown took %s; want stdin grace + SIGTERM grace, then SIGKILL", el)
+		}
+		select {
+		case <-p.Exited():
+		default:
+			t.Fatal("still running")
+		}
+	})
+}

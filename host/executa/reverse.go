@@ -1,0 +1,85 @@
+package executa
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Reverse-RPC error codes (error.data.errorCode carries the name).
+const (
+	CodeSamplingProviderError = -32003
+	CodeNotNegotiated         = -32008
+	CodeStorageNotGranted     = -32021
+	CodeStorageUpstream       = -32029
+)
+
+func rpcError(code int, msg, errorCode string) *RPCError {
+	data, _ := json.Marshal(map[string]string{"errorCode": errorCode})
+	return &RPCError{Code: code, Message: msg, Data: data}
+}
+
+// reverse answers a request from the plugin (sampling/*, storage/*,
+// files/*): correlation by invoke_id, then the capability gates.
+func (p *Process) reverse(m *Message) {
+	reply := func(e *RPCError) { _ = p.send(&Message{ID: m.ID, Error: e}) }
+	if p.Protocol != ProtocolV2 {
+		reply(&RPCError{Code: CodeMethodNotFound, Message: "reverse RPC is not available to protocol 1.1 sessions"})
+		return
+	}
+	if _, e := p.correlate(m.Params); e != nil {
+		reply(e)
+		return
+	}
+	switch {
+	case m.Method == "sampling/createMessage":
+		if _, ok := p.Capabilities["sampling"]; !ok || !p.Manifest.Has(CapSample) {
+			reply(rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
+			return
+		}
+		reply(rpcError(CodeSamplingProviderError, "no sampling backend is configured on this host", "PROVIDER_ERROR"))
+	case strings.HasPrefix(m.Method, "storage/"):
+		if !p.Manifest.Has(CapKV) {
+			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv declared", "STORAGE_NOT_GRANTED"))
+			return
+		}
+		reply(rpcError(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR"))
+	case strings.HasPrefix(m.Method, "files/"):
+		if !p.Manifest.Has(CapFiles) {
+			reply(rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
+			return
+		}
+		reply(rpcError(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR"))
+	default:
+		reply(&RPCError{Code: CodeMethodNotFound, Message: "method not found"})
+	}
+}
+
+// correlate finds the invoke a reverse request serves: its invoke_id (or
+// metadata.executa_invoke_id); without one, the only invoke in flight.
+func (p *Process) correlate(params json.RawMessage) (*liveInvoke, *RPCError) {
+	var ids struct {
+		InvokeID string `json:"invoke_id"`
+		Metadata struct {
+			InvokeID string `json:"executa_invoke_id"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(params, &ids)
+	id := ids.InvokeID
+	if id == "" {
+		id = ids.Metadata.InvokeID
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id != "" {
+		if inv, ok := p.invokes[id]; ok {
+			return inv, nil
+		}
+		return nil, rpcError(CodeInvalidParams, "invoke_id names no invoke in flight", "UNKNOWN_INVOKE_CONTEXT")
+	}
+	if len(p.invokes) == 1 {
+		for _, inv := range p.invokes {
+			return inv, nil
+		}
+	}
+	return nil, rpcError(CodeInvalidParams, "invoke_id is required while several invokes are in flight", "MISSING_INVOKE_CONTEXT")
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""An Executa plugin as plain stdin line loop, for the host's tests.
+
+argv[1] picks a behaviour: good, v1, silent-init, noise, exit-after-one,
+crash, ignore-eof, bad-capability.
+"""
+import json
+import os
+import signal
+import sys
+import time
+import urllib.request
+
+behavior = sys.argv[1] if len(sys.argv) > 1 else "good"
+caps = ["llm.sample", "aps.kv"] if behavior != "no-caps" else []
+if behavior == "bad-capability":
+    caps = ["storage.user"]
+MANIFEST = {
+    "name": "py-tool", "version": "0.2.0", "host_capabilities": caps,
+    "tools": [
+        {"name": "fetch", "timeout": 20, "parameters": [{"name": "url", "type": "string"}]},
+        {"name": "context", "parameters": []},
+        {"name": "reverse", "parameters": [{"name": "method", "type": "string"}]},
+        {"name": "slow", "timeout": 1, "parameters": []},
+    ],
+    "credentials": [{"name": "API_KEY", "sensitive": True}],
+}
+
+
+def send(obj):
+    obj["jsonrpc"] = "2.0"
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+if behavior == "noise":
+    print("Loading model weights... done", flush=True)
+if behavior == "ignore-eof":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+answered = 0
+for line in sys.stdin:
+    try:
+        req = json.loads(line)
+    except ValueError:
+        continue
+    method, rid = req.get("method"), req.get("id")
+    if method is None:
+        continue
+    if method == "initialize":
+        if behavior == "v1":
+            send({"id": rid, "error": {"code": -32601, "message": "Method not found"}})
+        elif behavior != "silent-init":
+            send({"id": rid, "result": {"protocolVersion": "2.0", "serverInfo": {"name": "py-tool", "version": "0.2.0"},
+                                        "capabilities": {"sampling": {}}}})
+        continue
+    if method == "describe":
+        if behavior == "noise":
+            sys.stdout.write("not json at all\n")
+            sys.stdout.write("{" + "x" * (3 << 20) + "\n")
+            sys.stdout.flush()
+        send({"id": rid, "result": MANIFEST})
+        continue
+    if method == "health":
+        send({"id": rid, "error": {"code": -32601, "message": "Method not found"}})
+        continue
+    if method != "invoke":
+        send({"id": rid, "error": {"code": -32601, "message": "Method not found"}})
+        continue
+    params = req["params"]
+    ctx = params.get("context", {})
+    tool = params["tool"]
+    if behavior == "crash":
+        os._exit(3)
+    if tool == "fetch":
+        handle = ctx["credentials"]["API_KEY"]
+        r = urllib.request.Request(params["arguments"]["url"], headers={"Authorization": "Bearer " + handle})
+        body = urllib.request.urlopen(r, timeout=10).read().decode()
+        send({"id": rid, "result": {"success": True, "data": {"body": body}}})
+    elif tool == "context":
+        send({"id": rid, "result": {"success": True, "data": {
+            "credentials": sorted(ctx.get("credentials", {}).keys()),
+            "invoke_id": ctx.get("invoke_id"),
+            "sampling_token": ctx.get("sampling_token", ""),
+            "storage_token": ctx.get("storage_token", "")}}})
+    elif tool == "reverse":
+        args = params["arguments"]
+        rev = {"id": "r1", "method": args["method"], "params": {"invoke_id": args.get("invoke_id", ctx.get("invoke_id")),
+                                                            "messages": [], "maxTokens": 10}}
+        send(rev)
+        reply = json.loads(sys.stdin.readline())
+        err = reply.get("error") or {}
+        send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"),
+                                                              "errorCode": (err.get("data") or {}).get("errorCode")}}})
+    elif tool == "slow":
+        time.sleep(30)
+    answered += 1
+    if behavior == "exit-after-one":
+        sys.exit(0)
+
+if behavior == "ignore-eof":
+    while True:
+        time.sleep(1)
