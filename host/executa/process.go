@@ -86,6 +86,10 @@ type Options struct {
 	EgressProxy string
 	Timeouts    Timeouts
 	Log         *slog.Logger
+	// Verifier checks the tokens plugins present on reverse RPC.
+	Verifier *tokens.Verifier
+	// Sampling is the backend of sampling/createMessage; none when nil.
+	Sampling SamplingBackend
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 }
@@ -125,8 +129,10 @@ type Process struct {
 }
 
 type liveInvoke struct {
-	id      string
-	binding tokens.Binding
+	id            string
+	binding       tokens.Binding
+	samplingToken string
+	budget        samplingBudget
 }
 
 // Start spawns the plugin, negotiates the protocol and reads its manifest.
@@ -417,6 +423,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		binding.UserID = "local"
 	}
 	c := map[string]any{"invoke_id": invokeID}
+	live := &liveInvoke{id: invokeID, binding: binding}
 	creds, err := p.credentials(ctx, invokeID, deadline)
 	defer func() {
 		if p.opts.Broker != nil {
@@ -437,6 +444,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 				return nil, fmt.Errorf("sampling token: %w", err)
 			}
 			c["sampling_token"] = tok
+			live.samplingToken = tok
 		}
 		if p.Manifest.wantsStorageToken() {
 			tok, _, err := p.opts.Tokens.MintStorage(tokens.StorageGrant{Binding: binding, Deadline: deadline,
@@ -452,7 +460,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		args = json.RawMessage("{}")
 	}
 	p.mu.Lock()
-	p.invokes[invokeID] = &liveInvoke{id: invokeID, binding: binding}
+	p.invokes[invokeID] = live
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()

@@ -46,6 +46,7 @@ type fixture struct {
 	proxy    string
 	apiURL   string
 	seen     chan string
+	sampling SamplingBackend
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -91,7 +92,8 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) start(t *testing.T, cfg PluginConfig, timeouts Timeouts) (*Process, error) {
 	t.Helper()
-	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, EgressProxy: f.proxy, Timeouts: timeouts})
+	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, Verifier: f.verifier,
+		EgressProxy: f.proxy, Timeouts: timeouts, Sampling: f.sampling})
 	if err == nil {
 		t.Cleanup(p.Shutdown)
 	}
@@ -228,7 +230,7 @@ func TestReverseRPCGates(t *testing.T) {
 		{"storage without aps.kv", bare, `{"method":"storage/get"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},
 		{"files without aps.files", good, `{"method":"files/list"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},
 		{"unknown invoke id", good, `{"method":"storage/get","invoke_id":"not-an-invoke"}`, CodeInvalidParams, "UNKNOWN_INVOKE_CONTEXT"},
-		{"sampling past the gate, no backend", good, `{"method":"sampling/createMessage"}`, CodeSamplingProviderError, "PROVIDER_ERROR"},
+		{"sampling past the gate, no backend", good, `{"method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":10}}`, CodeSamplingProviderError, "PROVIDER_ERROR"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := tt.p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(tt.args)})
@@ -315,4 +317,55 @@ func TestBrokenPlugins(t *testing.T) {
 			t.Fatal("still running")
 		}
 	})
+}
+
+func TestSamplingService(t *testing.T) {
+	f := newFixture(t)
+	fixture := filepath.Join(t.TempDir(), "fixture.jsonl")
+	os.WriteFile(fixture, []byte(`{"match":"weather","text":"Sunny.","model":"fixture-1","inputTokens":12,"outputTokens":3}
+{"match":"","text":"{\"ok\":true}","json":true,"inputTokens":5000,"outputTokens":1000}
+`), 0o600)
+	var err error
+	if f.sampling, err = LoadFixtureBackend(fixture); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := `"messages":[{"role":"user","content":{"type":"text","text":"what is the weather"}}]`
+	call := func(args string) map[string]any {
+		t.Helper()
+		r, err := p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data(t, r)
+	}
+	d := call(`{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":100}}`)
+	res, _ := d["result"].(map[string]any)
+	if d["code"] != nil || res["model"] != "fixture-1" || res["content"].(map[string]any)["text"] != "Sunny." ||
+		res["usage"].(map[string]any)["totalTokens"] != float64(15) {
+		t.Fatalf("sampling result: %v", d)
+	}
+	for _, tt := range []struct {
+		name, args string
+		code       float64
+		errorCode  string
+	}{
+		{"storage token presented for sampling", `{"method":"sampling/createMessage","swap_tokens":true,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingNotGranted, "NOT_GRANTED"},
+		{"maxTokens over the cap", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":99999}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
+		{"bad role", `{"method":"sampling/createMessage","params":{"messages":[{"role":"tool","content":{"type":"text","text":"x"}}],"maxTokens":10}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
+		{"includeContext", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"includeContext":"allServers"}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
+		{"schema name", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"responseFormat":{"type":"json_schema","json_schema":{"name":"bad name!","schema":{}}}}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
+		{"nine calls in one invoke", `{"method":"sampling/createMessage","repeat":9,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingMaxCalls, "MAX_CALLS_EXCEEDED"},
+		{"token budget", `{"method":"sampling/createMessage","repeat":7,"params":{"messages":[{"role":"user","content":{"type":"text","text":"json please"}}],"maxTokens":10}}`, CodeSamplingMaxTokens, "MAX_TOKENS_EXCEEDED"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := call(tt.args)
+			if d["code"] != tt.code || d["errorCode"] != tt.errorCode {
+				t.Fatalf("got %v %v, want %v %s", d["code"], d["errorCode"], tt.code, tt.errorCode)
+			}
+		})
+	}
 }

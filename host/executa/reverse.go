@@ -1,6 +1,7 @@
 package executa
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 )
@@ -26,7 +27,8 @@ func (p *Process) reverse(m *Message) {
 		reply(&RPCError{Code: CodeMethodNotFound, Message: "reverse RPC is not available to protocol 1.1 sessions"})
 		return
 	}
-	if _, e := p.correlate(m.Params); e != nil {
+	inv, e := p.correlate(m.Params)
+	if e != nil {
 		reply(e)
 		return
 	}
@@ -36,7 +38,13 @@ func (p *Process) reverse(m *Message) {
 			reply(rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
 			return
 		}
-		reply(rpcError(CodeSamplingProviderError, "no sampling backend is configured on this host", "PROVIDER_ERROR"))
+		res, rerr := p.sample(context.Background(), inv, m.Params)
+		if rerr != nil {
+			reply(rerr)
+			return
+		}
+		b, _ := json.Marshal(res)
+		_ = p.send(&Message{ID: m.ID, Result: b})
 	case strings.HasPrefix(m.Method, "storage/"):
 		if !p.Manifest.Has(CapKV) {
 			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv declared", "STORAGE_NOT_GRANTED"))

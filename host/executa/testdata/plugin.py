@@ -85,13 +85,20 @@ for line in sys.stdin:
             "storage_token": ctx.get("storage_token", "")}}})
     elif tool == "reverse":
         args = params["arguments"]
-        rev = {"id": "r1", "method": args["method"], "params": {"invoke_id": args.get("invoke_id", ctx.get("invoke_id")),
-                                                            "messages": [], "maxTokens": 10}}
-        send(rev)
-        reply = json.loads(sys.stdin.readline())
-        err = reply.get("error") or {}
-        send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"),
-                                                              "errorCode": (err.get("data") or {}).get("errorCode")}}})
+        codes, last = [], {}
+        for i in range(args.get("repeat", 1)):
+            rp = dict(args.get("params", {"messages": [], "maxTokens": 10}))
+            rp.setdefault("invoke_id", args.get("invoke_id", ctx.get("invoke_id")))
+            if args.get("swap_tokens"):
+                rp["sampling_token"] = ctx.get("storage_token", "")
+            send({"id": "r%d" % i, "method": args["method"], "params": rp})
+            last = json.loads(sys.stdin.readline())
+            err = last.get("error") or {}
+            codes.append(err.get("code"))
+        err = last.get("error") or {}
+        send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"), "codes": codes,
+                                                              "errorCode": (err.get("data") or {}).get("errorCode"),
+                                                              "result": last.get("result")}}})
     elif tool == "slow":
         time.sleep(30)
     answered += 1
