@@ -47,6 +47,7 @@ type fixture struct {
 	apiURL   string
 	seen     chan string
 	sampling SamplingBackend
+	port     int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -55,6 +56,21 @@ func newFixture(t *testing.T) *fixture {
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.seen <- r.Header.Get("Authorization")
+		if r.URL.Path == "/v1/chat/completions" {
+			if r.Header.Get("Authorization") != "Bearer sk-openai-in-vault" {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			var in struct {
+				Model    string                     `json:"model"`
+				Messages []struct{ Content string } `json:"messages"`
+			}
+			json.NewDecoder(r.Body).Decode(&in)
+			json.NewEncoder(w).Encode(map[string]any{"model": in.Model, "choices": []any{map[string]any{
+				"message": map[string]string{"content": "echo: " + in.Messages[len(in.Messages)-1].Content}, "finish_reason": "stop"}},
+				"usage": map[string]int{"prompt_tokens": 7, "completion_tokens": 2}})
+			return
+		}
 		fmt.Fprintf(w, "upstream got %s", r.Header.Get("Authorization"))
 	}))
 	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "api.example.com")}}
@@ -65,14 +81,18 @@ func newFixture(t *testing.T) *fixture {
 	f.apiURL = "http://api.example.com:" + port + "/v1/data"
 
 	secrets := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(secrets, []byte("x/api: {token: "+apiSecret+"}\n"), 0o600)
+	os.WriteFile(secrets, []byte("x/api: {token: "+apiSecret+"}\nx/openai: {key: sk-openai-in-vault}\n"), 0o600)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	f.proxy = l.Addr().String()
 	bc := broker.Config{EgressProxy: f.proxy, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"api": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/api", Field: "token"},
 			Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{}},
 			Destinations: []broker.Destination{{Host: "api.example.com", Port: p}}},
+		"openai": {Class: broker.ClassWrite, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/openai", Field: "key"},
+			Inject:       broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
+			Destinations: []broker.Destination{{Host: "api.example.com", Port: p, PathPrefix: "/v1/chat/"}}},
 	}}.WithDefaults()
+	f.port = p
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
 	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})
 	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
@@ -367,5 +387,31 @@ func TestSamplingService(t *testing.T) {
 				t.Fatalf("got %v %v, want %v %s", d["code"], d["errorCode"], tt.code, tt.errorCode)
 			}
 		})
+	}
+}
+
+// The OpenAI-compatible backend reaches its API through Airlock's own
+// proxy with a brokered key: the key stays in the secret source.
+func TestOpenAIBackendThroughProxy(t *testing.T) {
+	f := newFixture(t)
+	in, _ := f.b.Intent("openai")
+	f.sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",
+		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(
+		`{"method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"ping"}}],"maxTokens":20}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, r)
+	res, _ := d["result"].(map[string]any)
+	if d["code"] != nil || res["model"] != "gpt-test" || res["content"].(map[string]any)["text"] != "echo: ping" || res["stopReason"] != "endTurn" {
+		t.Fatalf("sampling through the proxy: %v", d)
+	}
+	if got := <-f.seen; got != "Bearer sk-openai-in-vault" {
+		t.Fatalf("the API saw %q", got)
 	}
 }

@@ -1,0 +1,108 @@
+package executa
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+)
+
+// OpenAIBackend calls an OpenAI-compatible chat-completions endpoint
+// through Airlock's own egress proxy with a brokered credential: the API
+// key never leaves the secret source and the proxy's checks apply to the
+// host's own calls too.
+type OpenAIBackend struct {
+	// BaseURL is http://host[:port][/prefix] (http: the proxy adds TLS).
+	BaseURL string
+	Model   string
+	// Intent is the broker intent bound to the API key (header injection).
+	Intent       string
+	Destinations []broker.Destination
+	Broker       broker.API
+	EgressProxy  string
+	// JSON says the model honours response_format.
+	JSON bool
+}
+
+// SupportsFormat implements SamplingBackend.
+func (o *OpenAIBackend) SupportsFormat(string) bool { return o.JSON }
+
+// Complete implements SamplingBackend.
+func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Completion, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	inv := "sampling-" + hex.EncodeToString(b[:])
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(DefaultSamplingWindow)
+	}
+	iss, err := o.Broker.Issue(ctx, broker.IssueRequest{PluginID: "airlock.sampling", InvocationID: inv, Intent: o.Intent,
+		Destinations: o.Destinations, Deadline: deadline})
+	if err != nil {
+		return Completion{}, fmt.Errorf("sampling credential: %w", err)
+	}
+	defer o.Broker.RevokeInvocation(context.WithoutCancel(ctx), inv) //nolint:errcheck // best effort; the handle expires anyway
+	msgs := []map[string]string{}
+	if req.SystemPrompt != "" {
+		msgs = append(msgs, map[string]string{"role": "system", "content": req.SystemPrompt})
+	}
+	for _, m := range req.Messages {
+		msgs = append(msgs, map[string]string{"role": m.Role, "content": m.Content.Text})
+	}
+	body := map[string]any{"model": o.Model, "messages": msgs, "max_tokens": req.MaxTokens}
+	if req.Temperature != nil {
+		body["temperature"] = *req.Temperature
+	}
+	if len(req.StopSequences) > 0 {
+		body["stop"] = req.StopSequences
+	}
+	if rf := req.ResponseFormat; rf != nil && o.JSON {
+		body["response_format"] = rf
+	}
+	raw, _ := json.Marshal(body)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.BaseURL, "/")+"/v1/chat/completions", bytes.NewReader(raw))
+	if err != nil {
+		return Completion{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: iss.EgressProxy, User: url.User(iss.Handle)})}}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return Completion{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Completion{}, fmt.Errorf("chat completions answered %d", resp.StatusCode)
+	}
+	var out struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			Prompt     int `json:"prompt_tokens"`
+			Completion int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil || len(out.Choices) == 0 {
+		return Completion{}, fmt.Errorf("chat completions answer is not understood")
+	}
+	stop := map[string]string{"stop": "endTurn", "length": "maxTokens"}[out.Choices[0].FinishReason]
+	if stop == "" {
+		stop = out.Choices[0].FinishReason
+	}
+	return Completion{Text: out.Choices[0].Message.Content, Model: out.Model, StopReason: stop,
+		InputTokens: out.Usage.Prompt, OutputTokens: out.Usage.Completion, Provider: "openai-compatible", Structured: o.JSON}, nil
+}
