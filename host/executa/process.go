@@ -122,6 +122,8 @@ type Process struct {
 	exitErr error
 	closing bool
 
+	progress *progressLog
+
 	Protocol     string                     // negotiated: "2.0" or "1.1"
 	Capabilities map[string]json.RawMessage // what the plugin said it uses (v2)
 	ServerInfo   json.RawMessage
@@ -152,7 +154,8 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		return nil, err
 	}
 	p := &Process{cfg: cfg, opts: opts, tmpdir: tmp, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
-		exited: make(chan struct{}), log: opts.Log.With("plugin", cfg.Name)}
+		progress: newProgressLog(),
+		exited:   make(chan struct{}), log: opts.Log.With("plugin", cfg.Name)}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = pluginEnv(os.Environ(), cfg.Strict, cfg.EnvDeny, opts.EgressProxy, tmp)
 	cmd.Dir = tmp
@@ -276,8 +279,8 @@ func (p *Process) fileTransport(m *Message) *Message {
 }
 
 func (p *Process) notification(m *Message) {
-	if m.Method == "executa/progress" {
-		p.log.Debug("progress", "bytes", len(m.Params))
+	if m.Method == "executa/progress" && !p.progress.add(m.Params) {
+		p.log.Debug("progress event dropped (over 8 KB or 50/s)")
 	}
 }
 

@@ -415,3 +415,57 @@ func TestOpenAIBackendThroughProxy(t *testing.T) {
 		t.Fatalf("the API saw %q", got)
 	}
 }
+
+func TestProgressLimits(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Invoke(context.Background(), InvokeRequest{Tool: "progress"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	kept, dropped := p.Progress()
+	// 121 sent at once: the burst of 50 is kept, the rest (and the 9 KB one) dropped.
+	if len(kept) < MaxProgressRate || len(kept) > MaxProgressRate+5 || dropped < 65 {
+		t.Fatalf("kept %d dropped %d", len(kept), dropped)
+	}
+}
+
+func TestSupervisor(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	opts := Options{Broker: f.b, Secrets: f.b, EgressProxy: f.proxy}
+
+	early := NewSupervisor(py("exit-after-one"), opts)
+	defer early.Shutdown()
+	if _, err := early.Invoke(ctx, InvokeRequest{Tool: "context"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := early.State(); st != StateStopped; st, _ = early.State() {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s, want stopped", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, reason := early.State(); !errors.Is(reason, ErrExitedEarly) {
+		t.Fatalf("reason %v", reason)
+	}
+	if _, err := early.Invoke(ctx, InvokeRequest{Tool: "context"}); err != nil {
+		t.Fatalf("cold start after Stopped: %v", err)
+	}
+
+	crash := NewSupervisor(py("crash"), opts)
+	crash.BaseDelay = 20 * time.Millisecond
+	defer crash.Shutdown()
+	var last error
+	for i := 0; i < 6; i++ {
+		_, last = crash.Invoke(ctx, InvokeRequest{Tool: "context"})
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, _ := crash.State(); st != StateFailed || !errors.Is(last, ErrRestartBudget) {
+		t.Fatalf("after repeated crashes: %s %v", st, last)
+	}
+}

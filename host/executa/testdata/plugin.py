@@ -22,6 +22,7 @@ MANIFEST = {
         {"name": "context", "parameters": []},
         {"name": "reverse", "parameters": [{"name": "method", "type": "string"}]},
         {"name": "slow", "timeout": 1, "parameters": []},
+        {"name": "progress", "parameters": []},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
 }
@@ -99,6 +100,11 @@ for line in sys.stdin:
         send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"), "codes": codes,
                                                               "errorCode": (err.get("data") or {}).get("errorCode"),
                                                               "result": last.get("result")}}})
+    elif tool == "progress":
+        for i in range(120):
+            send({"method": "executa/progress", "params": {"type": "progress", "n": i}})
+        send({"method": "executa/progress", "params": {"type": "tool_update", "blob": "x" * 9000}})
+        send({"id": rid, "result": {"success": True, "data": {}}})
     elif tool == "slow":
         time.sleep(30)
     answered += 1
