@@ -90,6 +90,8 @@ type Options struct {
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.
 	Sampling SamplingBackend
+	// KV is the APS key-value store of storage/*; none when nil.
+	KV *KVStore
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 }
@@ -134,6 +136,7 @@ type liveInvoke struct {
 	id            string
 	binding       tokens.Binding
 	samplingToken string
+	storageToken  string
 	budget        samplingBudget
 }
 
@@ -456,6 +459,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 				return nil, fmt.Errorf("storage token: %w", err)
 			}
 			c["storage_token"] = tok
+			live.storageToken = tok
 		}
 	}
 	args := req.Arguments

@@ -158,9 +158,10 @@ func (fb *FixtureBackend) SupportsFormat(string) bool {
 
 // samplingBudget is one invoke's use of sampling.
 type samplingBudget struct {
-	mu     sync.Mutex
-	calls  int
-	tokens int
+	mu      sync.Mutex
+	calls   int
+	tokens  int
+	storage int // storage RPCs
 }
 
 // sample handles sampling/createMessage after the gates passed.

@@ -23,6 +23,7 @@ MANIFEST = {
         {"name": "reverse", "parameters": [{"name": "method", "type": "string"}]},
         {"name": "slow", "timeout": 1, "parameters": []},
         {"name": "progress", "parameters": []},
+        {"name": "rpcs", "parameters": [{"name": "calls", "type": "array"}]},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
 }
@@ -100,6 +101,19 @@ for line in sys.stdin:
         send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"), "codes": codes,
                                                               "errorCode": (err.get("data") or {}).get("errorCode"),
                                                               "result": last.get("result")}}})
+    elif tool == "rpcs":
+        out = []
+        for i, call in enumerate(params["arguments"]["calls"]):
+            rp = dict(call.get("params", {}))
+            rp.setdefault("invoke_id", ctx.get("invoke_id"))
+            if call.get("swap_tokens"):
+                rp["storage_token"] = ctx.get("sampling_token", "")
+            send({"id": "c%d" % i, "method": call["method"], "params": rp})
+            reply = json.loads(sys.stdin.readline())
+            err = reply.get("error") or {}
+            out.append({"result": reply.get("result"), "code": err.get("code"),
+                        "errorCode": (err.get("data") or {}).get("errorCode")})
+        send({"id": rid, "result": {"success": True, "data": {"calls": out}}})
     elif tool == "progress":
         for i in range(120):
             send({"method": "executa/progress", "params": {"type": "progress", "n": i}})

@@ -1,0 +1,268 @@
+package executa
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// Storage (APS) error codes of the notes.
+const (
+	CodeStorageNotFound     = -32022
+	CodeStoragePrecondition = -32023
+	CodeStorageQuota        = -32024
+	CodeStorageTooLarge     = -32025
+	CodeStorageRateLimited  = -32026
+	CodeStorageInvalidPath  = -32027
+	CodeStorageInvalid      = -32028
+)
+
+// Storage limits.
+const (
+	MaxStorageValue     = 64 << 10
+	MaxStorageKey       = 512
+	MaxStorageRPCs      = 200
+	DefaultListLimit    = 100
+	MaxListLimit        = 1000
+	DefaultStorageScope = "app"
+)
+
+// KVStore is the embedded APS key-value store: one bbolt file, so values
+// survive restarts. Buckets are per scope owner ("user/<id>",
+// "tool/<plugin>", "app/<id>").
+type KVStore struct {
+	db  *bolt.DB
+	now func() time.Time
+}
+
+type kvRecord struct {
+	Value     json.RawMessage `json:"v"`
+	ETag      string          `json:"e"`
+	ExpiresAt int64           `json:"x,omitempty"` // unix seconds; 0 = never
+}
+
+// OpenKVStore opens (or creates, 0600) the store file.
+func OpenKVStore(path string) (*KVStore, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return &KVStore{db: db, now: time.Now}, nil
+}
+
+// Close closes the store.
+func (s *KVStore) Close() error { return s.db.Close() }
+
+func newETag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func storageErr(code int, msg, name string) *RPCError { return rpcError(code, msg, name) }
+
+// storage handles storage/* after the gate.
+func (p *Process) storage(ctx context.Context, inv *liveInvoke, method string, params json.RawMessage) (any, *RPCError) {
+	var req struct {
+		Key          string          `json:"key"`
+		Value        json.RawMessage `json:"value"`
+		Scope        string          `json:"scope"`
+		TTLSeconds   int64           `json:"ttl_seconds"`
+		IfMatch      *string         `json:"if_match"`
+		Prefix       string          `json:"prefix"`
+		Cursor       string          `json:"cursor"`
+		Limit        int             `json:"limit"`
+		StorageToken string          `json:"storage_token"`
+	}
+	if err := json.Unmarshal(params, &req); err != nil {
+		return nil, storageErr(CodeStorageInvalid, "params are not a storage request", "INVALID_REQUEST")
+	}
+	tok := req.StorageToken
+	if tok == "" {
+		tok = inv.storageToken
+	}
+	if p.opts.Verifier == nil || tok == "" {
+		return nil, storageErr(CodeStorageNotGranted, "no storage token for this invoke", "STORAGE_NOT_GRANTED")
+	}
+	claims, err := p.opts.Verifier.VerifyStorage(ctx, tok)
+	if err != nil || claims.CheckBinding(inv.binding) != nil {
+		return nil, storageErr(CodeStorageNotGranted, "the storage token is not valid for this invoke", "STORAGE_NOT_GRANTED")
+	}
+	inv.budget.mu.Lock()
+	inv.budget.storage++
+	over := inv.budget.storage > MaxStorageRPCs
+	inv.budget.mu.Unlock()
+	if over {
+		return nil, storageErr(CodeStorageRateLimited, "200 storage calls per invoke", "RATE_LIMITED")
+	}
+	if p.opts.KV == nil {
+		return nil, storageErr(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR")
+	}
+	bucket, rerr := scopeBucket(claims, req.Scope)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if method != "storage/list" {
+		if req.Key == "" || len(req.Key) > MaxStorageKey || strings.ContainsRune(req.Key, 0) {
+			return nil, storageErr(CodeStorageInvalid, "key: 1 to 512 bytes, no NUL", "INVALID_REQUEST")
+		}
+	}
+	s := p.opts.KV
+	now := s.now()
+	switch method {
+	case "storage/get":
+		var rec *kvRecord
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			rec = getRecord(tx, bucket, req.Key, now)
+			return nil
+		})
+		if rec == nil {
+			return map[string]any{"value": nil, "exists": false, "etag": nil}, nil
+		}
+		return map[string]any{"value": rec.Value, "exists": true, "etag": rec.ETag}, nil
+	case "storage/set":
+		if len(req.Value) == 0 {
+			return nil, storageErr(CodeStorageInvalid, "value: required", "INVALID_REQUEST")
+		}
+		if len(req.Value) > MaxStorageValue {
+			return nil, storageErr(CodeStorageTooLarge, "value larger than 64 KB", "VALUE_TOO_LARGE")
+		}
+		if req.TTLSeconds < 0 {
+			return nil, storageErr(CodeStorageInvalid, "ttl_seconds: not negative", "INVALID_REQUEST")
+		}
+		rec := kvRecord{Value: req.Value, ETag: newETag()}
+		if req.TTLSeconds > 0 {
+			rec.ExpiresAt = now.Unix() + req.TTLSeconds
+		}
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			if req.IfMatch != nil {
+				cur := getRecord(tx, bucket, req.Key, now)
+				if cur == nil || cur.ETag != *req.IfMatch {
+					return errPrecondition
+				}
+			}
+			b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+			if err != nil {
+				return err
+			}
+			raw, _ := json.Marshal(rec)
+			return b.Put([]byte(req.Key), raw)
+		})
+		if errors.Is(err, errPrecondition) {
+			return nil, storageErr(CodeStoragePrecondition, "if_match does not match the current etag", "PRECONDITION_FAILED")
+		}
+		if err != nil {
+			return nil, storageErr(CodeStorageUpstream, "store write failed", "UPSTREAM_ERROR")
+		}
+		return map[string]any{"etag": rec.ETag}, nil
+	case "storage/delete":
+		deleted := false
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			if b := tx.Bucket([]byte(bucket)); b != nil && b.Get([]byte(req.Key)) != nil {
+				deleted = getRecord(tx, bucket, req.Key, now) != nil
+				return b.Delete([]byte(req.Key))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, storageErr(CodeStorageUpstream, "store write failed", "UPSTREAM_ERROR")
+		}
+		return map[string]any{"deleted": deleted}, nil
+	case "storage/list":
+		limit := req.Limit
+		if limit <= 0 {
+			limit = DefaultListLimit
+		}
+		limit = min(limit, MaxListLimit)
+		after := ""
+		if req.Cursor != "" {
+			c, err := base64.RawURLEncoding.DecodeString(req.Cursor)
+			if err != nil {
+				return nil, storageErr(CodeStorageInvalid, "cursor: not one this service issued", "INVALID_REQUEST")
+			}
+			after = string(c)
+		}
+		items := []map[string]string{}
+		next := ""
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(bucket))
+			if b == nil {
+				return nil
+			}
+			c := b.Cursor()
+			k, v := c.Seek([]byte(req.Prefix))
+			if after != "" {
+				k, v = c.Seek([]byte(after))
+				if k != nil && string(k) == after {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && strings.HasPrefix(string(k), req.Prefix); k, v = c.Next() {
+				var rec kvRecord
+				if json.Unmarshal(v, &rec) != nil || rec.ExpiresAt != 0 && rec.ExpiresAt <= now.Unix() {
+					continue
+				}
+				if len(items) == limit {
+					next = base64.RawURLEncoding.EncodeToString([]byte(items[len(items)-1]["key"]))
+					break
+				}
+				items = append(items, map[string]string{"key": string(k), "etag": rec.ETag})
+			}
+			return nil
+		})
+		out := map[string]any{"items": items}
+		if next != "" {
+			out["next_cursor"] = next
+		}
+		return out, nil
+	}
+	return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found"}
+}
+
+var errPrecondition = errors.New("precondition failed")
+
+func getRecord(tx *bolt.Tx, bucket, key string, now time.Time) *kvRecord {
+	b := tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	raw := b.Get([]byte(key))
+	if raw == nil {
+		return nil
+	}
+	var rec kvRecord
+	if json.Unmarshal(raw, &rec) != nil || rec.ExpiresAt != 0 && rec.ExpiresAt <= now.Unix() {
+		return nil
+	}
+	return &rec
+}
+
+// scopeBucket resolves a scope against the token: user and tool are the
+// platform constant; app needs the host-attested app claims.
+func scopeBucket(c *tokens.Claims, scope string) (string, *RPCError) {
+	if scope == "" {
+		scope = DefaultStorageScope
+	}
+	if !c.HasScope(scope) {
+		return "", storageErr(CodeStorageNotGranted, "scope "+scope+" is not granted by the storage token", "STORAGE_NOT_GRANTED")
+	}
+	switch scope {
+	case tokens.ScopeUser:
+		return "user/" + c.UserID, nil
+	case tokens.ScopeTool:
+		plugin, _, _ := strings.Cut(c.ExecutaToolID, "/")
+		return "tool/" + plugin, nil
+	case tokens.ScopeApp:
+		return "app/" + c.AppID, nil
+	}
+	return "", storageErr(CodeStorageInvalid, "scope: user, app or tool", "INVALID_REQUEST")
+}
