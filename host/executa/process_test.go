@@ -48,6 +48,7 @@ type fixture struct {
 	seen     chan string
 	sampling SamplingBackend
 	port     int
+	ring     *tokens.Ring
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -105,6 +106,7 @@ func newFixture(t *testing.T) *fixture {
 	go func() { px.Serve(ctx, l); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	ring, _ := tokens.NewRing(context.Background(), &tokens.MemorySource{}, tokens.RingOptions{Retention: time.Hour})
+	f.ring = ring
 	f.issuer = tokens.NewIssuer(ring, tokens.IssuerOptions{})
 	f.verifier, _ = tokens.NewVerifier(ring, tokens.VerifierOptions{})
 	return f
@@ -468,4 +470,91 @@ func TestSupervisor(t *testing.T) {
 	if st, _ := crash.State(); st != StateFailed || !errors.Is(last, ErrRestartBudget) {
 		t.Fatalf("after repeated crashes: %s %v", st, last)
 	}
+}
+
+func TestFileTransportAndCredentialsLifetime(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := p.Invoke(ctx, InvokeRequest{Tool: "filetransport", Arguments: json.RawMessage(`{"where":"tmp"}`)})
+	if err != nil || !strings.Contains(string(r.Data), strings.Repeat("y", 1000)) {
+		t.Fatalf("file transport from the plugin's temp dir: %v %v", r, err)
+	}
+	elsewhere, _ := json.Marshal(map[string]string{"where": t.TempDir()})
+	_, err = p.Invoke(ctx, InvokeRequest{Tool: "filetransport", Arguments: elsewhere})
+	var re *RPCError
+	if !errors.As(err, &re) || re.Message != "file transport refused" {
+		t.Fatalf("a file outside the plugin's temp dir: %v", err)
+	}
+	// The handle delivered for a credential is dead once the invoke ends.
+	r, err = p.Invoke(ctx, InvokeRequest{Tool: "handle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := data(t, r)["handle"].(string)
+	if !strings.HasPrefix(h, broker.HandlePrefix) {
+		t.Fatalf("credential is not a handle: %q", h)
+	}
+	if _, err := f.b.Resolve(ctx, h); !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("handle after the invoke: %v", err)
+	}
+	// Raw delivery only by explicit opt-in.
+	raw := py("good")
+	raw.Credentials = nil
+	raw.RawCredentials = map[string]string{"API_KEY": "api"}
+	p2, err := f.start(t, raw, Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = p2.Invoke(ctx, InvokeRequest{Tool: "handle"})
+	if err != nil || data(t, r)["handle"] != apiSecret {
+		t.Fatalf("raw opt-in: %v %v", r, err)
+	}
+}
+
+func TestCorrelationAndExpiredTokens(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two invokes in flight, a reverse request without invoke_id: ambiguous.
+	p.mu.Lock()
+	p.invokes["a"], p.invokes["b"] = &liveInvoke{id: "a"}, &liveInvoke{id: "b"}
+	p.mu.Unlock()
+	if _, e := p.correlate(json.RawMessage(`{}`)); e == nil || !strings.Contains(string(e.Data), "MISSING_INVOKE_CONTEXT") {
+		t.Fatalf("two in flight, no id: %v", e)
+	}
+	if inv, e := p.correlate(json.RawMessage(`{"metadata":{"executa_invoke_id":"b"}}`)); e != nil || inv.id != "b" {
+		t.Fatalf("metadata.executa_invoke_id: %v %v", inv, e)
+	}
+	p.mu.Lock()
+	delete(p.invokes, "a")
+	delete(p.invokes, "b")
+	p.mu.Unlock()
+	// An expired sampling token is refused.
+	live := &liveInvoke{id: "x", binding: tokens.Binding{UserID: "u", ExecutaToolID: "py-tool/reverse", ToolInvokeID: "x"}}
+	tok, _, err := f.issuer.MintSampling(tokens.SamplingGrant{Binding: live.binding, Deadline: time.Now().Add(time.Second),
+		MaxTokensPerCall: 100, MaxCallsPerInvoke: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.samplingToken = tok
+	later, _ := tokens.NewVerifier(verifierKeys{f}, tokens.VerifierOptions{Now: func() time.Time { return time.Now().Add(10 * time.Minute) }})
+	p.opts.Verifier = later
+	_, e := p.sample(context.Background(), live, json.RawMessage(`{"messages":[{"role":"user","content":{"type":"text","text":"x"}}],"maxTokens":5}`))
+	if e == nil || e.Code != CodeSamplingNotGranted {
+		t.Fatalf("expired sampling token: %v", e)
+	}
+}
+
+// verifierKeys reuses the fixture verifier's keys through a ring-backed
+// issuer: mint with f.issuer, verify with another clock.
+type verifierKeys struct{ f *fixture }
+
+func (v verifierKeys) VerificationKey(ctx context.Context, kid string) (tokens.VerificationKey, error) {
+	return v.f.ring.VerificationKey(ctx, kid)
 }

@@ -24,6 +24,8 @@ MANIFEST = {
         {"name": "slow", "timeout": 1, "parameters": []},
         {"name": "progress", "parameters": []},
         {"name": "rpcs", "parameters": [{"name": "calls", "type": "array"}]},
+        {"name": "filetransport", "parameters": [{"name": "where", "type": "string"}]},
+        {"name": "handle", "parameters": []},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
 }
@@ -54,7 +56,7 @@ for line in sys.stdin:
             send({"id": rid, "error": {"code": -32601, "message": "Method not found"}})
         elif behavior != "silent-init":
             send({"id": rid, "result": {"protocolVersion": "2.0", "serverInfo": {"name": "py-tool", "version": "0.2.0"},
-                                        "capabilities": {"sampling": {}}}})
+                                        "capabilities": {"sampling": {}, "fileTransport": {}}}})
         continue
     if method == "describe":
         if behavior == "noise":
@@ -114,6 +116,16 @@ for line in sys.stdin:
             out.append({"result": reply.get("result"), "code": err.get("code"),
                         "errorCode": (err.get("data") or {}).get("errorCode")})
         send({"id": rid, "result": {"success": True, "data": {"calls": out}}})
+    elif tool == "filetransport":
+        import tempfile
+        where = params["arguments"].get("where", "tmp")
+        d = tempfile.gettempdir() if where == "tmp" else where
+        path = os.path.join(d, "ft-%s.json" % os.getpid())
+        with open(path, "w") as fh:
+            fh.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"success": True, "data": {"big": "y" * 1000}}}))
+        send({"id": rid, "__file_transport": path})
+    elif tool == "handle":
+        send({"id": rid, "result": {"success": True, "data": {"handle": ctx["credentials"].get("API_KEY", "")}}})
     elif tool == "progress":
         for i in range(120):
             send({"method": "executa/progress", "params": {"type": "progress", "n": i}})
