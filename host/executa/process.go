@@ -92,6 +92,8 @@ type Options struct {
 	Sampling SamplingBackend
 	// KV is the APS key-value store of storage/*; none when nil.
 	KV *KVStore
+	// Files serves files/*; none when nil.
+	Files *Files
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 }

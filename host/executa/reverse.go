@@ -62,7 +62,13 @@ func (p *Process) reverse(m *Message) {
 			reply(rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		reply(rpcError(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR"))
+		res, rerr := p.storage(context.Background(), inv, m.Method, m.Params)
+		if rerr != nil {
+			reply(rerr)
+			return
+		}
+		b, _ := json.Marshal(res)
+		_ = p.send(&Message{ID: m.ID, Result: b})
 	default:
 		reply(&RPCError{Code: CodeMethodNotFound, Message: "method not found"})
 	}

@@ -104,12 +104,18 @@ func (p *Process) storage(ctx context.Context, inv *liveInvoke, method string, p
 	if over {
 		return nil, storageErr(CodeStorageRateLimited, "200 storage calls per invoke", "RATE_LIMITED")
 	}
-	if p.opts.KV == nil {
-		return nil, storageErr(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR")
-	}
 	bucket, rerr := scopeBucket(claims, req.Scope)
 	if rerr != nil {
 		return nil, rerr
+	}
+	if strings.HasPrefix(method, "files/") {
+		if p.opts.Files == nil || p.opts.Files.KV == nil {
+			return nil, storageErr(CodeStorageUpstream, "no files service is configured on this host", "UPSTREAM_ERROR")
+		}
+		return p.opts.Files.call(method, bucket, params)
+	}
+	if p.opts.KV == nil {
+		return nil, storageErr(CodeStorageUpstream, "no storage service is configured on this host", "UPSTREAM_ERROR")
 	}
 	if method != "storage/list" {
 		if req.Key == "" || len(req.Key) > MaxStorageKey || strings.ContainsRune(req.Key, 0) {

@@ -13,6 +13,8 @@ import urllib.request
 
 behavior = sys.argv[1] if len(sys.argv) > 1 else "good"
 caps = ["llm.sample", "aps.kv"] if behavior != "no-caps" else []
+if behavior == "files":
+    caps = ["aps.kv", "aps.files"]
 if behavior == "bad-capability":
     caps = ["storage.user"]
 MANIFEST = {
