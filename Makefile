@@ -14,6 +14,7 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 	$(GO) build -trimpath -o bin/tickets-provider ./examples/tickets-provider
+	$(GO) build -trimpath -o bin/executa-tickets ./examples/executa-tickets
 
 # The main job on embedded defaults: host, broker, egress proxy and token
 # issuer in one process, with the sample provider and a local demo upstream.

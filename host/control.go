@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/airlock-dev/airlock/host/executa"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -29,10 +30,20 @@ const (
 type Host struct {
 	mu      sync.Mutex
 	plugins map[string]*Plugin
+	executa map[string]*executa.Supervisor
 }
 
 // NewHost returns an empty host.
-func NewHost() *Host { return &Host{plugins: map[string]*Plugin{}} }
+func NewHost() *Host {
+	return &Host{plugins: map[string]*Plugin{}, executa: map[string]*executa.Supervisor{}}
+}
+
+// AddExecuta registers an Executa plugin; its methods are tool names.
+func (h *Host) AddExecuta(name string, s *executa.Supervisor) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.executa[name] = s
+}
 
 // Add registers a launched plugin under its installed name.
 func (h *Host) Add(p *Plugin) {
@@ -52,8 +63,11 @@ func (h *Host) Plugin(name string) *Plugin {
 func (h *Host) Names() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]string, 0, len(h.plugins))
+	out := make([]string, 0, len(h.plugins)+len(h.executa))
 	for n := range h.plugins {
+		out = append(out, n)
+	}
+	for n := range h.executa {
 		out = append(out, n)
 	}
 	sort.Strings(out)
@@ -67,7 +81,14 @@ func (h *Host) Shutdown(ctx context.Context) {
 	for _, p := range h.plugins {
 		ps = append(ps, p)
 	}
+	ex := make([]*executa.Supervisor, 0, len(h.executa))
+	for _, s := range h.executa {
+		ex = append(ex, s)
+	}
 	h.mu.Unlock()
+	for _, s := range ex {
+		s.Shutdown()
+	}
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Add(1)
@@ -121,6 +142,13 @@ func (h *Host) invoke(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		controlError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON invocation request")
+		return
+	}
+	h.mu.Lock()
+	ex := h.executa[req.Plugin]
+	h.mu.Unlock()
+	if ex != nil {
+		h.invokeExecuta(w, r, ex, req)
 		return
 	}
 	p := h.Plugin(req.Plugin)
@@ -186,6 +214,37 @@ func (h *Host) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	emit(ev)
+}
+
+// invokeExecuta calls an Executa tool: METHOD is the tool name, input its
+// arguments.
+func (h *Host) invokeExecuta(w http.ResponseWriter, r *http.Request, s *executa.Supervisor, req InvocationRequest) {
+	timeout := DefaultInvokeTimout
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > MaxInvokeTimeout {
+			controlError(w, http.StatusBadRequest, "bad_timeout", "timeout must be a duration between 0 and 1h")
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	res, err := s.Invoke(ctx, executa.InvokeRequest{Tool: req.Method, Arguments: req.Input, UserID: "local"})
+	switch {
+	case errors.Is(err, executa.ErrUnknownTool):
+		controlError(w, http.StatusNotFound, "method_not_dispatchable", "no such tool")
+		return
+	case err != nil:
+		controlError(w, http.StatusServiceUnavailable, "invoke_failed", err.Error())
+		return
+	}
+	ev := Event{Event: "outcome", InvocationID: res.InvokeID, Status: pluginv1.Status_STATUS_SUCCEEDED.String(), Result: res.Data}
+	if !res.Success {
+		ev.Status, ev.Reason = pluginv1.Status_STATUS_FAILED.String(), string(res.Error)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	_ = json.NewEncoder(w).Encode(ev)
 }
 
 // ErrControl wraps a control API refusal for clients.

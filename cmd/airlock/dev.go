@@ -22,10 +22,12 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/devca"
 	"github.com/airlock-dev/airlock/internal/serve"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/proxy"
+	"github.com/airlock-dev/airlock/tokens"
 )
 
 const (
@@ -42,6 +44,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	path := configFlag(fs)
 	exe, _ := os.Executable()
 	provider := fs.String("provider", filepath.Join(filepath.Dir(exe), "tickets-provider"), "the sample provider binary (make run builds it)")
+	executaBin := fs.String("executa", filepath.Join(filepath.Dir(exe), "executa-tickets"), "the sample Executa plugin binary (make run builds it)")
 	control := fs.String("control", strings.TrimPrefix(DefaultControl, "http://"), "control API listen address")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -103,6 +106,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bc.Intents = map[string]broker.Intent{
 		"tickets.read":  {Class: broker.ClassRead, Secret: ref, Inject: inj},
 		"tickets.write": {Class: broker.ClassWrite, Secret: ref, Inject: inj},
+		// The Executa sample uses its handle where the key goes; the proxy
+		// swaps it (placeholder substitution).
+		"tickets.placeholder": {Class: broker.ClassRead, Secret: ref,
+			Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
+			Destinations: []broker.Destination{{Host: demoHost, Port: upPort, PathPrefix: "/api/", Methods: []string{"GET"}}}},
 	}
 	bc = bc.WithDefaults()
 	if err := bc.Validate(); err != nil {
@@ -184,6 +192,38 @@ evidence_record_types: [tickets.created]
 	h.Add(p)
 	defer h.Shutdown(context.Background())
 
+	// The sample Executa plugin: brokered credential, sampling (fixture
+	// backend), APS storage.
+	executaCmd := ""
+	if _, err := os.Stat(*executaBin); err == nil {
+		fixture := filepath.Join(dir, "sampling.jsonl")
+		if err := os.WriteFile(fixture, []byte(`{"match":"","text":"Two tickets: rotating the billing API key is open; the plugin manifest review is closed.","model":"airlock-dev-fixture","inputTokens":40,"outputTokens":18}`+"\n"), 0o600); err != nil {
+			return err
+		}
+		backend, err := executa.LoadFixtureBackend(fixture)
+		if err != nil {
+			return err
+		}
+		kv, err := executa.OpenKVStore(filepath.Join(dir, "aps.db"))
+		if err != nil {
+			return err
+		}
+		defer kv.Close()
+		verifier, err := tokens.NewVerifier(ring, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer})
+		if err != nil {
+			return err
+		}
+		sup := executa.NewSupervisor(executa.PluginConfig{Name: "executa-tickets", Command: *executaBin,
+			Credentials: map[string]string{"TICKETS_API_KEY": "tickets.placeholder"}},
+			executa.Options{Broker: b, Secrets: b, Tokens: newIssuer(cfg, ring), Verifier: verifier,
+				EgressProxy: pxL.Addr().String(), Sampling: backend, KV: kv, Log: log})
+		if _, err := sup.Process(ctx); err != nil {
+			return fmt.Errorf("start the sample Executa plugin: %w", err)
+		}
+		h.AddExecuta("executa-tickets", sup)
+		executaCmd = fmt.Sprintf("\n  %s invoke executa-tickets summarize '{\"base_url\":\"http://%s:%d\"}'\n", invokeCommand(exe), demoHost, upPort)
+	}
+
 	ctlL, err := net.Listen("tcp", *control)
 	if err != nil {
 		return fmt.Errorf("control listener: %w", err)
@@ -204,10 +244,10 @@ airlock dev is running:
 Try a credentialed call end to end, in another terminal:
 
   %s invoke %s numinance.ports.tickets.v1.Tickets/ListTickets '{"project":"demo"}'
-
+%s
 Ctrl-C stops everything.
 
-`, pxL.Addr(), ctlL.Addr(), demoHost, upPort, secrets, secretFP, ring.Active().ID, demoPlugin, pidOf(p), evPath, invokeCommand(exe), demoPlugin)
+`, pxL.Addr(), ctlL.Addr(), demoHost, upPort, secrets, secretFP, ring.Active().ID, demoPlugin, pidOf(p), evPath, invokeCommand(exe), demoPlugin, executaCmd)
 
 	select {
 	case <-ctx.Done():

@@ -19,7 +19,7 @@ func TestDevEndToEnd(t *testing.T) {
 	control := freeAddr(t)
 	state := t.TempDir()
 	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+freeAddr(t)+"\"}\n")
-	cmd := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--control", control)
+	cmd := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--executa", executaBin, "--control", control)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
 	stdout, _ := cmd.StdoutPipe()
 	logs := &testenv.SyncBuffer{}
@@ -62,6 +62,21 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	waitFor("carried the demo secret")
 	waitFor("invocation.outcome")
+
+	// The sample Executa plugin: a handle through the proxy, sampling, storage.
+	var base string
+	for _, line := range strings.Split(seen.String(), "\n") {
+		if i := strings.Index(line, `{"base_url":"`); i >= 0 {
+			base = strings.TrimSuffix(strings.TrimSpace(line[i:]), "'")
+		}
+	}
+	if base == "" {
+		t.Fatalf("dev printed no Executa command:\n%s", seen.String())
+	}
+	res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize", base)
+	if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "user/last_summary") || !strings.Contains(res, "airlock-dev-fixture") {
+		t.Fatalf("executa invoke: %d\n%s\n%s", code, res, stderr)
+	}
 	_, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke",
 		"example.tickets", "numinance.ports.tickets.v1.Tickets/Nope")
 	if code != 1 || !strings.Contains(stderr, "method_not_dispatchable") {

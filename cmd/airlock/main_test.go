@@ -21,6 +21,7 @@ import (
 var (
 	airlockBin  string
 	providerBin string
+	executaBin  string
 	// stateHome keeps the CLI's default state (keys, sockets) out of the
 	// real home directory.
 	stateHome string
@@ -34,14 +35,17 @@ func TestMain(m *testing.M) {
 	}
 	airlockBin = filepath.Join(dir, "airlock")
 	providerBin = filepath.Join(dir, "tickets-provider")
+	executaBin = filepath.Join(dir, "executa-tickets")
 	stateHome = filepath.Join(dir, "state")
 	if out, err := exec.Command("go", "build", "-race", "-o", airlockBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	if out, err := exec.Command("go", "build", "-o", providerBin, "../../examples/tickets-provider").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build provider: %v\n%s", err, out)
-		os.Exit(1)
+	for bin, pkg := range map[string]string{providerBin: "../../examples/tickets-provider", executaBin: "../../examples/executa-tickets"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := testenv.Main(m)
 	os.RemoveAll(dir)
