@@ -124,6 +124,9 @@ func (f *Files) call(method, bucket string, params json.RawMessage) (any, *RPCEr
 		if req.SizeBytes <= 0 || req.SizeBytes > f.MaxFile {
 			return nil, storageErr(CodeStorageTooLarge, "size_bytes: between 1 and the file limit", "VALUE_TOO_LARGE")
 		}
+		if quota := f.KV.Quota; quota > 0 && f.KV.Usage(bucket)+req.SizeBytes > quota || quota == 0 && f.KV.Usage(bucket)+req.SizeBytes > DefaultQuota {
+			return nil, storageErr(CodeStorageQuota, "storage quota exceeded", "QUOTA_EXCEEDED")
+		}
 		rec := fileRecord{Size: req.SizeBytes, ContentType: req.ContentType, Created: now.Unix()}
 		if err := f.put(fb, req.Path, rec); err != nil {
 			return nil, storageErr(CodeStorageUpstream, "store write failed", "UPSTREAM_ERROR")
@@ -148,10 +151,14 @@ func (f *Files) call(method, bucket string, params json.RawMessage) (any, *RPCEr
 		u, exp := f.signedURL("download", fb, req.Path, now)
 		return map[string]any{"download_url": u, "expires_at": exp.UTC().Format(time.RFC3339)}, nil
 	case "files/delete":
-		if _, ok := f.get(fb, req.Path); !ok {
+		rec, ok := f.get(fb, req.Path)
+		if !ok {
 			return nil, storageErr(CodeStorageNotFound, "no such file", "NOT_FOUND")
 		}
 		_ = f.KV.db.Update(func(tx *bolt.Tx) error {
+			if rec.ETag != "" {
+				_ = f.KV.addUsage(tx, bucket, -rec.Size)
+			}
 			if b := tx.Bucket([]byte(fb)); b != nil {
 				return b.Delete([]byte(req.Path))
 			}
@@ -257,6 +264,13 @@ func (f *Files) Handler() http.Handler {
 			return
 		}
 		rec.ETag = hex.EncodeToString(h.Sum(nil))
+		if err := f.KV.db.Update(func(tx *bolt.Tx) error {
+			return f.KV.addUsage(tx, strings.TrimPrefix(b, filesBucketPrefix), rec.Size)
+		}); err != nil {
+			os.Remove(f.blobPath(b, p))
+			http.Error(w, "storage quota exceeded", http.StatusInsufficientStorage)
+			return
+		}
 		if err := f.put(b, p, rec); err != nil {
 			http.Error(w, "store", http.StatusInternalServerError)
 			return
@@ -298,6 +312,9 @@ func (f *Files) GC() int {
 				var rec fileRecord
 				if json.Unmarshal(v, &rec) == nil && !rec.Complete && rec.Created < cutoff {
 					stale = append(stale, append([]byte(nil), k...))
+					if rec.ETag != "" {
+						_ = f.KV.addUsage(tx, strings.TrimPrefix(string(name), filesBucketPrefix), -rec.Size)
+					}
 				}
 				return nil
 			})

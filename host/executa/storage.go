@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,12 +37,59 @@ const (
 	DefaultStorageScope = "app"
 )
 
+// DefaultQuota is the storage each scope owner may use (values and files).
+const DefaultQuota = 5 << 30
+
+// usageBucket holds bytes used per scope bucket.
+const usageBucket = "_usage"
+
 // KVStore is the embedded APS key-value store: one bbolt file, so values
 // survive restarts. Buckets are per scope owner ("user/<id>",
-// "tool/<plugin>", "app/<id>").
+// "tool/<plugin>", "app/<id>"); each owner may use Quota bytes.
 type KVStore struct {
-	db  *bolt.DB
-	now func() time.Time
+	db    *bolt.DB
+	now   func() time.Time
+	Quota int64
+}
+
+// errQuota is returned inside a transaction that would exceed the quota.
+var errQuota = errors.New("quota exceeded")
+
+// addUsage changes owner's usage by delta, refusing to go over the quota.
+func (s *KVStore) addUsage(tx *bolt.Tx, owner string, delta int64) error {
+	b, err := tx.CreateBucketIfNotExists([]byte(usageBucket))
+	if err != nil {
+		return err
+	}
+	cur := int64(0)
+	if v := b.Get([]byte(owner)); len(v) == 8 {
+		cur = int64(binary.BigEndian.Uint64(v))
+	}
+	next := max(cur+delta, 0)
+	quota := s.Quota
+	if quota == 0 {
+		quota = DefaultQuota
+	}
+	if delta > 0 && next > quota {
+		return errQuota
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(next))
+	return b.Put([]byte(owner), buf[:])
+}
+
+// Usage returns the bytes a scope owner uses.
+func (s *KVStore) Usage(owner string) int64 {
+	var n int64
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte(usageBucket)); b != nil {
+			if v := b.Get([]byte(owner)); len(v) == 8 {
+				n = int64(binary.BigEndian.Uint64(v))
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 type kvRecord struct {
@@ -161,10 +209,16 @@ func (p *Process) storage(ctx context.Context, inv *liveInvoke, method string, p
 				return err
 			}
 			raw, _ := json.Marshal(rec)
+			if err := s.addUsage(tx, bucket, int64(len(raw)-len(b.Get([]byte(req.Key))))); err != nil {
+				return err
+			}
 			return b.Put([]byte(req.Key), raw)
 		})
 		if errors.Is(err, errPrecondition) {
 			return nil, storageErr(CodeStoragePrecondition, "if_match does not match the current etag", "PRECONDITION_FAILED")
+		}
+		if errors.Is(err, errQuota) {
+			return nil, storageErr(CodeStorageQuota, "storage quota exceeded", "QUOTA_EXCEEDED")
 		}
 		if err != nil {
 			return nil, storageErr(CodeStorageUpstream, "store write failed", "UPSTREAM_ERROR")
@@ -175,6 +229,9 @@ func (p *Process) storage(ctx context.Context, inv *liveInvoke, method string, p
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			if b := tx.Bucket([]byte(bucket)); b != nil && b.Get([]byte(req.Key)) != nil {
 				deleted = getRecord(tx, bucket, req.Key, now) != nil
+				if err := s.addUsage(tx, bucket, -int64(len(b.Get([]byte(req.Key))))); err != nil {
+					return err
+				}
 				return b.Delete([]byte(req.Key))
 			}
 			return nil

@@ -140,3 +140,31 @@ func TestStorageService(t *testing.T) {
 		t.Fatalf("rpc 200: %s, 201: %s", code(res[199]), code(res[200]))
 	}
 }
+
+func TestStorageQuota(t *testing.T) {
+	f := newFixture(t)
+	kv, err := OpenKVStore(filepath.Join(t.TempDir(), "aps.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	kv.Quota = 200
+	p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, Verifier: f.verifier,
+		EgressProxy: f.proxy, KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	v := `"` + strings.Repeat("q", 100) + `"`
+	res := rpcs(t, p, InvokeRequest{UserID: "u-q"},
+		`{"method":"storage/set","params":{"key":"a","value":`+v+`,"scope":"user"}}`,
+		`{"method":"storage/set","params":{"key":"b","value":`+v+`,"scope":"user"}}`,
+		`{"method":"storage/delete","params":{"key":"a","scope":"user"}}`,
+		`{"method":"storage/set","params":{"key":"b","value":`+v+`,"scope":"user"}}`)
+	if code(res[0]) != "ok" || code(res[1]) != "-32024 QUOTA_EXCEEDED" || code(res[2]) != "ok" || code(res[3]) != "ok" {
+		t.Fatalf("quota: %s %s %s %s", code(res[0]), code(res[1]), code(res[2]), code(res[3]))
+	}
+	if u := kv.Usage("user/u-q"); u <= 0 || u > 200 {
+		t.Fatalf("usage %d", u)
+	}
+}
