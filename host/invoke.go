@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -209,7 +211,9 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 			break
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			// The provider sees the same deadline (grpc-timeout) and may
+			// report DeadlineExceeded a moment before our context fires.
+			if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 				failed("deadline passed; the call was cancelled")
 			} else {
 				// A provider rejection with no stream message only ends FAILED.
