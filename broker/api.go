@@ -48,6 +48,16 @@ type TokenMinter interface {
 	MintToken(ctx context.Context, req TokenRequest) (Token, error)
 }
 
+// LocalMinter mints with an Issuer in this process.
+type LocalMinter struct{ Issuer *tokens.Issuer }
+
+// MintToken implements TokenMinter.
+func (m LocalMinter) MintToken(_ context.Context, req TokenRequest) (Token, error) {
+	return MintWith(m.Issuer, req)
+}
+
+var _ TokenMinter = LocalMinter{}
+
 // MintWith mints req with a local issuer.
 func MintWith(iss *tokens.Issuer, req TokenRequest) (Token, error) {
 	var raw string

@@ -77,12 +77,18 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 		return Issued{}, fmt.Errorf("%w: plugin id", ErrBadRequest)
 	case req.InvocationID == "":
 		return Issued{}, fmt.Errorf("%w: invocation id", ErrBadRequest)
-	case len(req.Destinations) == 0:
-		return Issued{}, fmt.Errorf("%w: no declared destination", ErrBadRequest)
 	}
 	in, ok := b.cfg.Intents[req.Intent]
 	if !ok {
 		return Issued{}, ErrIntentUnknown
+	}
+	if len(req.Destinations) == 0 {
+		// A requester without declared destinations (an Executa plugin)
+		// gets the intent binding's own.
+		req.Destinations = in.Destinations
+	}
+	if len(req.Destinations) == 0 {
+		return Issued{}, fmt.Errorf("%w: no declared destination", ErrBadRequest)
 	}
 	if in.Secret.Source == "" {
 		return Issued{}, fmt.Errorf("intent %q: %w", req.Intent, ErrIntentUnbound)

@@ -37,9 +37,12 @@ func TestIssue(t *testing.T) {
 		{name: "deadline passed", req: func(now time.Time) IssueRequest {
 			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read", Destinations: apiDest, Deadline: now.Add(-time.Second)}
 		}, wantErr: ErrDeadlinePassed},
-		{name: "no destinations", req: func(now time.Time) IssueRequest {
+		{name: "no destinations anywhere", req: func(now time.Time) IssueRequest {
 			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read", Deadline: now.Add(time.Minute)}
 		}, wantErr: ErrBadRequest},
+		{name: "no destinations: the intent binding's", req: func(now time.Time) IssueRequest {
+			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.bound", Deadline: now.Add(time.Minute)}
+		}, wantLife: time.Minute},
 		{name: "bad destination", req: func(now time.Time) IssueRequest {
 			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read", Destinations: []Destination{{Host: "10.0.0.1"}}, Deadline: now.Add(time.Minute)}
 		}, wantErr: ErrBadRequest},

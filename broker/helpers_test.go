@@ -28,6 +28,9 @@ func testConfig(secretsFile string) Config {
 			"example.write": {Class: ClassWrite, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
 				Inject: Inject{Basic: &BasicInject{UsernameField: "user"}}},
 			"example.unbound": {Class: ClassRead},
+			"example.bound": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
+				Inject:       Inject{Header: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}},
+				Destinations: []Destination{{Host: "api.example.com"}}},
 		},
 	}.WithDefaults()
 }

@@ -109,7 +109,7 @@ func TestAPIOverUnixSocket(t *testing.T) {
 		t.Fatalf("sampling token without caps: %v", err)
 	}
 	st, err := f.client.Status(ctx)
-	if err != nil || !st.GetStoreOk() || st.GetSigningKid() != f.ring.Active().ID || len(st.GetIntents()) != 3 {
+	if err != nil || !st.GetStoreOk() || st.GetSigningKid() != f.ring.Active().ID || len(st.GetIntents()) != 4 {
 		t.Fatalf("status: %v %v", st, err)
 	}
 }

@@ -215,7 +215,7 @@ evidence_record_types: [tickets.created]
 		}
 		sup := executa.NewSupervisor(executa.PluginConfig{Name: "executa-tickets", Command: *executaBin,
 			Credentials: map[string]string{"TICKETS_API_KEY": "tickets.placeholder"}},
-			executa.Options{Broker: b, Secrets: b, Tokens: newIssuer(cfg, ring), Verifier: verifier,
+			executa.Options{Broker: b, Secrets: b, Tokens: broker.LocalMinter{Issuer: newIssuer(cfg, ring)}, Verifier: verifier,
 				EgressProxy: pxL.Addr().String(), Sampling: backend, KV: kv, Log: log})
 		if _, err := sup.Process(ctx); err != nil {
 			return fmt.Errorf("start the sample Executa plugin: %w", err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 func TestFilesService(t *testing.T) {
@@ -26,7 +28,7 @@ func TestFilesService(t *testing.T) {
 	srv := httptest.NewServer(files.Handler())
 	defer srv.Close()
 	files.BaseURL = srv.URL
-	p, err := Start(context.Background(), py("files"), Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, Verifier: f.verifier,
+	p, err := Start(context.Background(), py("files"), Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer}, Verifier: f.verifier,
 		EgressProxy: f.proxy, KV: kv, Files: files})
 	if err != nil {
 		t.Fatal(err)

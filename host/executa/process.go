@@ -80,9 +80,11 @@ type Secrets interface {
 
 // Options are the host's services for Executa plugins.
 type Options struct {
-	Broker      broker.API
-	Secrets     Secrets
-	Tokens      *tokens.Issuer
+	Broker  broker.API
+	Secrets Secrets
+	// Tokens mints sampling and storage tokens: broker.LocalMinter in one
+	// process, the broker API client from airlock host.
+	Tokens      broker.TokenMinter
 	EgressProxy string
 	Timeouts    Timeouts
 	Log         *slog.Logger
@@ -446,22 +448,22 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	c["credentials"] = creds
 	if p.Protocol == ProtocolV2 && p.opts.Tokens != nil {
 		if _, negotiated := p.Capabilities["sampling"]; negotiated && p.Manifest.Has(CapSample) {
-			tok, _, err := p.opts.Tokens.MintSampling(tokens.SamplingGrant{Binding: binding, Deadline: deadline,
-				MaxTokensPerCall: p.opts.MaxTokensPerCall, MaxCallsPerInvoke: p.opts.MaxCallsPerInvoke})
+			tok, err := p.opts.Tokens.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceSampling, Binding: binding,
+				Deadline: deadline, MaxTokensPerCall: p.opts.MaxTokensPerCall, MaxCallsPerInvoke: p.opts.MaxCallsPerInvoke})
 			if err != nil {
 				return nil, fmt.Errorf("sampling token: %w", err)
 			}
-			c["sampling_token"] = tok
-			live.samplingToken = tok
+			c["sampling_token"] = tok.Raw
+			live.samplingToken = tok.Raw
 		}
 		if p.Manifest.wantsStorageToken() {
-			tok, _, err := p.opts.Tokens.MintStorage(tokens.StorageGrant{Binding: binding, Deadline: deadline,
-				AppID: req.AppID, AppSlug: req.AppSlug})
+			tok, err := p.opts.Tokens.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceStorage, Binding: binding,
+				Deadline: deadline, AppID: req.AppID, AppSlug: req.AppSlug})
 			if err != nil {
 				return nil, fmt.Errorf("storage token: %w", err)
 			}
-			c["storage_token"] = tok
-			live.storageToken = tok
+			c["storage_token"] = tok.Raw
+			live.storageToken = tok.Raw
 		}
 	}
 	args := req.Arguments
@@ -501,12 +503,9 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 	out := map[string]string{}
 	for _, c := range p.Manifest.Credentials {
 		if intent, ok := p.cfg.Credentials[c.Name]; ok && p.opts.Broker != nil {
-			in, hasIntent := intentOf(p.opts.Secrets, intent)
-			if !hasIntent {
-				return nil, fmt.Errorf("credential %s: intent is not configured", c.Name)
-			}
+			// No destinations: the broker uses the intent binding's.
 			iss, err := p.opts.Broker.Issue(ctx, broker.IssueRequest{PluginID: p.cfg.Name, InvocationID: invokeID,
-				Intent: intent, Destinations: in.Destinations, Deadline: deadline})
+				Intent: intent, Deadline: deadline})
 			if err != nil {
 				return nil, fmt.Errorf("credential %s: %w", c.Name, err)
 			}
@@ -523,15 +522,6 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 		}
 	}
 	return out, nil
-}
-
-func intentOf(s Secrets, name string) (broker.Intent, bool) {
-	if b, ok := s.(interface {
-		Intent(string) (broker.Intent, bool)
-	}); ok {
-		return b.Intent(name)
-	}
-	return broker.Intent{}, false
 }
 
 // Health asks the plugin; -32601 means healthy.

@@ -114,7 +114,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) start(t *testing.T, cfg PluginConfig, timeouts Timeouts) (*Process, error) {
 	t.Helper()
-	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, Verifier: f.verifier,
+	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer}, Verifier: f.verifier,
 		EgressProxy: f.proxy, Timeouts: timeouts, Sampling: f.sampling})
 	if err == nil {
 		t.Cleanup(p.Shutdown)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 type callResult struct {
@@ -50,7 +52,7 @@ func TestStorageService(t *testing.T) {
 	clk := time.Now()
 	kv.now = func() time.Time { return clk }
 	start := func() *Process {
-		p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer,
+		p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer},
 			Verifier: f.verifier, EgressProxy: f.proxy, KV: kv})
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +151,7 @@ func TestStorageQuota(t *testing.T) {
 	}
 	defer kv.Close()
 	kv.Quota = 200
-	p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: f.issuer, Verifier: f.verifier,
+	p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer}, Verifier: f.verifier,
 		EgressProxy: f.proxy, KV: kv})
 	if err != nil {
 		t.Fatal(err)
