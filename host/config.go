@@ -2,6 +2,12 @@ package host
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -18,6 +24,134 @@ type Config struct {
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
+	// Executa configures the Executa plugins this host runs beside the
+	// plugin/v1 providers.
+	Executa ExecutaConfig `yaml:"executa"`
+}
+
+// ExecutaConfig is the `host.executa:` section.
+type ExecutaConfig struct {
+	// JWKS is where the host fetches the keys that verify the tokens
+	// plugins present on reverse RPC; default airlock serve's admin
+	// listener.
+	JWKS string `yaml:"jwks"`
+	// Storage is the APS store of storage/* and files/* metadata; default
+	// <state_dir>/aps.db.
+	Storage string `yaml:"storage"`
+	// StorageQuota is the bytes each scope owner may use; default 5 GiB.
+	StorageQuota int64 `yaml:"storage_quota"`
+	// FilesListen turns on files/*: the host serves presigned URLs here
+	// (host:port); blobs live in FilesDir (default <state_dir>/files).
+	FilesListen string `yaml:"files_listen"`
+	FilesDir    string `yaml:"files_dir"`
+	// Sampling is the backend of sampling/createMessage; none when empty.
+	Sampling ExecutaSampling `yaml:"sampling"`
+	Plugins  []ExecutaPlugin `yaml:"plugins"`
+}
+
+// ExecutaSampling selects at most one sampling backend.
+type ExecutaSampling struct {
+	// Fixture is a JSONL file of canned completions (tests, demos).
+	Fixture string `yaml:"fixture"`
+	// OpenAI calls an OpenAI-compatible API through the egress proxy with
+	// a brokered key.
+	OpenAI *ExecutaOpenAI `yaml:"openai"`
+}
+
+// ExecutaOpenAI is the OpenAI-compatible sampling backend.
+type ExecutaOpenAI struct {
+	// BaseURL is http://host[:port][/prefix]: the proxy upgrades to TLS.
+	BaseURL string `yaml:"base_url"`
+	Model   string `yaml:"model"`
+	// Intent is the broker intent that holds the API key.
+	Intent string `yaml:"intent"`
+	// JSON says the model honours response_format.
+	JSON bool `yaml:"json"`
+}
+
+// ExecutaPlugin is one Executa plugin.
+type ExecutaPlugin struct {
+	Name    string   `yaml:"name"`
+	Command string   `yaml:"command"` // absolute path
+	Args    []string `yaml:"args"`
+	// Strict passes only PATH, HOME, LANG, TMPDIR and the proxy variables.
+	Strict  bool     `yaml:"strict"`
+	EnvDeny []string `yaml:"env_deny"`
+	// Onefile gives the first describe 60 s (PyInstaller-style unpack).
+	Onefile bool `yaml:"onefile"`
+	// Credentials maps each credential the manifest declares to a broker
+	// intent; the plugin receives a handle, never the secret.
+	Credentials map[string]string `yaml:"credentials"`
+}
+
+var (
+	executaName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Validate returns every problem in the section at once.
+func (c ExecutaConfig) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.StorageQuota < 0 {
+		add("host.executa.storage_quota: must not be negative")
+	}
+	if c.FilesListen != "" {
+		if _, _, err := net.SplitHostPort(c.FilesListen); err != nil {
+			add("host.executa.files_listen: %v", err)
+		}
+	}
+	if c.JWKS != "" {
+		if u, err := url.Parse(c.JWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("host.executa.jwks: want an http(s) URL, got %q", c.JWKS)
+		}
+	}
+	if s := c.Sampling; s.Fixture != "" && s.OpenAI != nil {
+		add("host.executa.sampling: set fixture or openai, not both")
+	}
+	if o := c.Sampling.OpenAI; o != nil {
+		if u, err := url.Parse(o.BaseURL); err != nil || u.Scheme != "http" || u.Host == "" {
+			add("host.executa.sampling.openai.base_url: want http://host[:port][/prefix] (the proxy adds TLS), got %q", o.BaseURL)
+		}
+		if o.Model == "" {
+			add("host.executa.sampling.openai.model: required")
+		}
+		if o.Intent == "" {
+			add("host.executa.sampling.openai.intent: required (the broker intent holding the API key)")
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Plugins {
+		at := fmt.Sprintf("host.executa.plugins[%d]", i)
+		switch {
+		case !executaName.MatchString(p.Name):
+			add("%s.name: %q must be lower-case letters, digits, '.', '_' or '-' (at most 63)", at, p.Name)
+		case seen[p.Name]:
+			add("%s.name: %q is configured twice", at, p.Name)
+		}
+		seen[p.Name] = true
+		if !filepath.IsAbs(p.Command) {
+			add("%s.command: must be an absolute path, got %q", at, p.Command)
+		}
+		for _, k := range sortedKeys(p.Credentials) {
+			if !envName.MatchString(k) {
+				add("%s.credentials: %q is not an environment variable name", at, k)
+			}
+			if p.Credentials[k] == "" {
+				add("%s.credentials.%s: needs a broker intent", at, k)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // DefaultControl is the control API's default listen address.
@@ -31,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.Control == "" {
 		errs = append(errs, errors.New("host.control: required"))
+	}
+	if err := c.Executa.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

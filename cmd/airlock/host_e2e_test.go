@@ -61,6 +61,8 @@ func TestServeAndHostEndToEnd(t *testing.T) {
 	policy := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600)
 	admin, control := freeAddr(t), freeAddr(t)
+	fixture := filepath.Join(dir, "sampling.jsonl")
+	os.WriteFile(fixture, []byte(`{"match":"","text":"one open ticket","model":"e2e-fixture","inputTokens":9,"outputTokens":3}`+"\n"), 0o600)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 state_dir: %q
 admin: {listen: %q}
@@ -77,6 +79,11 @@ broker:
       class: write
       secret: {source: vault, path: airlock/tickets, field: token}
       inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+    tickets.placeholder:
+      class: read
+      secret: {source: vault, path: airlock/tickets, field: token}
+      inject: {placeholder: {headers: [Authorization]}}
+      destinations: [{host: tickets.demo.airlock.test, port: %s, path_prefix: /api/, methods: [GET]}]
 proxy:
   listen: %q
   allow_cidrs: [127.0.0.0/8]
@@ -85,7 +92,15 @@ proxy:
 host:
   policy: %q
   control: %q
-`, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, freeAddr(t), ca.PEMFile, policy, control))
+  executa:
+    sampling: {fixture: %q}
+    plugins:
+      - name: executa-tickets
+        command: %q
+        strict: true
+        credentials: {TICKETS_API_KEY: tickets.placeholder}
+`, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
+		policy, control, fixture, executaBin))
 	env := []string{"VAULT_TOKEN=" + v.RootToken}
 	startServe(t, env, cfg, admin)
 
@@ -171,6 +186,24 @@ host:
 	}
 	if last != "" {
 		t.Fatalf("provider not restarted: %s\n%s", last, hostLogs.String())
+	}
+
+	// The Executa plugin in the same host: its handle is swapped for the
+	// Vault secret at the proxy; its sampling and storage tokens are minted
+	// by airlock serve over the broker API and verified here through JWKS.
+	for len(gotAuth) > 0 {
+		<-gotAuth
+	}
+	res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize",
+		fmt.Sprintf(`{"base_url":"http://tickets.demo.airlock.test:%s"}`, upPort))
+	if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "e2e-fixture") || !strings.Contains(res, "user/last_summary") {
+		t.Fatalf("executa invoke: %d\n%s\n%s\n%s", code, res, stderr, hostLogs.String())
+	}
+	if a := <-gotAuth; a != "Bearer vault-tickets-secret-42" {
+		t.Fatalf("upstream saw %q from the Executa plugin", a)
+	}
+	if strings.Contains(hostLogs.String(), "vault-tickets-secret-42") {
+		t.Fatal("the secret reached the host's logs")
 	}
 	evidence := filepath.Join(dir, "state", "evidence.jsonl")
 	verify, stderr, code := cli(t, nil, "", "evidence", "verify", evidence)

@@ -67,7 +67,7 @@ func cmdHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if len(lf.Plugins) == 0 {
+	if len(lf.Plugins) == 0 && len(cfg.Host.Executa.Plugins) == 0 {
 		log.Warn("no plugins installed; use airlock host install DIR")
 	}
 	h := host.NewHost()
@@ -81,6 +81,11 @@ func cmdHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("plugin %s: %w", name, err)
 		}
 	}
+	closeExecuta, err := startExecuta(ctx, cfg, bc, h, log)
+	if err != nil {
+		return err
+	}
+	defer func() { h.Shutdown(context.Background()); closeExecuta() }()
 	l, err := listenControl(cfg.Host.Control)
 	if err != nil {
 		return err

@@ -178,6 +178,15 @@ func (c *Config) applyDefaults() {
 	if h.Broker == "" {
 		h.Broker = "unix:" + c.Broker.API.Socket
 	}
+	if h.Executa.JWKS == "" {
+		h.Executa.JWKS = "http://" + c.Admin.Listen + tokens.JWKSPath
+	}
+	if h.Executa.Storage == "" {
+		h.Executa.Storage = filepath.Join(c.StateDir, "aps.db")
+	}
+	if h.Executa.FilesDir == "" {
+		h.Executa.FilesDir = filepath.Join(c.StateDir, "files")
+	}
 }
 
 func defaultStateDir() string {
