@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
@@ -163,7 +164,7 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	if opts.EgressProxy != "" {
 		cmd.Env = append(cmd.Env, "HTTP_PROXY=http://"+opts.EgressProxy, "http_proxy=http://"+opts.EgressProxy)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	supervise.Prepare(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -377,12 +378,8 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, p.opts.ShutdownGrace)
 	_, _ = p.client.Shutdown(sctx, &pluginv1.ShutdownRequest{})
 	cancel()
-	select {
-	case <-p.exited:
-	case <-time.After(p.opts.ShutdownGrace):
-		p.log.Warn("provider ignored Shutdown; killing it")
-		p.kill()
-		<-p.exited
+	if supervise.Stop(p.cmd, p.exited, supervise.Step{Wait: p.opts.ShutdownGrace, Signal: syscall.SIGKILL}) > 0 {
+		p.log.Warn("provider ignored Shutdown; killed it")
 	}
 	p.cleanup()
 	p.record("lifecycle.shutdown", "", nil)
@@ -391,7 +388,7 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 
 func (p *Plugin) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		supervise.Signal(p.cmd, syscall.SIGKILL)
 		<-p.exited
 	}
 }

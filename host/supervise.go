@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/supervise"
 )
 
 // Restart backoff for a provider that exits unexpectedly, and how often a
@@ -29,7 +31,7 @@ func (h *Host) Supervise(ctx context.Context, inst Installed, opts Options) erro
 }
 
 func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *Plugin) {
-	delay := RestartBaseDelay
+	b := supervise.Backoff{Base: RestartBaseDelay, Max: RestartMaxDelay, ResetAfter: time.Minute}
 	for {
 		started := time.Now()
 		tick := time.NewTicker(HealthInterval)
@@ -56,7 +58,9 @@ func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *P
 		if intentional || ctx.Err() != nil {
 			return
 		}
-		p.log.Warn("provider exited unexpectedly; restarting", "in", delay)
+		b.Ran(time.Since(started))
+		b.Fail()
+		p.log.Warn("provider exited unexpectedly; restarting", "in", b.Delay())
 		if opts.Broker != nil {
 			if _, err := opts.Broker.RevokePlugin(context.WithoutCancel(ctx), inst.Name); err != nil {
 				p.log.Error("revoke handles of the crashed plugin", "err", err)
@@ -64,16 +68,12 @@ func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *P
 		}
 		p.record("lifecycle.crash", "", map[string]any{"uptime_ms": time.Since(started).Milliseconds()})
 		p.cleanup()
-		if time.Since(started) > time.Minute {
-			delay = RestartBaseDelay
-		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(delay):
+			case <-time.After(b.Delay()):
 			}
-			delay = min(delay*2, RestartMaxDelay)
 			np, err := Launch(ctx, inst, opts)
 			if err == nil {
 				h.Add(np)
@@ -83,7 +83,8 @@ func (h *Host) supervise(ctx context.Context, inst Installed, opts Options, p *P
 			if ctx.Err() != nil {
 				return
 			}
-			opts.Log.Warn("relaunch failed", "plugin", inst.Name, "err", err, "next_in", delay)
+			b.Fail()
+			opts.Log.Warn("relaunch failed", "plugin", inst.Name, "err", err, "next_in", b.Delay())
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/supervise"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -166,7 +167,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = pluginEnv(os.Environ(), cfg.Strict, cfg.EnvDeny, opts.EgressProxy, tmp)
 	cmd.Dir = tmp
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	supervise.Prepare(cmd)
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
@@ -481,7 +482,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	m, err := p.call(ctx, "invoke", map[string]any{"tool": req.Tool, "arguments": args, "context": c}, timeout)
 	if errors.Is(err, ErrTimeout) {
 		// The tool timed out: the host sends SIGTERM.
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		supervise.Signal(p.cmd, syscall.SIGTERM)
 		return nil, err
 	}
 	if err != nil {
@@ -573,17 +574,9 @@ func (p *Process) Shutdown() {
 	p.closing = true
 	p.mu.Unlock()
 	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-	case <-time.After(p.opts.Timeouts.StdinGrace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(p.opts.Timeouts.TermGrace):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.exited
-		}
-	}
+	supervise.Stop(p.cmd, p.exited,
+		supervise.Step{Wait: p.opts.Timeouts.StdinGrace, Signal: syscall.SIGTERM},
+		supervise.Step{Wait: p.opts.Timeouts.TermGrace, Signal: syscall.SIGKILL})
 	os.RemoveAll(p.tmpdir)
 }
 
@@ -592,7 +585,7 @@ func (p *Process) kill() {
 	p.closing = true
 	p.mu.Unlock()
 	if p.cmd != nil && p.cmd.Process != nil {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		supervise.Signal(p.cmd, syscall.SIGKILL)
 		<-p.exited
 	}
 	os.RemoveAll(p.tmpdir)

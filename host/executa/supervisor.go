@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/supervise"
 )
 
 // Restart rules of the lifecycle page.
@@ -38,16 +40,16 @@ type Supervisor struct {
 	// BaseDelay overrides RestartBaseDelay (tests).
 	BaseDelay time.Duration
 
-	mu       sync.Mutex
-	proc     *Process
-	state    State
-	reason   error
-	failures int
+	mu      sync.Mutex
+	proc    *Process
+	state   State
+	reason  error
+	backoff supervise.Backoff // Budget MaxRestarts; Base is BaseDelay
 }
 
 // NewSupervisor returns a supervisor; nothing starts until the first call.
 func NewSupervisor(cfg PluginConfig, opts Options) *Supervisor {
-	return &Supervisor{cfg: cfg, opts: opts, BaseDelay: RestartBaseDelay}
+	return &Supervisor{cfg: cfg, opts: opts, BaseDelay: RestartBaseDelay, backoff: supervise.Backoff{Budget: MaxRestarts}}
 }
 
 // State reports the plugin's state and, when not running, why.
@@ -78,8 +80,7 @@ func (s *Supervisor) observeLocked() {
 		s.state = StateStopped
 		return
 	}
-	s.failures++
-	if s.failures > MaxRestarts {
+	if !s.backoff.Fail() {
 		s.state = StateFailed
 	}
 }
@@ -95,8 +96,8 @@ func (s *Supervisor) Process(ctx context.Context) (*Process, error) {
 	if s.proc != nil {
 		return s.proc, nil
 	}
-	if s.failures > 0 && s.state != StateStopped {
-		delay := s.BaseDelay << (s.failures - 1)
+	s.backoff.Base = s.BaseDelay
+	if delay := s.backoff.Delay(); delay > 0 && s.state != StateStopped {
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -107,9 +108,8 @@ func (s *Supervisor) Process(ctx context.Context) (*Process, error) {
 	cfg.FirstRun = s.state == ""
 	p, err := Start(ctx, cfg, s.opts)
 	if err != nil {
-		s.failures++
 		s.reason = err
-		if s.failures > MaxRestarts {
+		if !s.backoff.Fail() {
 			s.state = StateFailed
 		}
 		return nil, err
