@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // HostVersions are the plugin/v1 app protocol versions this host speaks;
@@ -110,10 +111,10 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options
 		return LockedEntry{}, "", err
 	}
 	bin := filepath.Join(dir, "provider")
-	if err := copyInto(filepath.Join(src, "provider"), bin, 0o700); err != nil {
+	if err := fsutil.CopyFile(filepath.Join(src, "provider"), bin, 0o700); err != nil {
 		return LockedEntry{}, "", fmt.Errorf("copy provider binary: %w", err)
 	}
-	if err := copyInto(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o600); err != nil {
+	if err := fsutil.CopyFile(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o600); err != nil {
 		return LockedEntry{}, "", err
 	}
 	digest, err := BinaryDigest(bin)
@@ -142,27 +143,6 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options
 		return LockedEntry{}, "", err
 	}
 	return e, name, nil
-}
-
-func copyInto(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 func versionsEnv(vs []uint32) string {

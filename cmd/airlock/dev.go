@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/devca"
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/serve"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/proxy"
@@ -149,7 +150,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
-	if err := copyFile(*provider, bin, 0o700); err != nil {
+	if err := fsutil.CopyFile(*provider, bin, 0o700); err != nil {
 		return err
 	}
 	manifest := fmt.Sprintf(`name: %s
@@ -300,27 +301,6 @@ func compact(b json.RawMessage) string {
 		return string(b[:160]) + "…"
 	}
 	return string(b)
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 func invokeCommand(exe string) string {

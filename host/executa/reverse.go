@@ -32,43 +32,33 @@ func (p *Process) reverse(m *Message) {
 		reply(e)
 		return
 	}
+	answer := func(res any, e *RPCError) {
+		if e != nil {
+			reply(e)
+			return
+		}
+		b, _ := json.Marshal(res)
+		_ = p.send(&Message{ID: m.ID, Result: b})
+	}
 	switch {
 	case m.Method == "sampling/createMessage":
 		if _, ok := p.Capabilities["sampling"]; !ok || !p.Manifest.Has(CapSample) {
 			reply(rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
 			return
 		}
-		res, rerr := p.sample(context.Background(), inv, m.Params)
-		if rerr != nil {
-			reply(rerr)
-			return
-		}
-		b, _ := json.Marshal(res)
-		_ = p.send(&Message{ID: m.ID, Result: b})
+		answer(p.sample(context.Background(), inv, m.Params))
 	case strings.HasPrefix(m.Method, "storage/"):
 		if !p.Manifest.Has(CapKV) {
 			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		res, rerr := p.storage(context.Background(), inv, m.Method, m.Params)
-		if rerr != nil {
-			reply(rerr)
-			return
-		}
-		b, _ := json.Marshal(res)
-		_ = p.send(&Message{ID: m.ID, Result: b})
+		answer(p.storage(context.Background(), inv, m.Method, m.Params))
 	case strings.HasPrefix(m.Method, "files/"):
 		if !p.Manifest.Has(CapFiles) {
 			reply(rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		res, rerr := p.storage(context.Background(), inv, m.Method, m.Params)
-		if rerr != nil {
-			reply(rerr)
-			return
-		}
-		b, _ := json.Marshal(res)
-		_ = p.send(&Message{ID: m.ID, Result: b})
+		answer(p.storage(context.Background(), inv, m.Method, m.Params))
 	default:
 		reply(&RPCError{Code: CodeMethodNotFound, Message: "method not found"})
 	}

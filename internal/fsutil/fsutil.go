@@ -1,0 +1,40 @@
+// Package fsutil holds the file operations that must never leave a
+// half-written file behind.
+package fsutil
+
+import (
+	"io"
+	"os"
+)
+
+// CopyFile copies src to dst with mode, atomically: the bytes go to a
+// temporary file beside dst, are synced, and replace dst by rename. On any
+// error dst is untouched and the temporary file is removed.
+func CopyFile(src, dst string, mode os.FileMode) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			out.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = io.Copy(out, in); err != nil {
+		return err
+	}
+	if err = out.Sync(); err != nil {
+		return err
+	}
+	if err = out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}

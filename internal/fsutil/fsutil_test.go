@@ -1,0 +1,40 @@
+package fsutil
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCopyFile(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(src, []byte("new bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyFile(src, dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(dst)
+	if string(b) != "new bytes" {
+		t.Fatalf("dst = %q", b)
+	}
+
+	// A failed copy (the source is a directory: open works, read fails)
+	// leaves dst as it was and no temporary file.
+	if err := CopyFile(dir, dst, 0o700); err == nil {
+		t.Fatal("copying a directory succeeded")
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "new bytes" {
+		t.Fatalf("dst changed by a failed copy: %q", b)
+	}
+	if _, err := os.Stat(dst + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+	if err := CopyFile(filepath.Join(dir, "missing"), dst, 0o700); err == nil {
+		t.Fatal("copying a missing file succeeded")
+	}
+}
