@@ -24,6 +24,9 @@ type Config struct {
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
+	// Artifacts is a directory that serves ResolveReference for
+	// artifact://NAME references; none when empty.
+	Artifacts string `yaml:"artifacts"`
 	// Executa configures the Executa plugins this host runs beside the
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -38,7 +37,8 @@ func (d DirArtifacts) Open(uri string) (io.ReadCloser, error) {
 	if !ok || name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
 		return nil, ErrArtifactNotFound
 	}
-	f, err := os.Open(filepath.Join(d.Dir, name))
+	// OpenInRoot: a symbolic link in the directory cannot reach outside it.
+	f, err := os.OpenInRoot(d.Dir, name)
 	if err != nil {
 		return nil, ErrArtifactNotFound
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,6 +49,34 @@ func TestResolveReference(t *testing.T) {
 	for i, w := range want {
 		if got := out.Diagnostics[i].GetCode(); got != w {
 			t.Errorf("[%d] = %s, want %s", i, got, w)
+		}
+	}
+}
+
+func TestDirArtifactsStaysInside(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	os.WriteFile(outside, []byte("outside"), 0o600)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ok.txt"), []byte("inside"), 0o600)
+	if err := os.Symlink(outside, filepath.Join(dir, "escape.txt")); err != nil {
+		t.Fatal(err)
+	}
+	a := DirArtifacts{Dir: dir}
+	rc, err := a.Open("artifact://ok.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "inside" {
+		t.Fatalf("read %q", b)
+	}
+	for _, uri := range []string{"artifact://escape.txt", "artifact://../secret.txt", "artifact://missing", "file:///etc/passwd", "artifact://", "artifact://.."} {
+		if rc, err := a.Open(uri); !errors.Is(err, ErrArtifactNotFound) {
+			if rc != nil {
+				rc.Close()
+			}
+			t.Errorf("Open(%q) = %v, want ErrArtifactNotFound", uri, err)
 		}
 	}
 }

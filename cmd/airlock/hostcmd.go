@@ -145,8 +145,16 @@ func hostOptions(cfg *config.Config, b broker.API, log *slog.Logger) (host.Optio
 	} else {
 		log.Warn("no host.policy: every action will be denied")
 	}
-	return host.Options{Broker: b, Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, Policy: policy,
-		Ports: hostPorts(), Log: log}, func() { ev.Close() }, nil
+	opts := host.Options{Broker: b, Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, Policy: policy,
+		Ports: hostPorts(), Log: log}
+	if dir := cfg.Host.Artifacts; dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			ev.Close()
+			return host.Options{}, nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
+		}
+		opts.Artifacts = host.DirArtifacts{Dir: dir}
+	}
+	return opts, func() { ev.Close() }, nil
 }
 
 func listenControl(addr string) (net.Listener, error) {

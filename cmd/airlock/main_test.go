@@ -294,3 +294,29 @@ func TestUsageErrors(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+// Host-section mistakes are refused with the key that is wrong, before
+// anything is installed or started.
+func TestHostConfigErrors(t *testing.T) {
+	state := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %q
+host:
+  executa:
+    plugins:
+      - {name: Bad Name, command: relative/bin}
+`, state))
+	_, stderr, code := cli(t, nil, "", "check-config", cfg)
+	if code != 1 || !strings.Contains(stderr, "host.executa.plugins[0].name") || !strings.Contains(stderr, "host.executa.plugins[0].command: must be an absolute path") {
+		t.Fatalf("check-config: %d %s", code, stderr)
+	}
+
+	cfg = writeConfig(t, fmt.Sprintf("version: v1\nstate_dir: %q\nhost: {artifacts: %q}\n", state, filepath.Join(state, "missing")))
+	_, stderr, code = cli(t, nil, "", "host", "install", "--config", cfg, t.TempDir())
+	if code == 0 || !strings.Contains(stderr, "host.artifacts:") || !strings.Contains(stderr, "is not a directory") {
+		t.Fatalf("install with a missing artifacts dir: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(state, "plugins.lock.json")); !os.IsNotExist(err) {
+		t.Fatalf("a refused install wrote the lockfile: %v", err)
+	}
+}
