@@ -35,7 +35,10 @@ if [ -z "${VAULT_TOKEN:-}" ] && [ ! -f "$HOME/.vault-token" ]; then
 	exit 1
 fi
 
-if ! "$VAULT" auth list -format=json | grep -q "\"$APPROLE_PATH/\""; then
+# Read the list first: with pipefail, grep -q closing the pipe early can
+# fail the pipeline with SIGPIPE and make an enabled mount look missing.
+auth_mounts=$("$VAULT" auth list -format=json)
+if ! grep -q "\"$APPROLE_PATH/\"" <<<"$auth_mounts"; then
 	"$VAULT" auth enable -path="$APPROLE_PATH" approle >/dev/null
 	echo "bootstrap: enabled AppRole at auth/$APPROLE_PATH" >&2
 fi
