@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // MemoryStore keeps grants in process memory: the embedded default. A
@@ -186,14 +188,5 @@ func (s *MemoryStore) sweepLocked(now time.Time) {
 
 // Run sweeps every interval until ctx ends.
 func (s *MemoryStore) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
+	serve.Every(ctx, interval, func(time.Time) { s.Sweep() })
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // RingOptions configure a Ring. Zero values take the defaults.
@@ -262,16 +264,9 @@ func (r *Ring) Run(ctx context.Context, refresh time.Duration) {
 	if refresh <= 0 {
 		return
 	}
-	t := time.NewTicker(refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := r.RotateIfDue(ctx); err != nil && ctx.Err() == nil {
-				r.opts.Logger.Warn("signing key refresh failed", "err", err)
-			}
+	serve.Every(ctx, refresh, func(time.Time) {
+		if _, err := r.RotateIfDue(ctx); err != nil && ctx.Err() == nil {
+			r.opts.Logger.Warn("signing key refresh failed", "err", err)
 		}
-	}
+	})
 }

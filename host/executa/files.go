@@ -20,6 +20,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // Files limits and defaults.
@@ -331,14 +333,5 @@ func (f *Files) GC() int {
 
 // Run collects stale uploads every interval until ctx ends.
 func (f *Files) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f.GC()
-		}
-	}
+	serve.Every(ctx, interval, func(time.Time) { f.GC() })
 }

@@ -33,3 +33,19 @@ func HTTP(ctx context.Context, srv *http.Server, l net.Listener) error {
 	}
 	return err
 }
+
+// Every calls f with the tick time every interval until ctx ends: the
+// shared loop behind the periodic sweeps (handle store, upload GC, key
+// refresh, rate-limit buckets).
+func Every(ctx context.Context, interval time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
+}
