@@ -73,6 +73,8 @@ func startExecuta(ctx context.Context, cfg *config.Config, bc *broker.Client, h 
 			}
 		}()
 		closers = append(closers, func() { _ = srv.Close() })
+		// Uploads begun and never completed are collected.
+		go opts.Files.Run(ctx, executa.DefaultUploadGC/4)
 	}
 	for _, pc := range xc.Plugins {
 		if slices.Contains(h.Names(), pc.Name) {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -44,6 +45,8 @@ type Files struct {
 	URLTTL  time.Duration
 	GCAfter time.Duration
 	MaxFile int64
+
+	once sync.Once // fills the defaults on first use
 }
 
 type fileRecord struct {
@@ -54,7 +57,9 @@ type fileRecord struct {
 	Created     int64  `json:"created"`
 }
 
-func (f *Files) defaults() {
+func (f *Files) defaults() { f.once.Do(f.fillDefaults) }
+
+func (f *Files) fillDefaults() {
 	if len(f.Key) == 0 {
 		f.Key = make([]byte, 32)
 		_, _ = rand.Read(f.Key)
