@@ -38,11 +38,23 @@ func NewHost() *Host {
 	return &Host{plugins: map[string]*Plugin{}, executa: map[string]*executa.Supervisor{}}
 }
 
-// AddExecuta registers an Executa plugin; its methods are tool names.
-func (h *Host) AddExecuta(name string, s *executa.Supervisor) {
+// ErrNameTaken: another plugin already has the name on the control API.
+var ErrNameTaken = errors.New("another plugin has this name")
+
+// AddExecuta registers an Executa plugin; its methods are tool names. A
+// name must not be taken by a plugin/v1 provider or another Executa
+// plugin: the control API routes by name.
+func (h *Host) AddExecuta(name string, s *executa.Supervisor) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, ok := h.plugins[name]; ok {
+		return fmt.Errorf("%w: %s", ErrNameTaken, name)
+	}
+	if _, ok := h.executa[name]; ok {
+		return fmt.Errorf("%w: %s", ErrNameTaken, name)
+	}
 	h.executa[name] = s
+	return nil
 }
 
 // Add registers a launched plugin under its installed name.

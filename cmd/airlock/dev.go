@@ -221,7 +221,10 @@ evidence_record_types: [tickets.created]
 		if _, err := sup.Process(ctx); err != nil {
 			return fmt.Errorf("start the sample Executa plugin: %w", err)
 		}
-		h.AddExecuta("executa-tickets", sup)
+		if err := h.AddExecuta("executa-tickets", sup); err != nil {
+			sup.Shutdown()
+			return err
+		}
 		executaCmd = fmt.Sprintf("\n  %s invoke executa-tickets summarize '{\"base_url\":\"http://%s:%d\"}'\n", invokeCommand(exe), demoHost, upPort)
 	}
 

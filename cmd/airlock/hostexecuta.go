@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -77,15 +76,15 @@ func startExecuta(ctx context.Context, cfg *config.Config, bc *broker.Client, h 
 		go opts.Files.Run(ctx, executa.DefaultUploadGC/4)
 	}
 	for _, pc := range xc.Plugins {
-		if slices.Contains(h.Names(), pc.Name) {
-			return fail(fmt.Errorf("executa plugin %s: a plugin/v1 provider has the same name", pc.Name))
-		}
 		sup := executa.NewSupervisor(executa.PluginConfig{Name: pc.Name, Command: pc.Command, Args: pc.Args,
 			Strict: pc.Strict, EnvDeny: pc.EnvDeny, Onefile: pc.Onefile, Credentials: pc.Credentials}, opts)
+		if err := h.AddExecuta(pc.Name, sup); err != nil {
+			return fail(fmt.Errorf("executa plugin: %w", err))
+		}
+		// Start now, so a plugin that cannot start fails airlock host.
 		if _, err := sup.Process(ctx); err != nil {
 			return fail(fmt.Errorf("executa plugin %s: %w", pc.Name, err))
 		}
-		h.AddExecuta(pc.Name, sup)
 	}
 	return cleanup, nil
 }
