@@ -258,14 +258,3 @@ func (h *Host) invokeExecuta(w http.ResponseWriter, r *http.Request, s *executa.
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	_ = json.NewEncoder(w).Encode(ev)
 }
-
-// ErrControl wraps a control API refusal for clients.
-type ErrControl struct {
-	Status int
-	Code   string
-	Detail string
-}
-
-func (e *ErrControl) Error() string {
-	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Detail, e.Status)
-}

@@ -63,16 +63,6 @@ func NewAPIClient(cfg Config) (*vaultapi.Client, error) {
 	return c, nil
 }
 
-// NewClient returns an API client logged in per cfg (no renewal; see
-// Connect for a long-running one).
-func NewClient(cfg Config) (*vaultapi.Client, error) {
-	c, err := Connect(context.Background(), cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.API, nil
-}
-
 // Connect logs in per cfg. Call Run to keep the token alive.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 	if log == nil {
