@@ -260,10 +260,3 @@ func verifyBytes(alg string, pub crypto.PublicKey, input, sig []byte) bool {
 	}
 	return false
 }
-
-func (k *Key) method() jwt.SigningMethod {
-	if k.Algorithm == ES256 {
-		return jwt.SigningMethodES256
-	}
-	return jwt.SigningMethodEdDSA
-}
