@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,10 +18,7 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // parse parses args; -h and bad flags become errUsage (already printed).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
+	if fs.Parse(args) != nil {
 		return errUsage
 	}
 	return nil
