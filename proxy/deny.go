@@ -35,6 +35,7 @@ const (
 	CodeUpstreamTimeout      = "upstream_timeout"              // 504
 	CodeUnscannable          = "response_encoding_unsupported" // 502
 	CodeStoreUnavailable     = "handle_store_unavailable"      // 503
+	CodeHeadersTooLarge      = "request_headers_too_large"     // 431
 )
 
 var codeStatus = map[string]int{
@@ -49,6 +50,7 @@ var codeStatus = map[string]int{
 	CodeSecretInvalid: http.StatusBadGateway, CodeUpstreamTLS: http.StatusBadGateway,
 	CodeUpstreamUnreachable: http.StatusBadGateway, CodeUpstreamTimeout: http.StatusGatewayTimeout,
 	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
+	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

@@ -117,6 +117,19 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 			w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]any{"authorization": r.Header.Get("Authorization"),
 				"x_api_key": r.Header.Get("X-Api-Key"), "query": r.URL.RawQuery, "body": string(body)})
+		case r.URL.Path == "/trailer":
+			// Echo the credential in a trailer, after a streamed body.
+			w.Header().Set("Trailer", "X-Echo-Trailer")
+			_, _ = io.WriteString(w, "part one,")
+			w.(http.Flusher).Flush()
+			_, _ = io.WriteString(w, "part two")
+			w.Header().Set("X-Echo-Trailer", r.Header.Get("Authorization"))
+		case r.URL.Path == "/stream":
+			// No Content-Length: the proxy must frame the body itself.
+			for i := range 3 {
+				_, _ = fmt.Fprintf(w, "chunk %d;", i)
+				w.(http.Flusher).Flush()
+			}
 		case r.URL.Path == "/slow":
 			<-u.hold
 			_, _ = io.WriteString(w, "slow")

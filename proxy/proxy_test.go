@@ -289,28 +289,55 @@ func TestStripHopByHopResponse(t *testing.T) {
 	}
 }
 
-// RFC 9112 section 3.2.2: a proxy ignores the received Host of an
-// absolute-form request and generates Host from the target. A plugin
-// cannot steer the upstream's virtual host.
-func TestHostHeaderFromTarget(t *testing.T) {
+// The Host header of an absolute-form request must name the target (the
+// issue's rule, stricter than RFC 9112 §3.2.2's "ignore it"): a mismatch
+// is refused before anything is sent, and an equivalent spelling passes
+// with Host regenerated from the target, so a plugin cannot steer the
+// upstream's virtual host either way.
+func TestHostHeaderMustMatchTarget(t *testing.T) {
 	f := newFixture(t, nil)
 	h := f.issue(t, "api.write", "inv-host")
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: evil.example.net\r\nProxy-Authorization: Bearer %s\r\nConnection: close\r\n\r\n", f.url("/x"), h)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get(HeaderError))
-	}
-	if host := f.up.last(t).Host; host != "api.example.com:"+itoa(f.up.port) {
-		t.Fatalf("upstream Host = %q", host)
+	port := itoa(f.up.port)
+	for _, tt := range []struct {
+		name, head string
+		status     int
+		code       string
+	}{
+		{"other host", "Host: evil.example.net\r\n", 400, CodeHostMismatch},
+		{"other port", "Host: api.example.com:1\r\n", 400, CodeHostMismatch},
+		{"port missing", "Host: api.example.com\r\n", 400, CodeHostMismatch},
+		{"two Host headers", "Host: api.example.com:" + port + "\r\nHost: evil.example.net\r\n", 400, CodeBadRequest},
+		{"no Host header", "", 400, CodeBadRequest},
+		{"malformed Host", "Host: api example\r\n", 400, CodeBadRequest},
+		{"same host", "Host: api.example.com:" + port + "\r\n", 200, ""},
+		{"case and trailing dot", "Host: API.Example.COM.:" + port + "\r\n", 200, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := f.up.count()
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\n%sProxy-Authorization: Bearer %s\r\nConnection: close\r\n\r\n", f.url("/x"), tt.head, h)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || resp.Header.Get(HeaderError) != tt.code {
+				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, resp.Header.Get(HeaderError), tt.status, tt.code)
+			}
+			if tt.status != 200 {
+				if f.up.count() != n {
+					t.Fatal("a refused request reached the upstream")
+				}
+				return
+			}
+			if host := f.up.last(t).Host; host != "api.example.com:"+port {
+				t.Fatalf("upstream Host = %q", host)
+			}
+		})
 	}
 }
 

@@ -137,18 +137,14 @@ func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
 	d.write(w, r)
 }
 
-// Serve serves on l until ctx ends, then shuts down gracefully.
+// Serve serves on l until ctx ends, then shuts down gracefully: idle
+// connections close at once, requests in flight get serve.ShutdownGrace.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.Limits.IdleTimeout,
-		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	cs := &connServer{handler: s, s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
+		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
 	go serve.Every(ctx, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
-	err := serve.HTTP(ctx, srv, l)
+	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
 	return err
 }
