@@ -65,7 +65,7 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 			return d.response(req), nil
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body}
+		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body, resp: resp}
 	} else {
 		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body}
 	}
@@ -108,11 +108,14 @@ func (x *exchange) done(d *denial) {
 }
 
 // guardedBody counts and redacts the body, and finishes the audit record
-// when goproxy closes it.
+// when goproxy closes it. With the echo guard on, resp is set: its
+// trailers, which arrive with the end of the body and which goproxy
+// forwards after closing it, are redacted on Close.
 type guardedBody struct {
 	x      *exchange
 	rd     *redactor
 	closer io.Closer
+	resp   *http.Response
 	once   sync.Once
 }
 
@@ -124,6 +127,9 @@ func (b *guardedBody) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(
 func (b *guardedBody) Close() error {
 	err := b.closer.Close()
 	b.once.Do(func() {
+		if b.resp != nil {
+			b.x.audit.Redactions += redactHeaders(b.resp.Trailer, b.x.forms)
+		}
 		b.rd.release()
 		b.x.audit.BytesOut = b.rd.nbytes
 		b.x.audit.Redactions += b.rd.hits

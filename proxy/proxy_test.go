@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -121,6 +122,29 @@ func TestEchoGuard(t *testing.T) {
 	}
 	if !strings.Contains(f.audit.String(), `"echo_redactions":1`) && !strings.Contains(f.audit.String(), `"echo_redactions":2`) {
 		t.Fatalf("audit lines do not record redactions:\n%s", f.audit.String())
+	}
+}
+
+// The echo guard covers trailers too: they arrive after the body and are
+// forwarded after it.
+func TestEchoGuardTrailers(t *testing.T) {
+	f := newFixture(t, nil)
+	h := f.issue(t, "api.write", "inv-trailer")
+	resp, err := f.client(h).Get(f.url("/trailer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "part one,part two" {
+		t.Fatalf("body %q", body)
+	}
+	got := resp.Trailer.Get("X-Echo-Trailer")
+	if strings.Contains(got, testSecret) || got != "Bearer "+Redaction {
+		t.Fatalf("trailer %q", got)
+	}
+	if f.up.last(t).Header.Get("Authorization") != "Bearer "+testSecret {
+		t.Fatal("the upstream did not get the secret")
 	}
 }
 
