@@ -67,7 +67,7 @@ func main() {
 			_ = c.Wait()
 		}
 	}()
-	start := func(args ...string) []string {
+	start := func(args ...string) ([]string, int) {
 		c := exec.Command(os.Args[0], args...)
 		c.Stderr = os.Stderr
 		out, err := c.StdoutPipe()
@@ -76,17 +76,20 @@ func main() {
 		children = append(children, c)
 		line, err := bufio.NewReader(out).ReadString('\n')
 		check(err)
-		return strings.Fields(line)
+		return strings.Fields(line), c.Process.Pid
 	}
-	up := start("-role", "upstream", "-dir", work, "-body", strconv.Itoa(*bodySize))[0]
-	gp := start("-role", "goproxy", "-dir", work, "-upstream", up)[0]
-	al := start("-role", "airlock", "-dir", work, "-upstream", up)
+	upOut, upPid := start("-role", "upstream", "-dir", work, "-body", strconv.Itoa(*bodySize))
+	up := upOut[0]
+	gpOut, gpPid := start("-role", "goproxy", "-dir", work, "-upstream", up)
+	gp := gpOut[0]
+	al, alPid := start("-role", "airlock", "-dir", work, "-upstream", up)
 	_, upPort, _ := net.SplitHostPort(up)
 
 	type target struct {
 		name   string
 		url    string
 		client func(c int) *http.Client
+		pid    int // the proxy's process, 0 for none
 	}
 	roots := loadRoots(work)
 	pinned := func(c int, proxy *url.URL) *http.Client {
@@ -105,13 +108,13 @@ func main() {
 		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
 	targets := []target{
-		{"direct HTTPS", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client { return pinned(c, nil) }},
+		{"direct HTTPS", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client { return pinned(c, nil) }, 0},
 		{"bare goproxy", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: gp})
-		}},
+		}, gpPid},
 		{"airlock", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
-		}},
+		}, alPid},
 	}
 	if *smokescreen != "" {
 		port := freePort()
@@ -123,7 +126,7 @@ func main() {
 		waitListening(fmt.Sprintf("127.0.0.1:%d", port))
 		targets = append(targets, target{"smokescreen (CONNECT)", "https://127.0.0.1:" + upPort + "/", func(cc int) *http.Client {
 			return pinned(cc, &url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)})
-		}})
+		}, c.Process.Pid})
 	}
 
 	results := map[string]map[int]result{}
@@ -137,18 +140,23 @@ func main() {
 	for _, t := range targets {
 		results[t.name] = map[int]result{}
 		for _, c := range cs {
-			r := load(t.client(c), t.url, c, *warmup, *duration)
+			r := load(t.client(c), t.url, c, *warmup, *duration, []int{t.pid, upPid, os.Getpid()})
 			results[t.name][c] = r
-			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  errors %d\n",
-				t.name, c, r.rps, ms(r.p50), ms(r.p99), r.errors)
+			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  CPU µs/req proxy %5.1f upstream %5.1f client %5.1f  errors %d\n",
+				t.name, c, r.rps, ms(r.p50), ms(r.p99), r.cpu[0], r.cpu[1], r.cpu[2], r.errors)
 		}
 	}
 
-	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms |\n|---|---|---|---|---|\n")
+	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms | proxy CPU µs/req | upstream | client |\n|---|---|---|---|---|---|---|---|\n")
 	for _, t := range targets {
 		for _, c := range cs {
 			r := results[t.name][c]
-			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f |\n", t.name, c, r.rps, ms(r.p50), ms(r.p99))
+			proxyCPU := "—"
+			if t.pid != 0 {
+				proxyCPU = fmt.Sprintf("%.1f", r.cpu[0])
+			}
+			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %s | %.1f | %.1f |\n", t.name, c, r.rps, ms(r.p50), ms(r.p99),
+				proxyCPU, r.cpu[1], r.cpu[2])
 		}
 	}
 	fmt.Printf("\n| ratio | %s |\n|---|%s\n", joinInts(cs, " | c=", "c="), strings.Repeat("---|", len(cs)))
@@ -163,6 +171,17 @@ func main() {
 		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
 	}
 	ratio("airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
+	cpuRatio := func(label, a, b string) {
+		if results[a] == nil || results[b] == nil {
+			return
+		}
+		var parts []string
+		for _, c := range cs {
+			parts = append(parts, fmt.Sprintf("%.2f×", results[a][c].cpu[0]/results[b][c].cpu[0]))
+		}
+		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
+	}
+	cpuRatio("proxy CPU per request, airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
 	ratio("airlock / direct", "airlock", "direct HTTPS")
 	var added []string
@@ -179,10 +198,32 @@ type result struct {
 	rps      float64
 	p50, p99 time.Duration
 	errors   int
+	cpu      [3]float64 // CPU µs per request of the proxy, the upstream and the client
 }
 
-// load runs c workers against url: warm-up, then measure.
-func load(client *http.Client, u string, c int, warmup, dur time.Duration) result {
+// cpuTime is a process's user plus system CPU time so far (Linux; zero
+// elsewhere).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+// load runs c workers against url: warm-up, then measure. pids are the
+// processes whose CPU time per request is reported.
+func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids []int) result {
 	var mu sync.Mutex
 	var lats []time.Duration
 	errors := 0
@@ -223,10 +264,24 @@ func load(client *http.Client, u string, c int, warmup, dur time.Duration) resul
 			mu.Unlock()
 		}()
 	}
+	var cpu0, cpu1 [3]time.Duration
+	time.Sleep(time.Until(startAt))
+	for i, p := range pids {
+		cpu0[i] = cpuTime(p)
+	}
+	time.Sleep(time.Until(endAt))
+	for i, p := range pids {
+		cpu1[i] = cpuTime(p)
+	}
 	wg.Wait()
 	client.CloseIdleConnections()
 	slices.Sort(lats)
 	r := result{errors: errors, rps: float64(len(lats)) / dur.Seconds()}
+	for i := range pids {
+		if len(lats) > 0 {
+			r.cpu[i] = float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(len(lats))
+		}
+	}
 	if len(lats) > 0 {
 		r.p50 = lats[len(lats)/2]
 		r.p99 = lats[min(len(lats)-1, len(lats)*99/100)]
