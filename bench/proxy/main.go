@@ -2,8 +2,10 @@
 // at several concurrencies for: direct HTTPS to the upstream; a bare
 // goproxy forwarder doing the same http->https upgrade with no checks;
 // Airlock's egress proxy with a credentialed handle (injection and echo
-// guard on); and smokescreen (CONNECT), when its binary is given. Upstream,
-// proxies and the load generator run as separate processes.
+// guard on); the floor, a raw TLS-originating forwarder that does no
+// checks (see runFloor); and smokescreen (CONNECT), when its binary is
+// given. Upstream, proxies and the load generator run as separate
+// processes.
 //
 //	go run ./bench/proxy -smokescreen ~/.cache/airlock-tools/bin/smokescreen
 package main
@@ -53,6 +55,9 @@ func main() {
 	case "airlock":
 		runAirlock(*dir, *upstreamAddr)
 		return
+	case "floor":
+		runFloor(*dir, *upstreamAddr)
+		return
 	}
 
 	work, err := os.MkdirTemp("", "airlock-bench-")
@@ -83,6 +88,7 @@ func main() {
 	gpOut, gpPid := start("-role", "goproxy", "-dir", work, "-upstream", up)
 	gp := gpOut[0]
 	al, alPid := start("-role", "airlock", "-dir", work, "-upstream", up)
+	flOut, flPid := start("-role", "floor", "-dir", work, "-upstream", up)
 	_, upPort, _ := net.SplitHostPort(up)
 
 	type target struct {
@@ -115,6 +121,9 @@ func main() {
 		{"airlock", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
 		}, alPid},
+		{"floor (raw TLS forwarder)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: flOut[0]})
+		}, flPid},
 	}
 	if *smokescreen != "" {
 		port := freePort()
@@ -142,7 +151,7 @@ func main() {
 		for _, c := range cs {
 			r := load(t.client(c), t.url, c, *warmup, *duration, []int{t.pid, upPid, os.Getpid()})
 			results[t.name][c] = r
-			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  CPU µs/req proxy %5.1f upstream %5.1f client %5.1f  errors %d\n",
+			fmt.Fprintf(os.Stderr, "%-26s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  CPU µs/req proxy %5.1f upstream %5.1f client %5.1f  errors %d\n",
 				t.name, c, r.rps, ms(r.p50), ms(r.p99), r.cpu[0], r.cpu[1], r.cpu[2], r.errors)
 		}
 	}
@@ -182,6 +191,8 @@ func main() {
 		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
 	}
 	cpuRatio("proxy CPU per request, airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
+	ratio("floor / smokescreen", "floor (raw TLS forwarder)", "smokescreen (CONNECT)")
+	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
 	ratio("airlock / direct", "airlock", "direct HTTPS")
 	var added []string
