@@ -266,9 +266,14 @@ func (c *clientConn) serve() {
 // readRequest reads and checks one request head. On failure it returns a
 // denial code to answer with, or "" when the client is gone or timed out.
 func (c *clientConn) readRequest() (*http.Request, string, string) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(c.cs.readHeaderTimeout))
+	buffered := peekBuffered(c.br)
+	if !headComplete(buffered) {
+		// More reads to come: they must end by read_header_timeout.
+		// (Usually the whole head came in the first read.)
+		_ = c.conn.SetReadDeadline(time.Now().Add(c.cs.readHeaderTimeout))
+	}
 	c.lr.n = c.cs.headerLimit
-	c.head = append(c.head[:0], peekBuffered(c.br)...)
+	c.head = append(c.head[:0], buffered...)
 	c.lr.capture = true
 	req, err := http.ReadRequest(c.br)
 	tooLarge := c.lr.n <= 0
@@ -291,7 +296,12 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 		}
 		return nil, CodeBadRequest, "malformed request head"
 	}
-	_ = c.conn.SetReadDeadline(time.Time{})
+	if req.Body != http.NoBody {
+		// The body is read while the request goes upstream, with no
+		// deadline (as net/http without ReadTimeout). Without a body
+		// nothing reads until the next request's wait sets its own.
+		_ = c.conn.SetReadDeadline(time.Time{})
+	}
 	if req.ProtoMajor != 1 {
 		return nil, CodeBadRequest, "not an HTTP/1.x request"
 	}
@@ -325,6 +335,11 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 	}
 	req.RemoteAddr = c.remote
 	return req.WithContext(c.ctx), "", ""
+}
+
+// headComplete reports whether b holds the end of a request head.
+func headComplete(b []byte) bool {
+	return bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
 }
 
 func peekBuffered(br *bufio.Reader) []byte {
@@ -624,15 +639,20 @@ func (w *respWriter) WriteHeader(code int) {
 func appendHeader(b []byte, k, v string) []byte {
 	b = append(b, k...)
 	b = append(b, ": "...)
-	for i := 0; i < len(v); i++ {
-		switch ch := v[i]; ch {
-		case '\r', '\n', 0:
-			b = append(b, ' ')
-		default:
-			b = append(b, ch)
-		}
-	}
+	b = appendHeaderValue(b, v)
 	return append(b, "\r\n"...)
+}
+
+func appendHeaderValue(b []byte, v string) []byte {
+	for {
+		i := strings.IndexAny(v, "\r\n\x00")
+		if i < 0 {
+			return append(b, v...)
+		}
+		b = append(b, v[:i]...)
+		b = append(b, ' ')
+		v = v[i+1:]
+	}
 }
 
 func (w *respWriter) write(p []byte) {

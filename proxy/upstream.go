@@ -8,8 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // upstreamClient sends a request over a pooled HTTP/1.1 TLS connection on
@@ -112,7 +116,7 @@ func (u *upstreamClient) connect(ctx context.Context, key, serverName string) (*
 func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, error) {
 	// Cancellation (client gone, deadline) unblocks reads and writes.
 	stop := context.AfterFunc(req.Context(), func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	if err := req.Write(pc.bw); err != nil {
+	if err := writeRequest(pc.bw, req); err != nil {
 		stop()
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 		}
 	}
 	_ = pc.conn.SetReadDeadline(time.Time{})
-	resp.Body = &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, reusable: !resp.Close && !req.Close,
+	resp.Body = &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, reusable: !resp.Close,
 		eof: resp.Body == http.NoBody}
 	return resp, nil
 }
@@ -225,5 +229,76 @@ func (b *upBody) Close() error {
 		b.pc.conn.Close()
 		_ = b.rc.Close()
 	})
+	return err
+}
+
+// writeRequest writes req to the upstream in origin-form. Unlike
+// Request.Write it adds no User-Agent, does not sort headers, and does not
+// pass on the client's Connection: close: the upstream connection is the
+// proxy's own. The body is sent with its Content-Length when known, else
+// chunked; a body shorter than its Content-Length is an error.
+func writeRequest(w *bufio.Writer, req *http.Request) error {
+	b := w.AvailableBuffer()
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, req.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	b = appendHeaderValue(b, host)
+	b = append(b, "\r\n"...)
+	for k, vv := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			b = appendHeader(b, k, v)
+		}
+	}
+	body := req.Body
+	if body == http.NoBody {
+		body = nil
+	}
+	switch {
+	case body == nil && req.ContentLength <= 0:
+		if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+			b = append(b, "Content-Length: 0\r\n"...)
+		}
+	case req.ContentLength > 0:
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, req.ContentLength, 10)
+		b = append(b, "\r\n"...)
+	default:
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if body == nil {
+		return nil
+	}
+	defer body.Close()
+	if req.ContentLength > 0 {
+		n, err := io.CopyN(w, body, req.ContentLength)
+		if err == io.EOF && n < req.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	cw := httputil.NewChunkedWriter(w)
+	if _, err := io.Copy(cw, body); err != nil {
+		return err
+	}
+	if err := cw.Close(); err != nil {
+		return err
+	}
+	_, err := w.WriteString("\r\n")
 	return err
 }
