@@ -51,11 +51,12 @@ func (r *rawClient) response(method string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// closed reports whether the proxy closed the connection.
+// closed reports whether the proxy closed the connection: EOF, or a
+// reset when the proxy closed with unread data in its receive buffer.
 func (r *rawClient) closed() bool {
 	_ = r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := r.br.ReadByte()
-	return err == io.EOF
+	return err != nil && !isTimeout(err)
 }
 
 // head is a request head for path on the test upstream with handle h.

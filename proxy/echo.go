@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Redaction is what the echo guard writes over an echoed secret in a
@@ -56,11 +57,14 @@ func redactInPlace(b []byte, pats [][]byte) int {
 }
 
 // redactHeaders replaces secret forms in header values.
-func redactHeaders(h http.Header, forms []string) int {
+func redactHeaders(h http.Header, ef *echoForms) int {
+	if ef == nil {
+		return 0
+	}
 	hits := 0
 	for k, vals := range h {
 		for i, v := range vals {
-			for _, f := range forms {
+			for _, f := range ef.strs {
 				if len(f) >= minEchoLen && strings.Contains(v, f) {
 					hits += strings.Count(v, f)
 					v = strings.ReplaceAll(v, f, Redaction)
@@ -90,20 +94,58 @@ type redactor struct {
 	nbytes int64
 }
 
-func newRedactor(src io.Reader, forms []string) *redactor {
+// newRedactor guards src against ef's forms; nil ef only counts bytes.
+func newRedactor(src io.Reader, ef *echoForms) *redactor {
 	r := &redactor{src: src}
-	maxLen := 0
-	for _, f := range forms {
+	if ef != nil {
+		r.pats, r.keep = ef.pats, ef.keep
+	}
+	return r
+}
+
+// echoForms are the spellings of a secret the echo guard looks for.
+type echoForms struct {
+	strs []string // distinct forms at least minEchoLen long
+	pats [][]byte // the same, as bytes
+	keep int      // longest form minus one: the tail a stream holds back
+}
+
+func newEchoForms(forms []string) *echoForms {
+	ef := &echoForms{}
+	for _, f := range dedupe(forms) {
 		if len(f) < minEchoLen {
 			continue
 		}
-		r.pats = append(r.pats, []byte(f))
-		maxLen = max(maxLen, len(f))
+		ef.strs = append(ef.strs, f)
+		ef.pats = append(ef.pats, []byte(f))
+		ef.keep = max(ef.keep, len(f)-1)
 	}
-	if maxLen > 0 {
-		r.keep = maxLen - 1
+	return ef
+}
+
+// formsCache memoizes the forms of recently used secrets: encoding them
+// for every request was a fifth of the decision path's allocations. It
+// is cleared when full, so a rotated secret does not linger in it.
+var formsCache struct {
+	m sync.Map // formsKey -> *echoForms
+	n atomic.Int32
+}
+
+const maxCachedForms = 256
+
+type formsKey struct{ secret, basicUser string }
+
+func cachedForms(k formsKey, build func() []string) *echoForms {
+	if v, ok := formsCache.m.Load(k); ok {
+		return v.(*echoForms)
 	}
-	return r
+	ef := newEchoForms(build())
+	if formsCache.n.Add(1) > maxCachedForms {
+		formsCache.m.Clear()
+		formsCache.n.Store(1)
+	}
+	formsCache.m.Store(k, ef)
+	return ef
 }
 
 // next returns the next run of scanned bytes that may be handed out, or

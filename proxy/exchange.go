@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ type exchange struct {
 	intent  broker.Intent
 	handle  string
 	secret  broker.Secret
-	forms   []string
+	forms   *echoForms
 	audit   *auditRecord
 	release func()
 
@@ -97,7 +98,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	resp.Body.Close()
 	r2, err := x.s.up.RoundTrip(next)
 	x.secret = fresh
-	x.forms = dedupe(append(forms, x.forms...)) // guard against both versions
+	x.forms = newEchoForms(append(slices.Clone(forms.strs), x.forms.strs...)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true
 }

@@ -43,10 +43,12 @@ func badHeaderValue(s string) bool { return strings.ContainsAny(s, "\r\n\x00") }
 // inject applies the intent's injection to the outbound request. handle
 // is the handle the plugin used (for placeholder substitution). It
 // returns the forms of the secret the echo guard must look for.
-func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) ([]string, *denial) {
+func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) (*echoForms, *denial) {
 	secret := s.Value
-	forms := []string{secret, base64.StdEncoding.EncodeToString([]byte(secret)),
-		base64.URLEncoding.EncodeToString([]byte(secret)), url.QueryEscape(secret), url.PathEscape(secret)}
+	key := formsKey{secret: secret}
+	if in.Inject.Basic != nil {
+		key.basicUser = s.Username
+	}
 	switch {
 	case in.Inject.Header != nil:
 		if badHeaderValue(secret) {
@@ -61,7 +63,6 @@ func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) (
 		}
 		r.Header.Del("Authorization")
 		r.SetBasicAuth(s.Username, secret)
-		forms = append(forms, base64.StdEncoding.EncodeToString([]byte(s.Username+":"+secret)))
 	case in.Inject.Query != nil:
 		r.URL.RawQuery = setQuery(r.URL.RawQuery, in.Inject.Query.Name, secret)
 	case in.Inject.Placeholder != nil:
@@ -82,7 +83,14 @@ func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) (
 			return nil, deny(CodePlaceholderMissing, "the handle must appear in one of the headers the intent substitutes")
 		}
 	}
-	return dedupe(forms), nil
+	return cachedForms(key, func() []string {
+		forms := []string{secret, base64.StdEncoding.EncodeToString([]byte(secret)),
+			base64.URLEncoding.EncodeToString([]byte(secret)), url.QueryEscape(secret), url.PathEscape(secret)}
+		if in.Inject.Basic != nil {
+			forms = append(forms, base64.StdEncoding.EncodeToString([]byte(s.Username+":"+secret)))
+		}
+		return forms
+	}), nil
 }
 
 // setQuery replaces every value of name in a raw query with value,
