@@ -42,7 +42,7 @@ func main() {
 	warmup := flag.Duration("warmup", 500*time.Millisecond, "warm-up time per cell")
 	concs := flag.String("c", "1,16,64", "concurrencies")
 	bodySize := flag.Int("body", 512, "upstream response body size")
-	only := flag.String("only", "", "measure only targets whose name contains this")
+	only := flag.String("only", "", "measure only targets whose name contains one of these (comma-separated)")
 	flag.Parse()
 
 	switch *role {
@@ -145,7 +145,9 @@ func main() {
 		check(err)
 		cs = append(cs, n)
 	}
-	targets = slices.DeleteFunc(targets, func(t target) bool { return *only != "" && !strings.Contains(t.name, *only) })
+	targets = slices.DeleteFunc(targets, func(t target) bool {
+		return *only != "" && !slices.ContainsFunc(strings.Split(*only, ","), func(s string) bool { return strings.Contains(t.name, s) })
+	})
 	for _, t := range targets {
 		results[t.name] = map[int]result{}
 		for _, c := range cs {
