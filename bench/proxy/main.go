@@ -38,8 +38,9 @@ func main() {
 	dir := flag.String("dir", "", "internal: working directory with the CA and certificates")
 	upstreamAddr := flag.String("upstream", "", "internal: upstream address")
 	smokescreen := flag.String("smokescreen", "", "path to a smokescreen binary (skipped when empty)")
-	duration := flag.Duration("duration", 3*time.Second, "measuring time per cell")
-	warmup := flag.Duration("warmup", 500*time.Millisecond, "warm-up time per cell")
+	duration := flag.Duration("duration", 6*time.Second, "measuring time per cell, split over the rounds")
+	warmup := flag.Duration("warmup", 300*time.Millisecond, "warm-up time per cell and round")
+	rounds := flag.Int("rounds", 3, "interleave the targets this many times, so that a machine that speeds up or slows down during the run affects every target alike")
 	concs := flag.String("c", "1,16,64", "concurrencies")
 	bodySize := flag.Int("body", 512, "upstream response body size")
 	only := flag.String("only", "", "measure only targets whose name contains one of these (comma-separated)")
@@ -148,13 +149,28 @@ func main() {
 	targets = slices.DeleteFunc(targets, func(t target) bool {
 		return *only != "" && !slices.ContainsFunc(strings.Split(*only, ","), func(s string) bool { return strings.Contains(t.name, s) })
 	})
+	samples := map[string]map[int]*sample{}
+	for _, t := range targets {
+		samples[t.name] = map[int]*sample{}
+		for _, c := range cs {
+			samples[t.name][c] = &sample{}
+		}
+	}
+	slice := *duration / time.Duration(max(*rounds, 1))
+	for round := range max(*rounds, 1) {
+		for _, c := range cs {
+			for _, t := range targets {
+				s := load(t.client(c), t.url, c, *warmup, slice, []int{t.pid, upPid, os.Getpid()})
+				samples[t.name][c].add(s)
+				fmt.Fprintf(os.Stderr, "round %d  %-26s c=%-3d %8.0f req/s  errors %d\n", round+1, t.name, c,
+					float64(len(s.lats))/s.dur.Seconds(), s.errors)
+			}
+		}
+	}
 	for _, t := range targets {
 		results[t.name] = map[int]result{}
 		for _, c := range cs {
-			r := load(t.client(c), t.url, c, *warmup, *duration, []int{t.pid, upPid, os.Getpid()})
-			results[t.name][c] = r
-			fmt.Fprintf(os.Stderr, "%-26s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  CPU µs/req proxy %5.1f upstream %5.1f client %5.1f  errors %d\n",
-				t.name, c, r.rps, ms(r.p50), ms(r.p99), r.cpu[0], r.cpu[1], r.cpu[2], r.errors)
+			results[t.name][c] = samples[t.name][c].result()
 		}
 	}
 
@@ -214,6 +230,37 @@ type result struct {
 	cpu      [3]float64 // CPU µs per request of the proxy, the upstream and the client
 }
 
+// sample is what one or more measuring windows of a cell saw.
+type sample struct {
+	lats   []time.Duration
+	errors int
+	dur    time.Duration
+	cpu    [3]time.Duration
+}
+
+func (s *sample) add(o sample) {
+	s.lats = append(s.lats, o.lats...)
+	s.errors += o.errors
+	s.dur += o.dur
+	for i := range s.cpu {
+		s.cpu[i] += o.cpu[i]
+	}
+}
+
+func (s *sample) result() result {
+	slices.Sort(s.lats)
+	r := result{errors: s.errors}
+	if n := len(s.lats); n > 0 {
+		r.rps = float64(n) / s.dur.Seconds()
+		r.p50 = s.lats[n/2]
+		r.p99 = s.lats[min(n-1, n*99/100)]
+		for i := range s.cpu {
+			r.cpu[i] = float64(s.cpu[i].Microseconds()) / float64(n)
+		}
+	}
+	return r
+}
+
 // cpuTime is a process's user plus system CPU time so far (Linux; zero
 // elsewhere).
 func cpuTime(pid int) time.Duration {
@@ -236,7 +283,7 @@ func cpuTime(pid int) time.Duration {
 
 // load runs c workers against url: warm-up, then measure. pids are the
 // processes whose CPU time per request is reported.
-func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids []int) result {
+func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids []int) sample {
 	var mu sync.Mutex
 	var lats []time.Duration
 	errors := 0
@@ -288,18 +335,11 @@ func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids 
 	}
 	wg.Wait()
 	client.CloseIdleConnections()
-	slices.Sort(lats)
-	r := result{errors: errors, rps: float64(len(lats)) / dur.Seconds()}
+	s := sample{lats: lats, errors: errors, dur: dur}
 	for i := range pids {
-		if len(lats) > 0 {
-			r.cpu[i] = float64((cpu1[i] - cpu0[i]).Microseconds()) / float64(len(lats))
-		}
+		s.cpu[i] = cpu1[i] - cpu0[i]
 	}
-	if len(lats) > 0 {
-		r.p50 = lats[len(lats)/2]
-		r.p99 = lats[min(len(lats)-1, len(lats)*99/100)]
-	}
-	return r
+	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
