@@ -101,6 +101,10 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 	gp.Tr = &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, DialContext: d.DialContext}
 	gp.Logger = log.New(io.Discard, "", 0)
 	gp.Verbose = false
+	// prepare strips hop-by-hop and Proxy-* headers itself (goproxy's
+	// RemoveProxyHeaders misses the ones Connection names) and decides
+	// about Accept-Encoding; skip goproxy's pass over the same headers.
+	gp.KeepHeader = true
 	gp.NonproxyHandler = http.HandlerFunc(s.nonProxy)
 	gp.OnRequest().DoFunc(s.filter)
 	s.gp = gp
@@ -268,8 +272,8 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		r.URL.Path, r.URL.RawPath = t.path, ""
 	}
 	if s.echo {
-		// Ask for identity; the transport decodes gzip if the upstream
-		// compresses anyway, so the guard always scans plain bytes.
+		// Ask for identity so the guard can scan the body; a response
+		// compressed anyway is refused in exchange.RoundTrip.
 		r.Header.Del("Accept-Encoding")
 	}
 	return x, nil
