@@ -236,7 +236,7 @@ func TestMalformedRequestHead(t *testing.T) {
 		{"garbage", "GARBAGE\r\n\r\n"},
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 		{"space before colon", "GET http://api.example.com/ HTTP/1.1\r\nHost : api.example.com\r\n\r\n"},
-		{"bare LF in value", "GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\nX: a\rb\r\n\r\n"},
+		{"bare CR in a value", "GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\nX: a\rb\r\n\r\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := dialRaw(t, f)

@@ -1,13 +1,10 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -338,17 +335,9 @@ func TestHostHeaderMustMatchTarget(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := f.up.count()
-			c, err := net.Dial("tcp", f.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			fmt.Fprintf(c, "GET %s HTTP/1.1\r\n%sProxy-Authorization: Bearer %s\r\nConnection: close\r\n\r\n", f.url("/x"), tt.head, h)
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			rc := dialRaw(t, f)
+			rc.send("GET " + f.url("/x") + " HTTP/1.1\r\n" + tt.head + "Proxy-Authorization: Bearer " + h + "\r\n\r\n")
+			resp, _ := rc.response("GET")
 			if resp.StatusCode != tt.status || resp.Header.Get(HeaderError) != tt.code {
 				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, resp.Header.Get(HeaderError), tt.status, tt.code)
 			}

@@ -146,17 +146,9 @@ func TestSSRFRawRequests(t *testing.T) {
 		{"ftp target", "GET ftp://api.example.com/x HTTP/1.1", CodeSchemeNotAllowed, 400},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", f.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			fmt.Fprintf(c, "%s\r\nHost: api.example.com:%s\r\nProxy-Authorization: Bearer %s\r\nConnection: close\r\n\r\n", tt.line, port, h)
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			rc := dialRaw(t, f)
+			rc.send(tt.line + "\r\nHost: api.example.com:" + port + "\r\nProxy-Authorization: Bearer " + h + "\r\n\r\n")
+			resp, _ := rc.response("GET")
 			if resp.StatusCode != tt.status || resp.Header.Get(HeaderError) != tt.want {
 				t.Fatalf("got %d %q, want %d %s", resp.StatusCode, resp.Header.Get(HeaderError), tt.status, tt.want)
 			}
