@@ -2,13 +2,21 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/textproto"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 // rawClient is a hand-driven client connection to the proxy, for what
@@ -352,6 +360,70 @@ func FuzzScanHead(f *testing.F) {
 		}
 		if _, ok := hdr["Content-Length"]; ok != hasCL {
 			t.Fatalf("Content-Length: scanHead %v, textproto %v", hasCL, ok)
+		}
+	})
+}
+
+// FuzzFrontEnd sends arbitrary bytes to the proxy as a client would
+// (HANDLE and PORT in the input stand for a valid handle and the
+// upstream's port). Whatever arrives, the proxy answers with HTTP or
+// closes, never hands the secret to the client, and the upstream only
+// ever sees requests that carry the injected credential for the declared
+// host.
+func FuzzFrontEnd(f *testing.F) {
+	fx := newFixture(f, nil)
+	close(fx.up.hold) // /slow answers at once
+	iss, err := fx.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: "inv-fuzz", Intent: "api.write",
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: fx.up.port}}, Deadline: time.Now().Add(time.Hour)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	port := strconv.Itoa(fx.up.port)
+	get := "GET http://api.example.com:PORT/echo HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Bearer HANDLE\r\n\r\n"
+	for _, s := range []string{
+		get,
+		get + get,
+		strings.Replace(get, "HTTP/1.1", "HTTP/1.0", 1),
+		"POST http://api.example.com:PORT/echo HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Bearer HANDLE\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"POST http://api.example.com:PORT/echo HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Bearer HANDLE\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST http://api.example.com:PORT/echo HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Bearer HANDLE\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n0123456789",
+		"GET http://api.example.com:PORT/trailer HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Basic SEFORExFOg==\r\n\r\n",
+		"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+		"GET /echo HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET http://api.example.com:PORT/echo HTTP/1.1\r\nHost: evil.example.net\r\nProxy-Authorization: Bearer HANDLE\r\n\r\n",
+		"GET http://api.example.com:PORT/%2e%2e/echo HTTP/1.1\r\nHost: api.example.com:PORT\r\nProxy-Authorization: Bearer HANDLE\r\nX: a\r\n b\r\n\r\n",
+		"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		raw = strings.NewReplacer("HANDLE", iss.Handle, "PORT", port).Replace(raw)
+		n := fx.up.count()
+		c, err := net.Dial("tcp", fx.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, raw)
+		_ = c.(*net.TCPConn).CloseWrite()
+		out, err := io.ReadAll(c)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("reading the proxy's answer: %v", err)
+		}
+		if len(out) > 0 && !bytes.HasPrefix(out, []byte("HTTP/1.1 ")) {
+			t.Fatalf("the proxy answered with something other than HTTP: %q", out[:min(len(out), 64)])
+		}
+		if bytes.Contains(out, []byte(testSecret)) {
+			t.Fatalf("the secret reached the client: %q", out)
+		}
+		fx.up.mu.Lock()
+		seen := slices.Clone(fx.up.seen[n:])
+		fx.up.mu.Unlock()
+		for _, r := range seen {
+			if r.Header.Get("Authorization") != "Bearer "+testSecret || r.Host != "api.example.com:"+port {
+				t.Fatalf("the upstream saw a request without the injected credential or for another host: %+v", r)
+			}
 		}
 	})
 }
