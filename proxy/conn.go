@@ -221,9 +221,12 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 var errHeadTooLarge = errors.New("request head too large")
 
 func (c *clientConn) serve() {
+	answered := false // a response was sent, so closing must not reset it away
 	defer func() {
 		if v := recover(); v != nil {
 			c.cs.s.log.Error("proxy: panic serving a client connection", "panic", v, "stack", string(debug.Stack()))
+		} else if answered {
+			c.lingerClose()
 		}
 		c.conn.Close()
 		c.br.Reset(nil)
@@ -254,13 +257,34 @@ func (c *clientConn) serve() {
 		if req == nil {
 			if code != "" {
 				c.refuse(code, reason)
+				answered = true
 			}
 			return
 		}
 		if !c.serveRequest(req) {
+			answered = true
 			return
 		}
 	}
+}
+
+// lingerDelay bounds how long a closing connection waits for the client to
+// close its side (net/http's rstAvoidanceDelay).
+const lingerDelay = 500 * time.Millisecond
+
+// lingerClose half-closes the connection and reads what the client still
+// sends until it closes too, or lingerDelay passes. Closing a socket with
+// unread data sends a reset, and a reset can make the client's TCP stack
+// drop the response it has not read yet (RFC 9112 §9.6). Linux keeps the
+// queued response readable; BSD, macOS and Windows stacks may not, which
+// is why net/http's server does the same.
+func (c *clientConn) lingerClose() {
+	cw, ok := c.conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = c.conn.SetReadDeadline(time.Now().Add(lingerDelay))
+	_, _ = io.Copy(io.Discard, c.conn)
 }
 
 // readRequest reads and checks one request head. On failure it returns a
