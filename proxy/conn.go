@@ -163,15 +163,16 @@ func (cs *connServer) shutdown(graceful bool, cancel context.CancelFunc) {
 
 // clientConn is one client connection, served on one goroutine.
 type clientConn struct {
-	cs     *connServer
-	conn   net.Conn
-	ctx    context.Context
-	remote string
-	idle   atomic.Bool // waiting for the next request
-	lr     limitedReader
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	w      respWriter
+	cs         *connServer
+	conn       net.Conn
+	ctx        context.Context
+	remote     string
+	idle       atomic.Bool // waiting for the next request
+	lr         limitedReader
+	br         *bufio.Reader
+	bw         *bufio.Writer
+	w          respWriter
+	lastMethod string
 	// head collects the bytes read while parsing a request head, for the
 	// checks http.ReadRequest does not allow (it drops the Host header).
 	head []byte
@@ -252,6 +253,12 @@ func (c *clientConn) serve() {
 				return
 			}
 		}
+		if c.lastMethod == http.MethodPost {
+			c.lastMethod = "" // once per request
+			if skipStrayCRLF(c.br) && c.br.Buffered() == 0 {
+				continue
+			}
+		}
 		first = false
 		req, code, reason := c.readRequest()
 		if req == nil {
@@ -261,11 +268,25 @@ func (c *clientConn) serve() {
 			}
 			return
 		}
+		c.lastMethod = req.Method
 		if !c.serveRequest(req) {
 			answered = true
 			return
 		}
 	}
+}
+
+// skipStrayCRLF drops up to four buffered CR or LF bytes: some old
+// clients send a CRLF after a POST body (RFC 9112 §2.2; net/http's server
+// skips it too). It reports whether it dropped any.
+func skipStrayCRLF(br *bufio.Reader) bool {
+	peek, _ := br.Peek(min(br.Buffered(), 4))
+	n := 0
+	for n < len(peek) && (peek[n] == '\r' || peek[n] == '\n') {
+		n++
+	}
+	_, _ = br.Discard(n)
+	return n > 0
 }
 
 // lingerDelay bounds how long a closing connection waits for the client to

@@ -87,12 +87,17 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 			t.Fatalf("%s: %d %q close=%v", want, resp.StatusCode, body, resp.Close)
 		}
 	}
+	// A stray CRLF after a POST body, as some old clients send, is skipped.
+	rc.send(f.head("POST", "/post", h, "Content-Length: 2\r\n") + "hi\r\n")
+	if resp, _ := rc.response("POST"); resp.StatusCode != 200 || f.up.last(t).Body != "hi" {
+		t.Fatalf("POST: %d", resp.StatusCode)
+	}
 	rc.send(f.head("GET", "/three", h))
 	if resp, _ := rc.response("GET"); resp.StatusCode != 200 {
 		t.Fatalf("third request: %d", resp.StatusCode)
 	}
-	if got := f.up.count() - n; got != 3 {
-		t.Fatalf("the upstream saw %d requests, want 3", got)
+	if got := f.up.count() - n; got != 4 {
+		t.Fatalf("the upstream saw %d requests, want 4", got)
 	}
 	if f.up.last(t).Path != "/three" {
 		t.Fatalf("last upstream path %q", f.up.last(t).Path)
