@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -47,7 +46,6 @@ const maxDrainBytes = 256 << 10
 
 // connServer accepts clients and tracks their connections for shutdown.
 type connServer struct {
-	handler           http.Handler
 	s                 *Server
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
@@ -263,7 +261,7 @@ func (c *clientConn) serve() {
 		req, code, reason := c.readRequest()
 		if req == nil {
 			if code != "" {
-				c.refuse(code, reason)
+				c.refuse(&auditRecord{start: time.Now()}, deny(code, refuseDetail[code]).withReason(reason), 0)
 				answered = true
 			}
 			return
@@ -447,13 +445,15 @@ func asciiEqualFold(b []byte, s string) bool {
 	return true
 }
 
-// refuse answers a request head that could not be served, and the
-// connection closes after it.
-func (c *clientConn) refuse(code, reason string) {
-	a := &auditRecord{start: time.Now()}
-	d := deny(code, refuseDetail[code]).withReason(reason)
+// refuse answers what could not be served with d, with status in place
+// of d's when it is not 0; the connection closes after it.
+func (c *clientConn) refuse(a *auditRecord, d *denial, status int) {
+	a.Status = status
 	c.cs.s.finish(a, d)
 	resp := d.response(nil)
+	if status != 0 {
+		resp.StatusCode, resp.Status = status, strconv.Itoa(status)+" "+http.StatusText(status)
+	}
 	resp.Header.Set("Connection", "close")
 	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_ = resp.Write(c.bw)
@@ -479,7 +479,9 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	var ec *expectContinue
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			c.refuseExpectation(req)
+			a := &auditRecord{start: time.Now(), Method: req.Method, Host: req.URL.Hostname()}
+			c.refuse(a, deny(CodeBadRequest, "only the 100-continue expectation is supported").withReason("Expect: "+ex),
+				http.StatusExpectationFailed)
 			return false
 		}
 		req.Header.Del("Expect")
@@ -488,7 +490,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 			req.Body = ec
 		}
 	}
-	c.cs.handler.ServeHTTP(w, req)
+	c.cs.s.ServeHTTP(w, req)
 	w.finish()
 	if w.closeAfter || w.err != nil {
 		return false
@@ -506,297 +508,4 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 		}
 	}
 	return true
-}
-
-// reqBody is the request body the handler sees. Its Close does not read
-// the rest of the body (http.ReadRequest's body would, however long it
-// is); serveRequest decides whether to drain it or close the connection.
-type reqBody struct {
-	rc     io.ReadCloser
-	closed bool
-}
-
-func (b *reqBody) Read(p []byte) (int, error) {
-	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return b.rc.Read(p)
-}
-
-func (b *reqBody) Close() error { b.closed = true; return nil }
-
-func (c *clientConn) refuseExpectation(req *http.Request) {
-	a := &auditRecord{start: time.Now(), Method: req.Method, Host: req.URL.Hostname()}
-	d := deny(CodeBadRequest, "only the 100-continue expectation is supported").withReason("Expect: " + req.Header.Get("Expect"))
-	c.cs.s.finish(a, d)
-	resp := d.response(req)
-	resp.StatusCode, resp.Status = http.StatusExpectationFailed, "417 Expectation Failed"
-	resp.Header.Set("Connection", "close")
-	_ = resp.Write(c.bw)
-	_ = c.bw.Flush()
-}
-
-// expectContinue sends "100 Continue" when the body is first read.
-type expectContinue struct {
-	rc      io.ReadCloser
-	w       *respWriter
-	started bool
-}
-
-func (e *expectContinue) Read(p []byte) (int, error) {
-	if !e.started {
-		e.started = true
-		if !e.w.wrote {
-			_, _ = e.w.c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-			if err := e.w.c.bw.Flush(); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return e.rc.Read(p)
-}
-
-func (e *expectContinue) Close() error { return e.rc.Close() }
-
-// respWriter is the http.ResponseWriter for one request at a time.
-type respWriter struct {
-	c          *clientConn
-	req        *http.Request
-	header     http.Header
-	wrote      bool
-	chunked    bool
-	noBody     bool
-	clen       int64 // declared Content-Length, -1 when none
-	written    int64
-	closeAfter bool
-	trailers   []string
-	err        error
-	scratch    []byte
-}
-
-var (
-	_ http.ResponseWriter = (*respWriter)(nil)
-	_ http.Flusher        = (*respWriter)(nil)
-)
-
-func (w *respWriter) reset(req *http.Request) {
-	clear(w.header)
-	w.req = req
-	w.wrote, w.chunked, w.noBody, w.closeAfter = false, false, false, false
-	w.clen, w.written, w.trailers, w.err = -1, 0, w.trailers[:0], nil
-	w.closeAfter = req.Close || req.ProtoMinor == 0
-}
-
-func (w *respWriter) Header() http.Header { return w.header }
-
-func (w *respWriter) WriteHeader(code int) {
-	if w.wrote {
-		return
-	}
-	if code < 200 || code > 999 {
-		// Interim responses are never forwarded (the upstream client
-		// consumes them); out-of-range codes are a handler bug.
-		if code < 100 || code > 999 {
-			code = http.StatusInternalServerError
-		} else {
-			return
-		}
-	}
-	w.wrote = true
-	h := w.header
-	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
-	w.clen = -1
-	if v := h.Get("Content-Length"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && len(h["Content-Length"]) == 1 {
-			w.clen = n
-		} else {
-			delete(h, "Content-Length")
-		}
-	}
-	if code == http.StatusNoContent {
-		delete(h, "Content-Length")
-		w.clen = -1
-	}
-	delete(h, "Transfer-Encoding")
-	if !w.noBody && w.clen < 0 {
-		if w.req.ProtoAtLeast(1, 1) {
-			w.chunked = true
-		} else {
-			w.closeAfter = true
-		}
-	}
-	w.trailers = w.trailers[:0]
-	if w.chunked {
-		for _, v := range h["Trailer"] {
-			for _, name := range strings.Split(v, ",") {
-				if name = strings.TrimSpace(name); name != "" {
-					w.trailers = append(w.trailers, http.CanonicalHeaderKey(name))
-				}
-			}
-		}
-	} else {
-		delete(h, "Trailer")
-	}
-	if !w.closeAfter && w.c.cs.shutting.Load() {
-		w.closeAfter = true
-	}
-	if !w.closeAfter {
-		for _, v := range h["Connection"] {
-			if httpguts.HeaderValuesContainsToken([]string{v}, "close") {
-				w.closeAfter = true
-			}
-		}
-	}
-	delete(h, "Connection")
-
-	b := w.scratch[:0]
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, ' ')
-	b = append(b, http.StatusText(code)...)
-	b = append(b, "\r\n"...)
-	for k, vv := range h {
-		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		for _, v := range vv {
-			b = appendHeader(b, k, v)
-		}
-	}
-	if w.chunked {
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	}
-	if w.closeAfter {
-		b = append(b, "Connection: close\r\n"...)
-	}
-	if _, ok := h["Date"]; !ok {
-		b = append(b, "Date: "...)
-		b = time.Now().UTC().AppendFormat(b, http.TimeFormat)
-		b = append(b, "\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	w.scratch = b
-	w.write(b)
-}
-
-// appendHeader writes one header line; CR, LF and NUL in a value become
-// spaces, as net/http does, so no value can split the head.
-func appendHeader(b []byte, k, v string) []byte {
-	b = append(b, k...)
-	b = append(b, ": "...)
-	b = appendHeaderValue(b, v)
-	return append(b, "\r\n"...)
-}
-
-func appendHeaderValue(b []byte, v string) []byte {
-	for {
-		i := strings.IndexAny(v, "\r\n\x00")
-		if i < 0 {
-			return append(b, v...)
-		}
-		b = append(b, v[:i]...)
-		b = append(b, ' ')
-		v = v[i+1:]
-	}
-}
-
-func (w *respWriter) write(p []byte) {
-	if w.err != nil {
-		return
-	}
-	if _, err := w.c.bw.Write(p); err != nil {
-		w.err = err
-	}
-}
-
-func (w *respWriter) Write(p []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.err != nil {
-		return 0, w.err
-	}
-	if w.noBody {
-		return 0, http.ErrBodyNotAllowed
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if w.clen >= 0 && w.written+int64(len(p)) > w.clen {
-		w.closeAfter = true
-		return 0, http.ErrContentLength
-	}
-	if w.chunked {
-		b := strconv.AppendInt(w.scratch[:0], int64(len(p)), 16)
-		b = append(b, "\r\n"...)
-		w.scratch = b
-		w.write(b)
-		w.write(p)
-		w.write([]byte("\r\n"))
-	} else {
-		w.write(p)
-	}
-	if w.err != nil {
-		return 0, w.err
-	}
-	w.written += int64(len(p))
-	return len(p), nil
-}
-
-// Flush sends the head and what is buffered to the client.
-func (w *respWriter) Flush() {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.err == nil {
-		w.err = w.c.bw.Flush()
-	}
-}
-
-// finish ends the response after the handler returned.
-func (w *respWriter) finish() {
-	if !w.wrote {
-		if _, ok := w.header["Content-Length"]; !ok && w.req.Method != http.MethodHead {
-			w.header.Set("Content-Length", "0")
-		}
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.chunked {
-		b := append(w.scratch[:0], "0\r\n"...)
-		for k, vv := range w.header {
-			name, prefixed := strings.CutPrefix(k, http.TrailerPrefix)
-			if !prefixed && !containsString(w.trailers, k) {
-				continue
-			}
-			if !httpguts.ValidHeaderFieldName(name) {
-				continue
-			}
-			for _, v := range vv {
-				b = appendHeader(b, name, v)
-			}
-		}
-		b = append(b, "\r\n"...)
-		w.scratch = b
-		w.write(b)
-	}
-	if w.clen >= 0 && !w.noBody && w.written != w.clen {
-		// The client counted on more bytes than came: the framing is
-		// broken, so the connection cannot carry another response.
-		w.closeAfter = true
-	}
-	if w.err == nil {
-		w.err = w.c.bw.Flush()
-	}
-	if w.err != nil {
-		w.c.cs.s.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
-	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -98,7 +98,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	resp.Body.Close()
 	r2, err := x.s.up.RoundTrip(next)
 	x.secret = fresh
-	x.forms = newEchoForms(append(slices.Clone(forms.strs), x.forms.strs...)) // guard against both versions
+	x.forms = newEchoForms(slices.Concat(forms.strs, x.forms.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true
 }

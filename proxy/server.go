@@ -145,7 +145,7 @@ func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
 // connections close at once, requests in flight get serve.ShutdownGrace.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
-	cs := &connServer{handler: s, s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
+	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
 		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
 	go serve.Every(ctx, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
 	err := cs.serve(ctx, l)
@@ -211,13 +211,6 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	a.Host = t.host
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
-	}
-	for k, vals := range r.Header {
-		for _, v := range vals {
-			if badHeaderValue(v) {
-				return nil, deny(CodeInvalidHeader, "header "+strconv.Quote(k)+" holds CR, LF or NUL")
-			}
-		}
 	}
 	release, d := s.limits.admit(g, a.start)
 	if d != nil {

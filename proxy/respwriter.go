@@ -1,0 +1,298 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The response side of the client loop (conn.go): the ResponseWriter the
+// handler writes to, and the request-body wrappers it reads through.
+
+// reqBody is the request body the handler sees. Its Close does not read
+// the rest of the body (http.ReadRequest's body would, however long it
+// is); serveRequest decides whether to drain it or close the connection.
+type reqBody struct {
+	rc     io.ReadCloser
+	closed bool
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.rc.Read(p)
+}
+
+func (b *reqBody) Close() error { b.closed = true; return nil }
+
+// expectContinue sends "100 Continue" when the body is first read.
+type expectContinue struct {
+	rc      io.ReadCloser
+	w       *respWriter
+	started bool
+}
+
+func (e *expectContinue) Read(p []byte) (int, error) {
+	if !e.started {
+		e.started = true
+		if !e.w.wrote {
+			_, _ = e.w.c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			if err := e.w.c.bw.Flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return e.rc.Read(p)
+}
+
+func (e *expectContinue) Close() error { return e.rc.Close() }
+
+// respWriter is the http.ResponseWriter for one request at a time.
+type respWriter struct {
+	c          *clientConn
+	req        *http.Request
+	header     http.Header
+	wrote      bool
+	chunked    bool
+	noBody     bool
+	clen       int64 // declared Content-Length, -1 when none
+	written    int64
+	closeAfter bool
+	trailers   []string
+	err        error
+	scratch    []byte
+}
+
+var (
+	_ http.ResponseWriter = (*respWriter)(nil)
+	_ http.Flusher        = (*respWriter)(nil)
+)
+
+func (w *respWriter) reset(req *http.Request) {
+	clear(w.header)
+	w.req = req
+	w.wrote, w.chunked, w.noBody = false, false, false
+	w.clen, w.written, w.trailers, w.err = -1, 0, w.trailers[:0], nil
+	w.closeAfter = req.Close || req.ProtoMinor == 0
+}
+
+func (w *respWriter) Header() http.Header { return w.header }
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	if code < 200 || code > 999 {
+		// Interim responses are never forwarded (the upstream client
+		// consumes them); out-of-range codes are a handler bug.
+		if code < 100 || code > 999 {
+			code = http.StatusInternalServerError
+		} else {
+			return
+		}
+	}
+	w.wrote = true
+	h := w.header
+	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	w.clen = -1
+	if v := h.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && len(h["Content-Length"]) == 1 {
+			w.clen = n
+		} else {
+			delete(h, "Content-Length")
+		}
+	}
+	if code == http.StatusNoContent {
+		delete(h, "Content-Length")
+		w.clen = -1
+	}
+	delete(h, "Transfer-Encoding")
+	if !w.noBody && w.clen < 0 {
+		if w.req.ProtoAtLeast(1, 1) {
+			w.chunked = true
+		} else {
+			w.closeAfter = true
+		}
+	}
+	w.trailers = w.trailers[:0]
+	if w.chunked {
+		for _, v := range h["Trailer"] {
+			for _, name := range strings.Split(v, ",") {
+				if name = strings.TrimSpace(name); name != "" {
+					w.trailers = append(w.trailers, http.CanonicalHeaderKey(name))
+				}
+			}
+		}
+	} else {
+		delete(h, "Trailer")
+	}
+	if !w.closeAfter && w.c.cs.shutting.Load() {
+		w.closeAfter = true
+	}
+	if !w.closeAfter {
+		for _, v := range h["Connection"] {
+			if httpguts.HeaderValuesContainsToken([]string{v}, "close") {
+				w.closeAfter = true
+			}
+		}
+	}
+	delete(h, "Connection")
+
+	b := w.scratch[:0]
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(code)...)
+	b = append(b, "\r\n"...)
+	// Names come from the upstream's parsed response or the proxy itself.
+	for k, vv := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		for _, v := range vv {
+			b = appendHeader(b, k, v)
+		}
+	}
+	if w.chunked {
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if w.closeAfter {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	if _, ok := h["Date"]; !ok {
+		b = append(b, "Date: "...)
+		b = time.Now().UTC().AppendFormat(b, http.TimeFormat)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	w.scratch = b
+	w.write(b)
+}
+
+// appendHeader writes one header line; CR, LF and NUL in a value become
+// spaces, as net/http does, so no value can split the head.
+func appendHeader(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = appendHeaderValue(b, v)
+	return append(b, "\r\n"...)
+}
+
+func appendHeaderValue(b []byte, v string) []byte {
+	for {
+		i := strings.IndexAny(v, "\r\n\x00")
+		if i < 0 {
+			return append(b, v...)
+		}
+		b = append(b, v[:i]...)
+		b = append(b, ' ')
+		v = v[i+1:]
+	}
+}
+
+func (w *respWriter) write(p []byte) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.c.bw.Write(p); err != nil {
+		w.err = err
+	}
+}
+
+func (w *respWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if w.clen >= 0 && w.written+int64(len(p)) > w.clen {
+		w.closeAfter = true
+		return 0, http.ErrContentLength
+	}
+	if w.chunked {
+		b := strconv.AppendInt(w.scratch[:0], int64(len(p)), 16)
+		b = append(b, "\r\n"...)
+		w.scratch = b
+		w.write(b)
+		w.write(p)
+		w.write([]byte("\r\n"))
+	} else {
+		w.write(p)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.written += int64(len(p))
+	return len(p), nil
+}
+
+// Flush sends the head and what is buffered to the client.
+func (w *respWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err == nil {
+		w.err = w.c.bw.Flush()
+	}
+}
+
+// finish ends the response after the handler returned.
+func (w *respWriter) finish() {
+	if !w.wrote {
+		if _, ok := w.header["Content-Length"]; !ok && w.req.Method != http.MethodHead {
+			w.header.Set("Content-Length", "0")
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.chunked {
+		b := append(w.scratch[:0], "0\r\n"...)
+		for k, vv := range w.header {
+			name, prefixed := strings.CutPrefix(k, http.TrailerPrefix)
+			if !prefixed && !containsString(w.trailers, k) {
+				continue
+			}
+			if !httpguts.ValidHeaderFieldName(name) {
+				continue
+			}
+			for _, v := range vv {
+				b = appendHeader(b, name, v)
+			}
+		}
+		b = append(b, "\r\n"...)
+		w.scratch = b
+		w.write(b)
+	}
+	if w.clen >= 0 && !w.noBody && w.written != w.clen {
+		// The client counted on more bytes than came: the framing is
+		// broken, so the connection cannot carry another response.
+		w.closeAfter = true
+	}
+	if w.err == nil {
+		w.err = w.c.bw.Flush()
+	}
+	if w.err != nil {
+		w.c.cs.s.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
