@@ -187,27 +187,21 @@ func main() {
 		}
 	}
 	fmt.Printf("\n| ratio | %s |\n|---|%s\n", joinInts(cs, " | c=", "c="), strings.Repeat("---|", len(cs)))
-	ratio := func(label, a, b string) {
+	ratioOf := func(label, a, b string, of func(result) float64) {
 		if results[a] == nil || results[b] == nil {
 			return
 		}
 		var parts []string
 		for _, c := range cs {
-			parts = append(parts, fmt.Sprintf("%.2f×", results[a][c].rps/results[b][c].rps))
+			parts = append(parts, fmt.Sprintf("%.2f×", of(results[a][c])/of(results[b][c])))
 		}
 		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
 	}
+	rps := func(r result) float64 { return r.rps }
+	proxyCPU := func(r result) float64 { return r.cpu[0] }
+	ratio := func(label, a, b string) { ratioOf(label, a, b, rps) }
+	cpuRatio := func(label, a, b string) { ratioOf(label, a, b, proxyCPU) }
 	ratio("airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
-	cpuRatio := func(label, a, b string) {
-		if results[a] == nil || results[b] == nil {
-			return
-		}
-		var parts []string
-		for _, c := range cs {
-			parts = append(parts, fmt.Sprintf("%.2f×", results[a][c].cpu[0]/results[b][c].cpu[0]))
-		}
-		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
-	}
 	cpuRatio("proxy CPU per request, airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
 	ratio("floor / smokescreen", "floor (raw TLS forwarder)", "smokescreen (CONNECT)")
 	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
