@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+
+	"github.com/airlock-dev/airlock/tokens"
 )
 
 // Reverse-RPC error codes (error.data.errorCode carries the name).
@@ -17,6 +19,27 @@ const (
 func rpcError(code int, msg, errorCode string) *RPCError {
 	data, _ := json.Marshal(map[string]string{"errorCode": errorCode})
 	return &RPCError{Code: code, Message: msg, Data: data}
+}
+
+// grant checks the token a reverse call carries, or the one minted for the
+// invoke when it carries none, against the invoke's binding: the token
+// first, so nothing happens for a request that is not this invoke's. It
+// returns the token's claims, or the message for the plugin when the call
+// is not granted.
+func (p *Process) grant(ctx context.Context, inv *liveInvoke, sent, minted, what string,
+	verify func(*tokens.Verifier, context.Context, string) (*tokens.Claims, error)) (*tokens.Claims, string) {
+	tok := sent
+	if tok == "" {
+		tok = minted
+	}
+	if p.opts.Verifier == nil || tok == "" {
+		return nil, "no " + what + " token for this invoke"
+	}
+	claims, err := verify(p.opts.Verifier, ctx, tok)
+	if err != nil || claims.CheckBinding(inv.binding) != nil {
+		return nil, "the " + what + " token is not valid for this invoke"
+	}
+	return claims, ""
 }
 
 // reverse answers a request from the plugin (sampling/*, storage/*,

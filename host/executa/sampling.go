@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/tokens"
 )
 
 // Sampling error codes of the notes.
@@ -171,18 +173,9 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, bad("params are not a sampling request")
 	}
-	// The token first: nothing happens for a request that is not this
-	// invoke's.
-	tok := req.SamplingToken
-	if tok == "" {
-		tok = inv.samplingToken
-	}
-	if p.opts.Verifier == nil || tok == "" {
-		return nil, rpcError(CodeSamplingNotGranted, "no sampling token for this invoke", "NOT_GRANTED")
-	}
-	claims, err := p.opts.Verifier.VerifySampling(ctx, tok)
-	if err != nil || claims.CheckBinding(inv.binding) != nil {
-		return nil, rpcError(CodeSamplingNotGranted, "the sampling token is not valid for this invoke", "NOT_GRANTED")
+	claims, msg := p.grant(ctx, inv, req.SamplingToken, inv.samplingToken, "sampling", (*tokens.Verifier).VerifySampling)
+	if claims == nil {
+		return nil, rpcError(CodeSamplingNotGranted, msg, "NOT_GRANTED")
 	}
 	if n := len(req.Messages); n == 0 || n > MaxSamplingMessages {
 		return nil, bad(fmt.Sprintf("messages: between 1 and %d", MaxSamplingMessages))

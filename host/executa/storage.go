@@ -134,16 +134,9 @@ func (p *Process) storage(ctx context.Context, inv *liveInvoke, method string, p
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, storageErr(CodeStorageInvalid, "params are not a storage request", "INVALID_REQUEST")
 	}
-	tok := req.StorageToken
-	if tok == "" {
-		tok = inv.storageToken
-	}
-	if p.opts.Verifier == nil || tok == "" {
-		return nil, storageErr(CodeStorageNotGranted, "no storage token for this invoke", "STORAGE_NOT_GRANTED")
-	}
-	claims, err := p.opts.Verifier.VerifyStorage(ctx, tok)
-	if err != nil || claims.CheckBinding(inv.binding) != nil {
-		return nil, storageErr(CodeStorageNotGranted, "the storage token is not valid for this invoke", "STORAGE_NOT_GRANTED")
+	claims, msg := p.grant(ctx, inv, req.StorageToken, inv.storageToken, "storage", (*tokens.Verifier).VerifyStorage)
+	if claims == nil {
+		return nil, storageErr(CodeStorageNotGranted, msg, "STORAGE_NOT_GRANTED")
 	}
 	inv.budget.mu.Lock()
 	inv.budget.storage++
