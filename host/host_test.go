@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,7 +285,7 @@ func TestLaunchRefusals(t *testing.T) {
 	f := newHostFixture(t)
 	ctx := context.Background()
 	bad := f.inst
-	bad.BinarySHA256 = "00" + bad.BinarySHA256[2:]
+	bad.BinarySHA256 = flipHexDigit(bad.BinarySHA256, 0)
 	if _, err := Launch(ctx, bad, f.opts); !errors.Is(err, ErrBinaryDigest) {
 		t.Fatalf("digest mismatch: %v", err)
 	}
@@ -343,4 +344,13 @@ func TestProviderKilledMidInvoke(t *testing.T) {
 	if _, err := f.b.Resolve(ctx, handle); !errors.Is(err, broker.ErrHandleRevoked) {
 		t.Fatalf("handle after the provider died: %v", err)
 	}
+}
+
+// flipHexDigit flips the low bit of the hex digit at i: the result always
+// differs from the input, whatever the digest is.
+func flipHexDigit(s string, i int) string {
+	b := []byte(s)
+	v, _ := strconv.ParseUint(string(b[i]), 16, 8)
+	b[i] = strconv.FormatUint(v^1, 16)[0]
+	return string(b)
 }
