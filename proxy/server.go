@@ -56,10 +56,23 @@ type Server struct {
 	echo    bool
 }
 
-// New builds a proxy. cfg must have passed Validate (after WithDefaults).
+// New builds a proxy. Zero fields of cfg take their defaults
+// (WithDefaults), so proxy.New(proxy.Config{}, b, proxy.Options{}) serves
+// on the default limits; cfg is then validated and the first problem
+// returned.
 func New(cfg Config, b Broker, opts Options) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, errors.New("proxy: a broker is required")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Audit == nil {
+		opts.Audit = slog.New(slog.DiscardHandler)
 	}
 	if opts.Resolver == nil {
 		opts.Resolver = net.DefaultResolver

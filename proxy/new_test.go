@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The zero Config and zero Options are safe: New fills the defaults and a
+// missing broker is an error, not a panic on the first request.
+func TestNewZeroValues(t *testing.T) {
+	if _, err := New(Config{}, nil, Options{}); err == nil || !strings.Contains(err.Error(), "broker") {
+		t.Fatalf("nil broker: %v", err)
+	}
+	f := newFixture(t, nil)
+	s, err := New(Config{}, f.b, Options{})
+	if err != nil {
+		t.Fatalf("zero config: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	// A request with no handle gets the proxy's 407, so the echo guard and
+	// audit defaults were in place.
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(mustURL(t, "http://"+l.Addr().String()))}}
+	resp, err := c.Get("http://api.example.com/v1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Fatalf("status %d, want 407", resp.StatusCode)
+	}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
