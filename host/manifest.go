@@ -3,55 +3,41 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 
-	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-dev/airlock/broker"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	"github.com/airlock-dev/airlock/sdk/plugin"
 )
 
 // MaxManifestSize bounds GetManifest and manifest.yaml.
-const MaxManifestSize = 1 << 20
+const MaxManifestSize = plugin.MaxManifestSize
 
 var portName = regexp.MustCompile(`^numinance\.ports\.[a-z][a-z0-9_]*\.v[1-9][0-9]*$`)
 
 // LoadManifest reads manifest.yaml strictly (unknown keys are errors) and
-// checks it.
+// checks it: the provider-side loader plus the host's validation.
 func LoadManifest(path string) (*pluginv1.Manifest, error) {
-	b, err := os.ReadFile(path)
+	m, err := plugin.LoadManifest(path)
 	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, err
 	}
-	if len(b) > MaxManifestSize {
-		return nil, fmt.Errorf("manifest %s: larger than %d bytes", path, MaxManifestSize)
-	}
-	m, err := ParseManifest(b)
-	if err != nil {
+	if err := CheckManifest(m); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	return m, nil
 }
 
-// ParseManifest decodes manifest YAML into the protocol's Manifest.
+// ParseManifest decodes manifest YAML into the protocol's Manifest and
+// checks it.
 func ParseManifest(b []byte) (*pluginv1.Manifest, error) {
-	var doc any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, errors.New("not valid YAML")
-	}
-	j, err := json.Marshal(doc)
+	m, err := plugin.DecodeManifest(b)
 	if err != nil {
-		return nil, errors.New("not a mapping of plain values")
-	}
-	m := &pluginv1.Manifest{}
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(j, m); err != nil {
-		return nil, fmt.Errorf("does not match plugin/v1 Manifest: %v", err)
+		return nil, err
 	}
 	return m, CheckManifest(m)
 }

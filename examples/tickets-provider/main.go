@@ -26,7 +26,6 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/airlock-dev/airlock/host"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -41,7 +40,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		m, err := host.LoadManifest(filepath.Join(filepath.Dir(exe), "manifest.yaml"))
+		m, err := plugin.LoadManifest(filepath.Join(filepath.Dir(exe), "manifest.yaml"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
