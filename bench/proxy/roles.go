@@ -19,14 +19,14 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/devca"
 	"github.com/airlock-dev/airlock/proxy"
 )
 
 const benchSecret = "sk-bench-0123456789abcdef"
 
 func writeCerts(dir string) {
-	ca, err := testenv.NewCAIn(dir)
+	ca, err := devca.New(dir, time.Hour)
 	check(err)
 	cert, err := ca.IssueCert(benchHost, "127.0.0.1")
 	check(err)

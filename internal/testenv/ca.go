@@ -25,15 +25,6 @@ func NewCA(tb testing.TB) *CA {
 	return &CA{ca}
 }
 
-// NewCAIn is NewCA for code outside a test (benchmarks).
-func NewCAIn(dir string) (*CA, error) {
-	ca, err := devca.New(dir, time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{ca}, nil
-}
-
 // Issue returns a certificate for names (DNS names or IP literals) usable
 // for server and client authentication.
 func (ca *CA) Issue(tb testing.TB, names ...string) tls.Certificate {
