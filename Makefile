@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto tools clean
+.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto proto-check tools clean
 
 all: build
 
@@ -27,12 +27,14 @@ run: build
 tools:
 	@./tools/ensure-pkg.sh curl curl
 	@./tools/ensure-pkg.sh python3 python3
+	@./tools/ensure-pkg.sh node nodejs
+	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-redis.sh >/dev/null
 	@./tools/ensure-vault.sh >/dev/null
 
 # All tests, race detector on, real Vault and Redis required (a missing one
-# fails instead of skipping).
-test: tools
+# fails instead of skipping); then the linters and the generated-code check.
+test: tools lint proto-check
 	VAULT_BIN="$$(./tools/ensure-vault.sh)" \
 	REDIS_SERVER_BIN="$$(./tools/ensure-redis.sh)" \
 	AIRLOCK_REQUIRE_SERVICES=1 \
@@ -66,6 +68,9 @@ bench-proxy:
 # plugin versions (protoc itself from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+proto-check:
+	@PROTOC_GEN_GO=$(PROTOC_GEN_GO) PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) GO=$(GO) ./tools/check-proto.sh
+
 proto:
 	@protos="$$(find proto -name '*.proto' | sort)"; \
 	if [ -z "$$protos" ]; then echo "no .proto files yet"; exit 0; fi; \
