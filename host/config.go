@@ -3,12 +3,17 @@ package host
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // Config is the plugin host's configuration (the `host:` section). Paths
@@ -27,9 +32,40 @@ type Config struct {
 	// Artifacts is a directory that serves ResolveReference for
 	// artifact://NAME references; none when empty.
 	Artifacts string `yaml:"artifacts"`
+	// Admin is the host's admin listener (/healthz, /readyz with plugin
+	// health, /metrics); default 127.0.0.1:9466. airlock dev serves these
+	// on admin.listen instead.
+	Admin string `yaml:"admin"`
+	// Restart is how crashed plugins of either kind are restarted.
+	Restart RestartPolicy `yaml:"restart"`
+	// HealthInterval is how often each running plugin is probed (10s).
+	HealthInterval time.Duration `yaml:"health_interval"`
+	// ShutdownGrace bounds a plugin/v1 Shutdown before its process group
+	// is killed (5s).
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// StderrLevel is the log level of plugin stderr lines (info).
+	StderrLevel string `yaml:"stderr_level"`
+	// Redact are extra regular expressions whose matches are redacted from
+	// plugin stderr, HostService.Log fields and plugin evidence, besides
+	// the built-in handle, token and secret shapes.
+	Redact []string `yaml:"redact"`
 	// Executa configures the Executa plugins this host runs beside the
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`
+}
+
+// DefaultAdmin is the host admin listener's default address.
+const DefaultAdmin = "127.0.0.1:9466"
+
+// Redactor compiles Redact (call after Validate).
+func (c Config) Redactor() *redact.Redactor {
+	r := &redact.Redactor{}
+	for _, p := range c.Redact {
+		if re, err := regexp.Compile(p); err == nil {
+			r.Extra = append(r.Extra, re)
+		}
+	}
+	return r
 }
 
 // ExecutaConfig is the `host.executa:` section.
@@ -72,20 +108,9 @@ type ExecutaOpenAI struct {
 	JSON bool `yaml:"json"`
 }
 
-// ExecutaPlugin is one Executa plugin.
-type ExecutaPlugin struct {
-	Name    string   `yaml:"name"`
-	Command string   `yaml:"command"` // absolute path
-	Args    []string `yaml:"args"`
-	// Strict passes only PATH, HOME, LANG, TMPDIR and the proxy variables.
-	Strict  bool     `yaml:"strict"`
-	EnvDeny []string `yaml:"env_deny"`
-	// Onefile gives the first describe 60 s (PyInstaller-style unpack).
-	Onefile bool `yaml:"onefile"`
-	// Credentials maps each credential the manifest declares to a broker
-	// intent; the plugin receives a handle, never the secret.
-	Credentials map[string]string `yaml:"credentials"`
-}
+// ExecutaPlugin is one Executa plugin (host.executa.plugins[i]); the
+// runtime takes it as it is.
+type ExecutaPlugin = executa.PluginConfig
 
 var (
 	executaName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -168,6 +193,35 @@ func (c Config) Validate() error {
 	}
 	if c.Control == "" {
 		errs = append(errs, errors.New("host.control: required"))
+	}
+	if c.Admin != "" {
+		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
+			errs = append(errs, errors.New("host.admin: must be host:port"))
+		}
+	}
+	r := c.Restart
+	if r.Base < 0 || r.Max < 0 || r.Budget < 0 || r.ResetAfter < 0 {
+		errs = append(errs, errors.New("host.restart: durations and budget must not be negative"))
+	}
+	if r.Max > 0 && r.Base > r.Max {
+		errs = append(errs, errors.New("host.restart.base: must not exceed host.restart.max"))
+	}
+	if c.HealthInterval < 0 || c.HealthInterval > 0 && c.HealthInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("host.health_interval: must be at least 100ms"))
+	}
+	if c.ShutdownGrace < 0 || c.ShutdownGrace > 5*time.Minute {
+		errs = append(errs, errors.New("host.shutdown_grace: must be between 0 and 5m"))
+	}
+	if c.StderrLevel != "" {
+		var l slog.Level
+		if l.UnmarshalText([]byte(c.StderrLevel)) != nil {
+			errs = append(errs, errors.New("host.stderr_level: must be debug, info, warn or error"))
+		}
+	}
+	for i, p := range c.Redact {
+		if _, err := regexp.Compile(p); err != nil {
+			errs = append(errs, fmt.Errorf("host.redact[%d]: not a regular expression", i))
+		}
 	}
 	if err := c.Executa.Validate(); err != nil {
 		errs = append(errs, err)

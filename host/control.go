@@ -4,18 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"math"
 	"net/http"
-	"sort"
-	"sync"
+	"strconv"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/dynamicpb"
-
-	"github.com/airlock-dev/airlock/host/executa"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -26,93 +20,10 @@ const (
 	MaxInvokeTimeout    = time.Hour
 )
 
-// Host runs a set of launched plugins and serves the control API.
-type Host struct {
-	mu      sync.Mutex
-	plugins map[string]*Plugin
-	executa map[string]*executa.Supervisor
-}
-
-// NewHost returns an empty host.
-func NewHost() *Host {
-	return &Host{plugins: map[string]*Plugin{}, executa: map[string]*executa.Supervisor{}}
-}
-
-// ErrNameTaken: another plugin already has the name on the control API.
-var ErrNameTaken = errors.New("another plugin has this name")
-
-// AddExecuta registers an Executa plugin; its methods are tool names. A
-// name must not be taken by a plugin/v1 provider or another Executa
-// plugin: the control API routes by name.
-func (h *Host) AddExecuta(name string, s *executa.Supervisor) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.plugins[name]; ok {
-		return fmt.Errorf("%w: %s", ErrNameTaken, name)
-	}
-	if _, ok := h.executa[name]; ok {
-		return fmt.Errorf("%w: %s", ErrNameTaken, name)
-	}
-	h.executa[name] = s
-	return nil
-}
-
-// Add registers a launched plugin under its installed name.
-func (h *Host) Add(p *Plugin) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.plugins[p.inst.Name] = p
-}
-
-// Plugin returns a plugin by name.
-func (h *Host) Plugin(name string) *Plugin {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.plugins[name]
-}
-
-// Names lists the plugins.
-func (h *Host) Names() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]string, 0, len(h.plugins)+len(h.executa))
-	for n := range h.plugins {
-		out = append(out, n)
-	}
-	for n := range h.executa {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Shutdown shuts every plugin down.
-func (h *Host) Shutdown(ctx context.Context) {
-	h.mu.Lock()
-	ps := make([]*Plugin, 0, len(h.plugins))
-	for _, p := range h.plugins {
-		ps = append(ps, p)
-	}
-	ex := make([]*executa.Supervisor, 0, len(h.executa))
-	for _, s := range h.executa {
-		ex = append(ex, s)
-	}
-	h.mu.Unlock()
-	for _, s := range ex {
-		s.Shutdown()
-	}
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = p.Shutdown(ctx) }()
-	}
-	wg.Wait()
-}
-
 // InvocationRequest is the control API's request body.
 type InvocationRequest struct {
 	Plugin  string          `json:"plugin"`
-	Method  string          `json:"method"`
+	Method  string          `json:"method"` // plugin/v1 full method, or an Executa tool name
 	Input   json.RawMessage `json:"input"`
 	DryRun  bool            `json:"dry_run"`
 	Timeout string          `json:"timeout"` // Go duration; default 60s
@@ -129,15 +40,21 @@ type Event struct {
 	Reason       string                 `json:"reason,omitempty"`
 }
 
-// ControlHandler serves POST /v1/invocations: the answer streams as
-// NDJSON, a "running" event per progress message and one "outcome".
-// Refusals before the call are JSON errors with a 4xx status.
+// ControlHandler serves the control API:
+//
+//   - POST /v1/invocations: the answer streams as NDJSON, a "running"
+//     event per progress message and one "outcome" (a plugin's own
+//     failure is a FAILED outcome with status 200). Refusals before the
+//     call are JSON errors {"error": code, "detail": …} with a 4xx/5xx
+//     status.
+//   - GET /v1/plugins: every plugin with its kind, state, protocol
+//     version, restarts, last failure and health.
 func (h *Host) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/invocations", h.invoke)
+	mux.HandleFunc("POST /v1/invocations", h.serveInvoke)
 	mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"plugins": h.Names()})
+		_ = json.NewEncoder(w).Encode(map[string]any{"plugins": h.Status()})
 	})
 	return mux
 }
@@ -148,7 +65,37 @@ func controlError(w http.ResponseWriter, code int, errCode, detail string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": errCode, "detail": detail})
 }
 
-func (h *Host) invoke(w http.ResponseWriter, r *http.Request) {
+// refusal maps an invoke-path error to its status and code.
+func refusal(w http.ResponseWriter, err error) {
+	var re *RestartingError
+	switch {
+	case errors.As(err, &re):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(re.RetryAfter.Seconds()))))
+		controlError(w, http.StatusServiceUnavailable, "plugin_restarting", "the plugin is restarting; retry later")
+	case errors.Is(err, ErrPluginUnknown):
+		controlError(w, http.StatusNotFound, "plugin_unknown", "no such plugin")
+	case errors.Is(err, ErrMethodNotDispatchable):
+		controlError(w, http.StatusNotFound, "method_not_dispatchable", err.Error())
+	case errors.Is(err, ErrBadInput):
+		controlError(w, http.StatusBadRequest, "bad_input", err.Error())
+	case errors.Is(err, ErrDryRunUnsupported), errors.Is(err, ErrDeadlineRequired):
+		controlError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, ErrPolicyDenied):
+		controlError(w, http.StatusForbidden, "policy_denied", err.Error())
+	case errors.Is(err, ErrPluginFailed):
+		controlError(w, http.StatusServiceUnavailable, "plugin_failed", err.Error())
+	case errors.Is(err, ErrNotServing):
+		controlError(w, http.StatusServiceUnavailable, "plugin_not_serving", "the plugin reports it is not serving")
+	case errors.Is(err, ErrHostShutdown):
+		controlError(w, http.StatusServiceUnavailable, "host_shutting_down", "the host is shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		controlError(w, http.StatusServiceUnavailable, "invoke_refused", "the call ended before it reached the plugin")
+	default:
+		controlError(w, http.StatusInternalServerError, "internal", "the host could not run the call")
+	}
+}
+
+func (h *Host) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	var req InvocationRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, MaxControlBody))
 	dec.DisallowUnknownFields()
@@ -156,36 +103,14 @@ func (h *Host) invoke(w http.ResponseWriter, r *http.Request) {
 		controlError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON invocation request")
 		return
 	}
-	h.mu.Lock()
-	ex := h.executa[req.Plugin]
-	h.mu.Unlock()
-	if ex != nil {
-		h.invokeExecuta(w, r, ex, req)
-		return
-	}
-	p := h.Plugin(req.Plugin)
-	if p == nil {
-		controlError(w, http.StatusNotFound, "plugin_unknown", "no such plugin")
-		return
-	}
-	md, _, err := p.method(req.Method)
-	if err != nil {
-		controlError(w, http.StatusNotFound, "method_not_dispatchable", err.Error())
-		return
-	}
-	in := dynamicpb.NewMessage(md.Input())
-	if len(req.Input) > 0 {
-		if err := (protojson.UnmarshalOptions{}).Unmarshal(req.Input, in); err != nil {
-			controlError(w, http.StatusBadRequest, "bad_input", "input does not match "+string(md.Input().FullName()))
-			return
-		}
-	}
 	timeout := DefaultInvokeTimout
 	if req.Timeout != "" {
-		if timeout, err = time.ParseDuration(req.Timeout); err != nil || timeout <= 0 || timeout > MaxInvokeTimeout {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > MaxInvokeTimeout {
 			controlError(w, http.StatusBadRequest, "bad_timeout", "timeout must be a duration between 0 and 1h")
 			return
 		}
+		timeout = d
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	flusher, _ := w.(http.Flusher)
@@ -201,60 +126,16 @@ func (h *Host) invoke(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	out, err := p.Invoke(r.Context(), InvokeRequest{Method: req.Method, Input: in, DryRun: req.DryRun,
+	out, err := h.Invoke(r.Context(), req.Plugin, InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
 		Deadline: time.Now().Add(timeout), Actor: &pluginv1.Actor{Kind: "control-api", Principal: "local"},
 		OnRunning: func(m *pluginv1.ActionResult) { emit(Event{Event: "running", Diagnostics: m.GetDiagnostics()}) }})
-	switch {
-	case errors.Is(err, ErrPolicyDenied):
+	if err != nil {
 		if !started {
-			controlError(w, http.StatusForbidden, "policy_denied", err.Error())
+			w.Header().Set("Content-Type", "application/json")
+			refusal(w, err)
 		}
 		return
-	case errors.Is(err, ErrDryRunUnsupported), errors.Is(err, ErrDeadlineRequired):
-		controlError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	case err != nil:
-		controlError(w, http.StatusServiceUnavailable, "invoke_failed", err.Error())
-		return
 	}
-	ev := Event{Event: "outcome", InvocationID: out.InvocationID, Status: out.Status.String(),
-		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason}
-	if out.Result != nil {
-		msg := dynamicpb.NewMessage(md.Output())
-		if err := proto.Unmarshal(out.Result.GetValue(), msg); err == nil {
-			ev.Result, _ = protojson.Marshal(msg)
-		}
-	}
-	emit(ev)
-}
-
-// invokeExecuta calls an Executa tool: METHOD is the tool name, input its
-// arguments.
-func (h *Host) invokeExecuta(w http.ResponseWriter, r *http.Request, s *executa.Supervisor, req InvocationRequest) {
-	timeout := DefaultInvokeTimout
-	if req.Timeout != "" {
-		d, err := time.ParseDuration(req.Timeout)
-		if err != nil || d <= 0 || d > MaxInvokeTimeout {
-			controlError(w, http.StatusBadRequest, "bad_timeout", "timeout must be a duration between 0 and 1h")
-			return
-		}
-		timeout = d
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	res, err := s.Invoke(ctx, executa.InvokeRequest{Tool: req.Method, Arguments: req.Input, UserID: "local"})
-	switch {
-	case errors.Is(err, executa.ErrUnknownTool):
-		controlError(w, http.StatusNotFound, "method_not_dispatchable", "no such tool")
-		return
-	case err != nil:
-		controlError(w, http.StatusServiceUnavailable, "invoke_failed", err.Error())
-		return
-	}
-	ev := Event{Event: "outcome", InvocationID: res.InvokeID, Status: pluginv1.Status_STATUS_SUCCEEDED.String(), Result: res.Data}
-	if !res.Success {
-		ev.Status, ev.Reason = pluginv1.Status_STATUS_FAILED.String(), string(res.Error)
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	_ = json.NewEncoder(w).Encode(ev)
+	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: out.Status.String(), Result: out.Data,
+		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason})
 }

@@ -1,28 +1,26 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"testing"
-
-	"github.com/airlock-dev/airlock/host/executa"
 )
 
-// The control API routes by name, so an Executa plugin cannot take a
-// name a provider or another Executa plugin has.
-func TestAddExecutaRefusesTakenNames(t *testing.T) {
-	h := NewHost()
-	h.Add(&Plugin{inst: Installed{Name: "tickets"}})
-	sup := executa.NewSupervisor(executa.PluginConfig{Name: "x", Command: "/bin/true"}, executa.Options{})
-	if err := h.AddExecuta("tickets", sup); !errors.Is(err, ErrNameTaken) {
-		t.Fatalf("name of a provider: %v, want ErrNameTaken", err)
+func TestAddRefusesTakenNames(t *testing.T) {
+	h := New(Options{})
+	defer h.Shutdown(context.Background())
+	boom := errors.New("cannot start")
+	fail := func(context.Context) (Runtime, error) { return nil, boom }
+	if err := h.Add("tickets", KindPluginV1, fail); !errors.Is(err, boom) {
+		t.Fatalf("first launch: %v", err)
 	}
-	if err := h.AddExecuta("summaries", sup); err != nil {
-		t.Fatal(err)
+	if err := h.Add("tickets", KindExecuta, fail); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("taken name: %v", err)
 	}
-	if err := h.AddExecuta("summaries", sup); !errors.Is(err, ErrNameTaken) {
-		t.Fatalf("name taken twice: %v, want ErrNameTaken", err)
+	if _, err := h.Invoke(context.Background(), "tickets", InvokeRequest{}); !errors.Is(err, ErrPluginRestarting) {
+		t.Fatalf("call to a plugin waiting for its restart: %v", err)
 	}
-	if got := h.Names(); len(got) != 2 {
-		t.Fatalf("names %v", got)
+	if _, err := h.Invoke(context.Background(), "nope", InvokeRequest{}); !errors.Is(err, ErrPluginUnknown) {
+		t.Fatalf("unknown plugin: %v", err)
 	}
 }

@@ -14,8 +14,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -33,8 +35,12 @@ var (
 // InvokeRequest is an approved action for a plugin.
 type InvokeRequest struct {
 	// Method is "numinance.ports.<name>.v<major>.<Service>/<Method>".
-	Method   string
-	Input    proto.Message // the method's input type
+	Method string
+	// Input is the method's input for Go callers (plugin/v1); JSON is the
+	// input as the control API received it (protojson for plugin/v1, the
+	// arguments object for Executa). Input wins when both are set.
+	Input    proto.Message
+	JSON     json.RawMessage
 	DryRun   bool
 	Deadline time.Time
 	Actor    *pluginv1.Actor
@@ -47,7 +53,8 @@ type InvokeRequest struct {
 type Outcome struct {
 	InvocationID string
 	Status       pluginv1.Status
-	Result       *anypb.Any
+	Result       *anypb.Any      // plugin/v1: the terminal result
+	Data         json.RawMessage // the result as JSON, for either kind
 	Diagnostics  []*pluginv1.Diagnostic
 	EvidenceIDs  []string
 	Reason       string // why the host failed or downgraded the call
@@ -123,9 +130,22 @@ func containsString(ss []string, s string) bool {
 	return false
 }
 
-// Invoke sends one approved action and derives its outcome. Every handle
-// issued for it is revoked before Invoke returns.
+// Invoke runs one call on this plugin through the host's invoke path
+// (policy decision, evidence, handle revocation, outcome); Host.Invoke is
+// the same path with the registry in front.
 func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error) {
+	return invokePath{opts: p.opts}.invoke(ctx, p.inst.Name, p, req)
+}
+
+// Prepare resolves a plugin/v1 method against the host's compiled ports
+// and the input against its type.
+func (p *Plugin) Prepare(req InvokeRequest) (Action, error) {
+	p.mu.Lock()
+	refuse := p.closed || p.notServing
+	p.mu.Unlock()
+	if refuse {
+		return nil, ErrNotServing
+	}
 	md, rule, err := p.method(req.Method)
 	if err != nil {
 		return nil, err
@@ -133,34 +153,51 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 	if req.DryRun && !rule.GetDryRunSupported() {
 		return nil, ErrDryRunUnsupported
 	}
-	decision := Decision{Rule: "no policy"}
-	if p.opts.Policy != nil {
-		decision = p.opts.Policy.Decide(p.inst.Name, req.Method, rule.GetRiskClass(), req.DryRun)
+	in := req.Input
+	if in == nil {
+		dm := dynamicpb.NewMessage(md.Input())
+		if len(req.JSON) > 0 {
+			if err := (protojson.UnmarshalOptions{}).Unmarshal(req.JSON, dm); err != nil {
+				return nil, fmt.Errorf("%w %s", ErrBadInput, md.Input().FullName())
+			}
+		}
+		in = dm
 	}
-	rec, _ := p.record("policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
-		"allow": decision.Allow, "rule": decision.Rule, "risk_class": rule.GetRiskClass().String()})
-	if !decision.Allow {
-		return nil, fmt.Errorf("%w (rule %s)", ErrPolicyDenied, decision.Rule)
+	if in.ProtoReflect().Descriptor().FullName() != md.Input().FullName() {
+		return nil, fmt.Errorf("%w %s", ErrBadInput, md.Input().FullName())
 	}
-	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
-		return nil, ErrDeadlineRequired
-	}
-	if req.Input == nil || req.Input.ProtoReflect().Descriptor().FullName() != md.Input().FullName() {
-		return nil, fmt.Errorf("input is not of the method's input type %s", md.Input().FullName())
-	}
-	input, err := anypb.New(req.Input)
+	input, err := anypb.New(in)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w %s", ErrBadInput, md.Input().FullName())
 	}
-	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
+	return &v1Action{p: p, method: req.Method, md: md, rule: rule, input: input, msg: in}, nil
+}
+
+// v1Action is a prepared plugin/v1 call.
+type v1Action struct {
+	p      *Plugin
+	method string
+	md     protoreflect.MethodDescriptor
+	rule   plugin.PortRule
+	input  *anypb.Any
+	msg    proto.Message
+}
+
+func (a *v1Action) Risk() pluginv1.RiskClass { return a.rule.GetRiskClass() }
+
+func (a *v1Action) Run(ctx context.Context, call Call) *Outcome {
+	p := a.p
+	out := &Outcome{InvocationID: call.ID}
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	inv := &invocation{id: newInvocationID(), deadline: req.Deadline, dryRun: req.DryRun, cancel: cancel,
+	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, cancel: cancel,
 		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
-		references: findReferences(req.Input.ProtoReflect())}
+		references: findReferences(a.msg.ProtoReflect())}
 	p.mu.Lock()
 	if p.closed || p.notServing {
 		p.mu.Unlock()
-		return nil, ErrNotServing
+		out.Status, out.Reason = pluginv1.Status_STATUS_FAILED, ErrNotServing.Error()
+		return out
 	}
 	p.inflight[inv.id] = inv
 	p.mu.Unlock()
@@ -169,24 +206,17 @@ func (p *Plugin) Invoke(ctx context.Context, req InvokeRequest) (*Outcome, error
 		delete(p.inflight, inv.id)
 		p.mu.Unlock()
 	}()
-
-	out := &Outcome{InvocationID: inv.id}
-	p.record("invocation.start", inv.id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
-		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)})
-	env := &pluginv1.Envelope{Method: req.Method, Request: input, Context: &pluginv1.ActionContext{
-		InvocationId: inv.id, Actor: req.Actor, Deadline: timestamppb.New(req.Deadline), DryRun: req.DryRun,
-		IdempotencyKey: inv.id, PolicyDecisionId: rec.ID}}
-	p.run(ctx, md, rule, env, inv, out, req.OnRunning)
-
-	// Revoke before anyone is told the call is over.
-	if p.opts.Broker != nil {
-		if _, err := p.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), inv.id); err != nil {
-			p.log.Error("revoke invocation handles", "invocation", inv.id, "err", err)
+	env := &pluginv1.Envelope{Method: a.method, Request: a.input, Context: &pluginv1.ActionContext{
+		InvocationId: inv.id, Actor: call.Actor, Deadline: timestamppb.New(call.Deadline), DryRun: call.DryRun,
+		IdempotencyKey: inv.id, PolicyDecisionId: call.PolicyDecisionID}}
+	p.run(ctx, a.md, a.rule, env, inv, out, call.OnRunning)
+	if out.Result != nil {
+		msg := dynamicpb.NewMessage(a.md.Output())
+		if err := proto.Unmarshal(out.Result.GetValue(), msg); err == nil {
+			out.Data, _ = protojson.Marshal(msg)
 		}
 	}
-	p.record("invocation.outcome", inv.id, map[string]any{"status": out.Status.String(), "reason": out.Reason,
-		"evidence_ids": out.EvidenceIDs})
-	return out, nil
+	return out
 }
 
 func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule plugin.PortRule, env *pluginv1.Envelope,
@@ -201,7 +231,7 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 	}
 	stream, err := p.client.Invoke(ctx, &pluginv1.InvokeRequest{Envelope: env})
 	if err != nil {
-		failed("invoke: " + err.Error())
+		failed("invoke: the provider could not be reached")
 		return
 	}
 	var terminal *pluginv1.ActionResult
@@ -214,7 +244,7 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 			// The provider sees the same deadline (grpc-timeout) and may
 			// report DeadlineExceeded a moment before our context fires.
 			if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
-				failed("deadline passed; the call was cancelled")
+				failed(cancelReason(ctx))
 			} else {
 				// A provider rejection with no stream message only ends FAILED.
 				failed("the provider ended the stream with an error")

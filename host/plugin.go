@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,14 +20,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -69,8 +73,21 @@ type Options struct {
 	// Artifacts serves ResolveReference; none when nil.
 	Artifacts        Artifacts
 	HandshakeTimeout time.Duration
-	ShutdownGrace    time.Duration
-	Log              *slog.Logger
+	// ShutdownGrace bounds Shutdown as a whole: the Shutdown RPC and the
+	// wait for the exit share it; then the process group is killed.
+	ShutdownGrace time.Duration
+	// Restart is how a crashed plugin is restarted; HealthInterval how
+	// often a running one is probed (zero: DefaultHealthInterval).
+	Restart        RestartPolicy
+	HealthInterval time.Duration
+	// StderrLevel is the level of plugin stderr lines (default info);
+	// Redactor removes credential-shaped values from them and from
+	// HostService.Log fields (nil: the built-in shapes).
+	StderrLevel slog.Level
+	Redactor    *redact.Redactor
+	// Registerer receives the plugin metrics; none when nil.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
 }
 
 // Errors of the launch sequence; each wraps the detail of what failed.
@@ -89,8 +106,7 @@ type Plugin struct {
 	offer   []uint32 // protocol versions offered at launch
 	version uint32   // negotiated
 	opts    Options
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc    *supervise.Proc
 	conn    *grpc.ClientConn
 	client  pluginv1.PluginServiceClient
 	host    *grpc.Server
@@ -123,12 +139,15 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	if err := checkDigest(inst.Binary, inst.BinarySHA256); err != nil {
 		return nil, err
 	}
-	p := &Plugin{inst: inst, opts: opts, offer: offer, exited: make(chan struct{}), inflight: map[string]*invocation{},
-		log: opts.Log.With("plugin", inst.Name)}
+	p := &Plugin{inst: inst, opts: opts, offer: offer, inflight: map[string]*invocation{},
+		log: opts.Log.With("plugin", inst.Name, "kind", string(KindPluginV1))}
 	defer func() {
 		if err != nil {
 			p.kill()
 			p.cleanup()
+			for _, d := range p.dirs {
+				os.RemoveAll(d)
+			}
 			p.record("lifecycle.launch_failed", "", map[string]any{"reason": err.Error()})
 		}
 	}()
@@ -164,17 +183,21 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	if opts.EgressProxy != "" {
 		cmd.Env = append(cmd.Env, "HTTP_PROXY=http://"+opts.EgressProxy, "http_proxy=http://"+opts.EgressProxy)
 	}
-	supervise.Prepare(cmd)
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipe, not StdoutPipe: cmd.Wait closes StdoutPipe's reader
+	// when the process exits, racing a handshake line still being read.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = &logWriter{log: p.log}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = stdoutW
+	proc, err := supervise.Start(cmd, supervise.ProcOptions{Dirs: p.dirs, CloseAfterStart: []io.Closer{stdoutW},
+		Stderr: supervise.NewLineLog(p.log, opts.StderrLevel, opts.Redactor)})
+	if err != nil {
+		stdout.Close()
+		p.dirs = nil // removed by Start
 		return nil, fmt.Errorf("start provider: %w", err)
 	}
-	p.cmd = cmd
-	go func() { _ = cmd.Wait(); close(p.exited) }()
+	p.proc, p.dirs = proc, nil // the directories now die with the process
 
 	type lineResult struct {
 		hl  HandshakeLine
@@ -185,6 +208,7 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		hl, err := ReadHandshakeLine(stdout)
 		lc <- lineResult{hl, err}
 		_, _ = io.Copy(io.Discard, stdout) // a provider may print more; never block it
+		stdout.Close()
 	}()
 	var line HandshakeLine
 	select {
@@ -204,7 +228,7 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	p.version = line.AppVersion
 	p.conn, err = grpc.NewClient("unix://"+line.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
+		return nil, fmt.Errorf("%w: socket: not a dialable unix socket path", ErrHandshake)
 	}
 	p.client = pluginv1.NewPluginServiceClient(p.conn)
 	if err := p.handshake(ctx, line); err != nil {
@@ -252,7 +276,7 @@ func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 	resp, err := p.client.Handshake(ctx, &pluginv1.HandshakeRequest{SpecVersion: SpecVersion, ProtocolVersions: offer,
 		Ports: p.inst.Manifest.GetPorts()})
 	if err != nil {
-		return fmt.Errorf("%w: Handshake: %w", ErrHandshake, err)
+		return fmt.Errorf("%w: Handshake failed with code %s", ErrHandshake, status.Code(err))
 	}
 	if v := resp.GetProtocolVersion(); v == 0 || !slices.Contains(offer, v) || v != line.AppVersion {
 		return fmt.Errorf("%w: protocol_version is not the offered one on the handshake line", ErrHandshake)
@@ -268,14 +292,14 @@ func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 	}
 	m, err := p.client.GetManifest(ctx, &pluginv1.GetManifestRequest{}, grpc.MaxCallRecvMsgSize(MaxManifestSize))
 	if err != nil {
-		return fmt.Errorf("%w: GetManifest: %w", ErrManifestMismatch, err)
+		return fmt.Errorf("%w: GetManifest failed with code %s", ErrManifestMismatch, status.Code(err))
 	}
 	if !sameManifest(p.inst.Manifest, m) {
 		return ErrManifestMismatch
 	}
 	set, err := p.client.GetDescriptors(ctx, &pluginv1.GetDescriptorsRequest{}, grpc.MaxCallRecvMsgSize(MaxDescriptorBytes))
 	if err != nil {
-		return fmt.Errorf("%w: GetDescriptors: %w", ErrDescriptors, err)
+		return fmt.Errorf("%w: GetDescriptors failed with code %s", ErrDescriptors, status.Code(err))
 	}
 	return p.checkDescriptors(set)
 }
@@ -316,15 +340,7 @@ func (p *Plugin) checkDescriptors(set *descriptorpb.FileDescriptorSet) error {
 
 // record appends a host-authored evidence record; failures are logged.
 func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, error) {
-	if p.opts.Evidence == nil {
-		return Record{}, nil
-	}
-	b, _ := jsonMarshal(data)
-	r, err := p.opts.Evidence.Append(Record{Type: typ, Plugin: p.inst.Name, Invocation: invocation, Data: b})
-	if err != nil {
-		p.log.Error("evidence append failed", "type", typ, "err", err)
-	}
-	return r, err
+	return p.opts.record(p.inst.Name, typ, invocation, data)
 }
 
 // Health asks the provider and remembers the answer: a plugin that is not
@@ -341,7 +357,7 @@ func (p *Plugin) Health(ctx context.Context) error {
 func (p *Plugin) health(ctx context.Context) error {
 	r, err := p.client.Health(ctx, &pluginv1.HealthRequest{})
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotServing, err)
+		return fmt.Errorf("%w: %w: Health failed with code %s", ErrNotServing, ErrProbeFailed, status.Code(err))
 	}
 	switch r.GetStatus() {
 	case pluginv1.HealthStatus_HEALTH_STATUS_SERVING:
@@ -349,17 +365,39 @@ func (p *Plugin) health(ctx context.Context) error {
 	case pluginv1.HealthStatus_HEALTH_STATUS_NOT_SERVING:
 		return ErrNotServing
 	}
-	return fmt.Errorf("%w: health status is unspecified", ErrNotServing)
+	return fmt.Errorf("%w: %w: health status is unspecified", ErrNotServing, ErrProbeFailed)
 }
 
-// Pid is the provider's process id.
-func (p *Plugin) Pid() int { return p.cmd.Process.Pid }
+// Kind is plugin/v1.
+func (p *Plugin) Kind() Kind { return KindPluginV1 }
 
-// Exited is closed when the provider process has exited.
-func (p *Plugin) Exited() <-chan struct{} { return p.exited }
+// Protocol is the negotiated app protocol version.
+func (p *Plugin) Protocol() string { return strconv.FormatUint(uint64(p.version), 10) }
+
+// Pid is the provider's process id.
+func (p *Plugin) Pid() int { return p.proc.Pid() }
+
+// Exited is closed when the provider process has exited and its process
+// group is dead.
+func (p *Plugin) Exited() <-chan struct{} { return p.proc.Exited() }
+
+// Fault: every exit of a provider the host did not ask for is one.
+func (p *Plugin) Fault() error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil
+	}
+	if err := p.proc.Err(); err != nil {
+		return fmt.Errorf("provider exited unexpectedly: %w", err)
+	}
+	return errors.New("provider exited unexpectedly with status 0")
+}
 
 // Shutdown cancels in-flight invocations, revokes the plugin's handles,
-// asks the provider to stop, and kills it after the grace period.
+// asks the provider to stop, and kills its process group when the grace
+// (one budget for the RPC and the exit) has passed.
 func (p *Plugin) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -371,15 +409,16 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 		inv.cancel()
 	}
 	p.mu.Unlock()
+	deadline := time.Now().Add(p.opts.ShutdownGrace)
 	var revokeErr error
 	if p.opts.Broker != nil {
-		_, revokeErr = p.opts.Broker.RevokePlugin(ctx, p.inst.Name)
+		_, revokeErr = p.opts.Broker.RevokePlugin(context.WithoutCancel(ctx), p.inst.Name)
 	}
-	sctx, cancel := context.WithTimeout(ctx, p.opts.ShutdownGrace)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	_, _ = p.client.Shutdown(sctx, &pluginv1.ShutdownRequest{})
 	cancel()
-	if supervise.Stop(p.cmd, p.exited, supervise.Step{Wait: p.opts.ShutdownGrace, Signal: syscall.SIGKILL}) > 0 {
-		p.log.Warn("provider ignored Shutdown; killed it")
+	if p.proc.Stop(supervise.Step{Wait: time.Until(deadline), Signal: syscall.SIGKILL}) > 0 {
+		p.log.Warn("provider did not exit within the shutdown grace; killed its process group", "grace", p.opts.ShutdownGrace)
 	}
 	p.cleanup()
 	p.record("lifecycle.shutdown", "", nil)
@@ -387,13 +426,13 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 }
 
 func (p *Plugin) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		supervise.Signal(p.cmd, syscall.SIGKILL)
-		<-p.exited
+	if p.proc != nil {
+		p.proc.Kill()
 	}
 }
 
-// Kill ends the provider process at once (the host may always do so).
+// Kill ends the provider's process group at once (the host may always do
+// so).
 func (p *Plugin) Kill() { p.kill() }
 
 func (p *Plugin) cleanup() {
@@ -403,20 +442,4 @@ func (p *Plugin) cleanup() {
 	if p.host != nil {
 		p.host.Stop()
 	}
-	for _, d := range p.dirs {
-		os.RemoveAll(d)
-	}
-}
-
-// logWriter turns the provider's stderr into log lines.
-type logWriter struct{ log *slog.Logger }
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		if len(line) > 2048 {
-			line = line[:2048] + "…"
-		}
-		w.log.Info("provider stderr", "line", line)
-	}
-	return len(b), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/daemon"
 	"io"
 )
 
@@ -40,14 +41,14 @@ func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return nil
 	}
 	log := newLogger(cfg.Log, stderr)
-	vc, err := connectVault(ctx, cfg, log)
+	vc, err := daemon.ConnectVault(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	if vc != nil {
 		fmt.Fprintf(stdout, "vault: logged in to %s (method %s)\n", cfg.Vault.Address, methodName(cfg.Vault.Auth.Method))
 	}
-	b, _, closeBroker, err := newBroker(cfg, vc, nil, log)
+	b, _, closeBroker, err := daemon.NewBroker(cfg, vc, nil, log)
 	if err != nil {
 		return err
 	}

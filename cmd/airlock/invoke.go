@@ -25,7 +25,15 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dryRun := fs.Bool("dry-run", false, "ask for a dry run")
 	timeout := fs.Duration("timeout", 60*time.Second, "invocation deadline, from now")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock invoke [flags] PLUGIN METHOD [INPUT-JSON]\n\nMETHOD is numinance.ports.<name>.v<major>.<Service>/<Method>; INPUT-JSON is the method's input in proto JSON.")
+		fmt.Fprintln(stderr, `usage: airlock invoke [flags] PLUGIN METHOD [INPUT-JSON]
+
+For a plugin/v1 provider, METHOD is numinance.ports.<name>.v<major>.<Service>/<Method> and
+INPUT-JSON is the method's input in proto JSON:
+  airlock invoke example.tickets numinance.ports.tickets.v1.Tickets/ListTickets '{"project":"demo"}'
+For an Executa plugin, METHOD is a tool name from its manifest and INPUT-JSON the tool's
+arguments object:
+  airlock invoke executa-tickets summarize '{"base_url":"http://tickets.demo.airlock.test:8443"}'
+The outcome is printed with its result; a plugin's own failure exits 1 with status FAILED.`)
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {

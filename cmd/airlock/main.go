@@ -1,6 +1,6 @@
-// Command airlock is the single Airlock binary: the broker, egress proxy
-// and token issuer (`serve`), configuration checks, token tools and
-// version information.
+// Command airlock is the single Airlock binary. It parses flags, loads
+// the config and calls the library entry points (package daemon) that
+// hold every lifecycle.
 package main
 
 import (
@@ -18,8 +18,9 @@ const usage = `usage: airlock <command> [flags]
 commands:
   dev           run host, broker, proxy and token issuer in one process with a demo plugin
   host          run the installed plugins beside airlock serve; host install DIR installs one
-  invoke        call a plugin method through the host's control API
-  serve         run the admin listener and token issuer (and, later, broker and proxy)
+  invoke        call a plugin method or Executa tool through the host's control API
+  plugins       list the host's plugins: kind, state, restarts, health, last failure
+  serve         run the broker, egress proxy, token issuer, broker API and admin listener
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
   evidence      verify an evidence log's hash chain (airlock evidence verify FILE)
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdHost(ctx, rest, stdout, stderr)
 	case "invoke":
 		err = cmdInvoke(ctx, rest, stdout, stderr)
+	case "plugins":
+		err = cmdPlugins(ctx, rest, stdout, stderr)
 	case "dev":
 		err = cmdDev(ctx, rest, stdout, stderr)
 	case "evidence":

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/daemon"
 	"io"
 	"net/http"
 	"strings"
@@ -81,7 +82,7 @@ func cmdTokenMint(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Tokens.Keys.Source == tokens.SourceMemory {
 		log.Warn("key source is memory: this token verifies only against keys of this process, which ends now")
 	}
-	ring, err := ringForCLI(ctx, cfg, log)
+	ring, err := daemon.RingForCLI(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func cmdTokenMint(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	b := tokens.Binding{UserID: *user, ExecutaToolID: *tool, ToolInvokeID: *invoke}
 	dl := time.Now().Add(*deadline)
-	iss := newIssuer(cfg, ring)
+	iss := daemon.NewIssuer(cfg, ring)
 	var tok string
 	if aud == tokens.AudienceSampling {
 		tok, _, err = iss.MintSampling(tokens.SamplingGrant{Binding: b, Deadline: dl, MaxTokensPerCall: *maxTokens, MaxCallsPerInvoke: *maxCalls})
@@ -161,7 +162,7 @@ func cmdTokenRotate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errors.New("key source is memory: there is no shared key set to rotate; use tokens.rotate_every, or a file or vault key source")
 	}
 	log := newLogger(cfg.Log, stderr)
-	ring, err := ringForCLI(ctx, cfg, log)
+	ring, err := daemon.RingForCLI(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

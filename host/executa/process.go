@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -56,22 +57,26 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// PluginConfig is one Executa plugin as the security team configured it.
+// PluginConfig is one Executa plugin as the security team configured it:
+// an entry of host.executa.plugins in the config file.
 type PluginConfig struct {
-	Name    string
-	Command string
-	Args    []string
+	Name    string   `yaml:"name"`
+	Command string   `yaml:"command"` // absolute path
+	Args    []string `yaml:"args"`
 	// Strict passes only PATH, HOME, LANG, TMPDIR and the proxy.
-	Strict   bool
-	EnvDeny  []string
-	Onefile  bool
-	FirstRun bool // the first launch of this binary (describe gets 60 s when Onefile)
-	// Credentials bind declared credential names to broker intents: the
-	// plugin receives a handle.
-	Credentials map[string]string
+	Strict  bool     `yaml:"strict"`
+	EnvDeny []string `yaml:"env_deny"`
+	// Onefile gives the first describe 60 s (PyInstaller-style unpack).
+	Onefile bool `yaml:"onefile"`
+	// FirstRun is set by the host on the first launch of this binary
+	// (describe gets 60 s when Onefile).
+	FirstRun bool `yaml:"-"`
+	// Credentials map each credential the manifest declares to a broker
+	// intent: the plugin receives a handle, never the secret.
+	Credentials map[string]string `yaml:"credentials"`
 	// RawCredentials is the explicit, logged opt-in for plugins that cannot
 	// use the proxy: the secret value itself is delivered.
-	RawCredentials map[string]string
+	RawCredentials map[string]string `yaml:"-"`
 }
 
 // Secrets reads a configured intent's secret (for the raw opt-in).
@@ -99,6 +104,12 @@ type Options struct {
 	Files *Files
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
+	// Record, when set, receives the host-authored evidence of this
+	// plugin's invokes (credential.issued).
+	Record func(typ, invocation string, data map[string]any)
+	// StderrLevel and Redactor shape the plugin's stderr log lines.
+	StderrLevel slog.Level
+	Redactor    *redact.Redactor
 }
 
 // Errors.
@@ -108,13 +119,33 @@ var (
 	ErrTimeout      = errors.New("plugin did not answer in time")
 	ErrPluginExited = errors.New("plugin process exited")
 	ErrExitedEarly  = errors.New("plugin exited after one response: it must keep reading stdin until EOF (Executa pitfall #1)")
+	// ErrInvalidManifest: describe returned a manifest that does not
+	// validate.
+	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrFileTransportRefused: the plugin announced its answer in a file
+	// the host may not read (not negotiated, or outside its temp dir).
+	ErrFileTransportRefused = errors.New("file transport refused")
+	// ErrNotReady: the plugin says it is not ready yet (initializing).
+	ErrNotReady = errors.New("plugin is not ready")
+	// ErrUnhealthy: the plugin gave no valid health answer, or said it is
+	// in error.
+	ErrUnhealthy = errors.New("plugin is unhealthy")
 )
+
+// fileTransportRefused stands in for an answer whose file was refused.
+var fileTransportRefused = &RPCError{Code: CodeInternalError, Message: "file transport refused"}
+
+// ToolError is an invoke the plugin answered with a JSON-RPC error; the
+// plugin's message is not kept (it is plugin-supplied).
+type ToolError struct{ Code int }
+
+func (e *ToolError) Error() string { return fmt.Sprintf("the plugin answered invoke with error code %d", e.Code) }
 
 // Process is one running Executa plugin.
 type Process struct {
 	cfg    PluginConfig
 	opts   Options
-	cmd    *exec.Cmd
+	proc   *supervise.Proc
 	stdin  io.WriteCloser
 	tmpdir string
 	log    *slog.Logger
@@ -125,8 +156,6 @@ type Process struct {
 	nextID  int64
 	invokes map[string]*liveInvoke
 	answers int
-	exited  chan struct{}
-	exitErr error
 	closing bool
 
 	progress *progressLog
@@ -138,6 +167,9 @@ type Process struct {
 }
 
 type liveInvoke struct {
+	// ctx ends with the invoke: reverse calls made for it (sampling,
+	// storage) are cancelled when it ends.
+	ctx           context.Context
 	id            string
 	binding       tokens.Binding
 	samplingToken string
@@ -162,36 +194,39 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		return nil, err
 	}
 	p := &Process{cfg: cfg, opts: opts, tmpdir: tmp, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
-		progress: newProgressLog(),
-		exited:   make(chan struct{}), log: opts.Log.With("plugin", cfg.Name)}
+		progress: newProgressLog(), log: opts.Log.With("plugin", cfg.Name, "kind", "executa")}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = pluginEnv(os.Environ(), cfg.Strict, cfg.EnvDeny, opts.EgressProxy, tmp)
 	cmd.Dir = tmp
-	supervise.Prepare(cmd)
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		os.RemoveAll(tmp)
 		return nil, err
 	}
-	cmd.Stderr = &stderrLog{log: p.log}
-	if err := cmd.Start(); err != nil {
+	p.stdin = stdin
+	// Our own stdout pipe: cmd.Wait must not close it under the reader.
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
 		os.RemoveAll(tmp)
+		return nil, err
+	}
+	cmd.Stdout = stdoutW
+	proc, err := supervise.Start(cmd, supervise.ProcOptions{Dirs: []string{tmp}, CloseAfterStart: []io.Closer{stdoutW},
+		Stderr: supervise.NewLineLog(p.log, opts.StderrLevel, opts.Redactor)})
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}
-	p.cmd = cmd
+	p.proc = proc
 	go p.readLoop(stdout)
 	go func() {
-		err := cmd.Wait()
+		<-proc.Exited()
 		p.mu.Lock()
-		p.exitErr = err
 		for id, ch := range p.pending {
 			close(ch)
 			delete(p.pending, id)
 		}
 		p.mu.Unlock()
-		close(p.exited)
 	}()
 	if err := p.initialize(ctx); err != nil {
 		p.kill()
@@ -204,7 +239,8 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	return p, nil
 }
 
-func (p *Process) readLoop(stdout io.Reader) {
+func (p *Process) readLoop(stdout io.ReadCloser) {
+	defer stdout.Close()
 	fr := NewFrameReader(stdout)
 	seenFrame := false
 	for {
@@ -256,7 +292,7 @@ func (p *Process) deliver(m *Message) {
 // reading it only if fileTransport was negotiated and the file is in the
 // plugin's own temp directory; the file is deleted.
 func (p *Process) fileTransport(m *Message) *Message {
-	bad := &Message{ID: m.ID, Error: &RPCError{Code: CodeInternalError, Message: "file transport refused"}}
+	bad := &Message{ID: m.ID, Error: fileTransportRefused}
 	if _, ok := p.Capabilities["fileTransport"]; !ok && p.Protocol == ProtocolV2 {
 		// The host offers fileTransport; the plugin must have echoed it.
 		return bad
@@ -384,11 +420,11 @@ func (p *Process) describe(ctx context.Context) error {
 		return fmt.Errorf("describe: %w", err)
 	}
 	if m.Error != nil {
-		return fmt.Errorf("describe: %w", m.Error)
+		return fmt.Errorf("describe: the plugin answered with error code %d", m.Error.Code)
 	}
 	man, err := ParseManifest(m.Result)
 	if err != nil {
-		return fmt.Errorf("describe: invalid manifest:\n%w", err)
+		return fmt.Errorf("describe: %w:\n%w", ErrInvalidManifest, err)
 	}
 	p.Manifest = man
 	return nil
@@ -396,6 +432,11 @@ func (p *Process) describe(ctx context.Context) error {
 
 // InvokeRequest is one tool call.
 type InvokeRequest struct {
+	// InvokeID is the host's invocation id (sent as invoke_id); a random
+	// one when empty.
+	InvokeID string
+	// Deadline, when set, bounds the call besides the tool's timeout.
+	Deadline  time.Time
 	Tool      string
 	Arguments json.RawMessage
 	UserID    string
@@ -426,15 +467,23 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		timeout = time.Duration(tool.Timeout) * time.Second
 	}
 	deadline := time.Now().Add(timeout)
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	invokeID := hex.EncodeToString(b[:])
+	if !req.Deadline.IsZero() && req.Deadline.Before(deadline) {
+		deadline = req.Deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	invokeID := req.InvokeID
+	if invokeID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		invokeID = hex.EncodeToString(b[:])
+	}
 	binding := tokens.Binding{UserID: req.UserID, ExecutaToolID: p.cfg.Name + "/" + req.Tool, ToolInvokeID: invokeID}
 	if binding.UserID == "" {
 		binding.UserID = "local"
 	}
 	c := map[string]any{"invoke_id": invokeID}
-	live := &liveInvoke{id: invokeID, binding: binding}
+	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding}
 	creds, err := p.credentials(ctx, invokeID, deadline)
 	defer func() {
 		if p.opts.Broker != nil {
@@ -479,17 +528,23 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		delete(p.invokes, invokeID)
 		p.mu.Unlock()
 	}()
-	m, err := p.call(ctx, "invoke", map[string]any{"tool": req.Tool, "arguments": args, "context": c}, timeout)
-	if errors.Is(err, ErrTimeout) {
-		// The tool timed out: the host sends SIGTERM.
-		supervise.Signal(p.cmd, syscall.SIGTERM)
-		return nil, err
+	// invoke_id in params too: SDKs read it there (and some only there).
+	m, err := p.call(ctx, "invoke", map[string]any{"tool": req.Tool, "arguments": args, "context": c, "invoke_id": invokeID},
+		time.Until(deadline))
+	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		// The tool ran past its deadline (ours or the caller's): the host
+		// sends SIGTERM; the supervisor restarts the plugin.
+		p.proc.Signal(syscall.SIGTERM)
+		return nil, ErrTimeout
 	}
 	if err != nil {
 		return nil, err
 	}
+	if m.Error == fileTransportRefused {
+		return nil, ErrFileTransportRefused
+	}
 	if m.Error != nil {
-		return nil, m.Error
+		return nil, &ToolError{Code: m.Error.Code}
 	}
 	res := &InvokeResult{InvokeID: invokeID}
 	if err := json.Unmarshal(m.Result, res); err != nil {
@@ -502,21 +557,25 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 // the value for the explicit raw opt-in (logged).
 func (p *Process) credentials(ctx context.Context, invokeID string, deadline time.Time) (map[string]string, error) {
 	out := map[string]string{}
-	for _, c := range p.Manifest.Credentials {
+	for i, c := range p.Manifest.Credentials {
 		if intent, ok := p.cfg.Credentials[c.Name]; ok && p.opts.Broker != nil {
 			// No destinations: the broker uses the intent binding's.
 			iss, err := p.opts.Broker.Issue(ctx, broker.IssueRequest{PluginID: p.cfg.Name, InvocationID: invokeID,
 				Intent: intent, Deadline: deadline})
 			if err != nil {
-				return nil, fmt.Errorf("credential %s: %w", c.Name, err)
+				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
 			}
 			out[c.Name] = iss.Handle
+			if p.opts.Record != nil {
+				p.opts.Record("credential.issued", invokeID, map[string]any{"credential": c.Name, "intent": intent,
+					"handle_fp": iss.Fingerprint, "expires_at": iss.ExpiresAt})
+			}
 			continue
 		}
 		if intent, ok := p.cfg.RawCredentials[c.Name]; ok && p.opts.Secrets != nil {
 			s, err := p.opts.Secrets.SecretFor(ctx, intent, false)
 			if err != nil {
-				return nil, fmt.Errorf("credential %s: %w", c.Name, err)
+				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
 			}
 			p.log.Warn("raw secret delivered to plugin (explicit opt-in)", "credential", c.Name, "intent", intent)
 			out[c.Name] = s.Value
@@ -525,80 +584,95 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 	return out, nil
 }
 
-// Health asks the plugin; -32601 means healthy.
+// Health words the published SDKs answer with, mapped to what they mean.
+// Anything else is unhealthy (and never echoed).
+var healthWords = map[string]error{
+	"ready": nil, "healthy": nil, "ok": nil, "up": nil, "serving": nil, "running": nil, "pass": nil, "green": nil,
+	"initializing": ErrNotReady, "starting": ErrNotReady, "not_ready": ErrNotReady, "degraded": ErrNotReady,
+}
+
+// Health asks the plugin. -32601 (no health method) means healthy; the
+// status words of the lifecycle page and of the SDKs are accepted (see
+// healthWords, case-insensitive); "initializing" and the like are
+// ErrNotReady; anything else, or no answer, is ErrUnhealthy.
 func (p *Process) Health(ctx context.Context) error {
 	m, err := p.call(ctx, "health", map[string]any{}, p.opts.Timeouts.Health)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrUnhealthy, err)
 	}
 	if m.Error != nil {
 		if m.Error.Code == CodeMethodNotFound {
 			return nil
 		}
-		return m.Error
+		return fmt.Errorf("%w: health answered with error code %d", ErrUnhealthy, m.Error.Code)
 	}
 	var res struct {
-		Status string `json:"status"`
+		Status  string `json:"status"`
+		Healthy *bool  `json:"healthy"`
 	}
-	_ = json.Unmarshal(m.Result, &res)
-	if res.Status != "ready" {
-		return fmt.Errorf("plugin health is %q", res.Status)
+	if json.Unmarshal(m.Result, &res) != nil {
+		return fmt.Errorf("%w: health result is not an object", ErrUnhealthy)
 	}
-	return nil
+	if res.Status == "" && res.Healthy != nil {
+		if *res.Healthy {
+			return nil
+		}
+		return fmt.Errorf("%w: health says healthy: false", ErrUnhealthy)
+	}
+	verdict, known := healthWords[strings.ToLower(strings.TrimSpace(res.Status))]
+	if !known {
+		return fmt.Errorf("%w: health status is not one the host knows", ErrUnhealthy)
+	}
+	return verdict
 }
 
-// Exited is closed when the process has exited.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+// Exited is closed when the process has exited, its process group is
+// dead and its private directory removed.
+func (p *Process) Exited() <-chan struct{} { return p.proc.Exited() }
 
-// ExitReason explains an exit the host did not ask for.
-func (p *Process) ExitReason() error {
+// Pid is the plugin's process id.
+func (p *Process) Pid() int { return p.proc.Pid() }
+
+// Fault explains an exit the host did not ask for: nil for an exit with
+// status 0 (the plugin starts cold on the next call; if it answered
+// almost nothing, the lifecycle's pitfall #1 is logged), an error for a
+// non-zero exit or a signal.
+func (p *Process) Fault() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closing {
+	closing, answers := p.closing, p.answers
+	p.mu.Unlock()
+	err := p.proc.Err()
+	switch {
+	case closing:
 		return nil
+	case err == nil:
+		if answers <= 3 {
+			p.log.Warn(ErrExitedEarly.Error())
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: %v", ErrPluginExited, err)
 	}
-	if p.exitErr == nil && p.answers <= 3 {
-		// initialize, describe, one more: the long-running contract broke.
-		return ErrExitedEarly
-	}
-	if p.exitErr != nil {
-		return fmt.Errorf("%w: %v", ErrPluginExited, p.exitErr)
-	}
-	return ErrPluginExited
 }
 
-// Shutdown follows the contract: close stdin, wait StdinGrace, SIGTERM,
-// wait TermGrace, SIGKILL.
+// Shutdown follows the contract: close stdin, wait StdinGrace, SIGTERM
+// the process group, wait TermGrace, SIGKILL.
 func (p *Process) Shutdown() {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
 	_ = p.stdin.Close()
-	supervise.Stop(p.cmd, p.exited,
+	p.proc.Stop(
 		supervise.Step{Wait: p.opts.Timeouts.StdinGrace, Signal: syscall.SIGTERM},
 		supervise.Step{Wait: p.opts.Timeouts.TermGrace, Signal: syscall.SIGKILL})
-	os.RemoveAll(p.tmpdir)
 }
 
-func (p *Process) kill() {
+// Kill ends the process group at once.
+func (p *Process) Kill() {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
-	if p.cmd != nil && p.cmd.Process != nil {
-		supervise.Signal(p.cmd, syscall.SIGKILL)
-		<-p.exited
-	}
-	os.RemoveAll(p.tmpdir)
+	p.proc.Kill()
 }
 
-type stderrLog struct{ log *slog.Logger }
-
-func (w *stderrLog) Write(b []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		if len(line) > 2048 {
-			line = line[:2048] + "…"
-		}
-		w.log.Info("plugin stderr", "line", line)
-	}
-	return len(b), nil
-}
+func (p *Process) kill() { p.Kill() }

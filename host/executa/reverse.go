@@ -69,19 +69,19 @@ func (p *Process) reverse(m *Message) {
 			reply(rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
 			return
 		}
-		answer(p.sample(context.Background(), inv, m.Params))
+		answer(p.sample(inv.ctx, inv, m.Params))
 	case strings.HasPrefix(m.Method, "storage/"):
 		if !p.Manifest.Has(CapKV) {
 			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		answer(p.storage(context.Background(), inv, m.Method, m.Params))
+		answer(p.storage(inv.ctx, inv, m.Method, m.Params))
 	case strings.HasPrefix(m.Method, "files/"):
 		if !p.Manifest.Has(CapFiles) {
 			reply(rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		answer(p.storage(context.Background(), inv, m.Method, m.Params))
+		answer(p.storage(inv.ctx, inv, m.Method, m.Params))
 	default:
 		reply(&RPCError{Code: CodeMethodNotFound, Message: "method not found"})
 	}

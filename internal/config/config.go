@@ -175,6 +175,12 @@ func (c *Config) applyDefaults() {
 	if h.Control == "" {
 		h.Control = host.DefaultControl
 	}
+	if h.Admin == "" {
+		h.Admin = host.DefaultAdmin
+	}
+	if h.StderrLevel == "" {
+		h.StderrLevel = "info"
+	}
 	if h.Broker == "" {
 		h.Broker = "unix:" + c.Broker.API.Socket
 	}

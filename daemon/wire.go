@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/airlock-dev/airlock/tokens"
 )
 
-// connectVault logs in to Vault when the config names it; nil otherwise.
+// ConnectVault logs in to Vault when the config names it; nil otherwise.
 // The caller runs Client.Run to keep the token alive.
-func connectVault(ctx context.Context, cfg *config.Config, log *slog.Logger) (*vault.Client, error) {
+func ConnectVault(ctx context.Context, cfg *config.Config, log *slog.Logger) (*vault.Client, error) {
 	if !cfg.Vault.Configured() {
 		return nil, nil
 	}
@@ -44,8 +44,8 @@ func keySource(cfg *config.Config, vc *vault.Client) (tokens.KeySource, error) {
 	}
 }
 
-// newRing loads (or creates) the signing-key ring.
-func newRing(ctx context.Context, cfg *config.Config, vc *vault.Client, log *slog.Logger) (*tokens.Ring, error) {
+// NewRing loads (or creates) the signing-key ring.
+func NewRing(ctx context.Context, cfg *config.Config, vc *vault.Client, log *slog.Logger) (*tokens.Ring, error) {
 	src, err := keySource(cfg, vc)
 	if err != nil {
 		return nil, err
@@ -62,19 +62,20 @@ func newRing(ctx context.Context, cfg *config.Config, vc *vault.Client, log *slo
 	return ring, nil
 }
 
-// ringForCLI connects to Vault only when the key source needs it.
-func ringForCLI(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tokens.Ring, error) {
+// RingForCLI connects to Vault only when the key source needs it.
+func RingForCLI(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tokens.Ring, error) {
 	var vc *vault.Client
 	if cfg.Tokens.Keys.Source == tokens.SourceVault {
 		var err error
-		if vc, err = connectVault(ctx, cfg, log); err != nil {
+		if vc, err = ConnectVault(ctx, cfg, log); err != nil {
 			return nil, err
 		}
 	}
-	return newRing(ctx, cfg, vc, log)
+	return NewRing(ctx, cfg, vc, log)
 }
 
-func newIssuer(cfg *config.Config, ring *tokens.Ring) *tokens.Issuer {
+// NewIssuer is the token issuer the config describes, over ring.
+func NewIssuer(cfg *config.Config, ring *tokens.Ring) *tokens.Issuer {
 	return tokens.NewIssuer(ring, tokens.IssuerOptions{
 		Issuer: cfg.Tokens.Issuer, TTL: cfg.Tokens.TTL, Grace: cfg.Tokens.Grace,
 	})
@@ -92,9 +93,9 @@ func secretSources(cfg *config.Config, vc *vault.Client) map[string]broker.Secre
 	return sources
 }
 
-// newBroker builds the broker and returns a function that runs its
+// NewBroker builds the broker and returns a function that runs its
 // background work (memory-store sweeping) until ctx ends, and a closer.
-func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger) (*broker.Broker, func(context.Context), func(), error) {
+func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger) (*broker.Broker, func(context.Context), func(), error) {
 	bc := cfg.Broker
 	m := broker.NewMetrics(reg)
 	var store broker.Store

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/airlock-dev/airlock/host"
+)
+
+func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plugins", stderr)
+	control := fs.String("control", envOr("AIRLOCK_CONTROL", DefaultControl), "control API: http://host:port or unix:/path")
+	asJSON := fs.Bool("json", false, "print the control API's JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock plugins [--control ADDR] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	client, base := controlClient(*control)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/plugins", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", *control, err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Plugins []host.Status `json:"plugins"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("control API at %s answered %s", *control, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
+		return fmt.Errorf("control API sent no plugin list")
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tRESTARTS\tHEALTH\tLAST FAILURE")
+	for _, p := range list.Plugins {
+		pid := "-"
+		if p.Pid != 0 {
+			pid = fmt.Sprint(p.Pid)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, p.Restarts,
+			p.Health, orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

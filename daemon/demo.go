@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/airlock-dev/airlock/host"
+)
+
+// demoUpstream is the third-party API of the demo: it checks the secret
+// and says, by fingerprint, what it received.
+func demoUpstream(secret, fp string, out io.Writer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			fmt.Fprintf(out, "demo upstream: %s %s WITHOUT the demo secret -> 401\n", r.Method, r.URL.Path)
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(out, "demo upstream: %s %s carried the demo secret (sha256 %s); the provider only ever held a handle\n", r.Method, r.URL.Path, fp)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/tickets":
+			_ = json.NewEncoder(w).Encode([]map[string]string{
+				{"id": "DEMO-1", "title": "Rotate the billing API key", "state": "open"},
+				{"id": "DEMO-2", "title": "Review plugin manifests", "state": "closed"},
+			})
+		case r.Method == http.MethodPost && r.URL.Path == "/api/tickets":
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": "DEMO-3", "title": "created through airlock", "state": "open"})
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+type banner struct {
+	proxy, control, admin, upstream string
+	upPort                          int
+	secrets, secretFP, kid          string
+	evidence, invoke                string
+	status                          []host.Status
+}
+
+func printBanner(out io.Writer, b banner) {
+	var plugins, try strings.Builder
+	for _, s := range b.status {
+		fmt.Fprintf(&plugins, "  %-16s %-9s %-10s", s.Name, s.Kind, s.State)
+		if s.Pid != 0 {
+			fmt.Fprintf(&plugins, " pid %d", s.Pid)
+		}
+		if s.LastFailure != "" {
+			fmt.Fprintf(&plugins, " (%s)", s.LastFailure)
+		}
+		plugins.WriteString("\n")
+		switch s.Name {
+		case DemoPlugin:
+			fmt.Fprintf(&try, "  %s invoke %s numinance.ports.tickets.v1.Tickets/ListTickets '{\"project\":\"demo\"}'\n", b.invoke, DemoPlugin)
+		case DemoExecutaPlugin:
+			fmt.Fprintf(&try, "  %s invoke %s summarize '{\"base_url\":\"http://%s:%d\"}'\n", b.invoke, DemoExecutaPlugin, b.upstream, b.upPort)
+		}
+	}
+	fmt.Fprintf(out, `
+airlock dev is running:
+  egress proxy     http://%s   (plugins get HTTP_PROXY pointing here)
+  control API      http://%s   (POST /v1/invocations, GET /v1/plugins)
+  admin            http://%s   (/readyz, /metrics, JWKS)
+  demo upstream    https://%s:%d   (local TLS, trusted through upstream_ca_file)
+  demo secret      in %s, sha256 %s (only the proxy and the upstream see it)
+  signing key      %s
+  evidence         %s
+
+Plugins:
+%s
+Try a credentialed call end to end, in another terminal:
+
+%s  %s plugins
+
+Ctrl-C stops everything.
+
+`, b.proxy, b.control, b.admin, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke)
+}

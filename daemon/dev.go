@@ -1,0 +1,242 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/devca"
+	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/proxy"
+)
+
+// Names of the demo.
+const (
+	DemoHost          = "tickets.demo.airlock.test"
+	DemoPlugin        = "example.tickets"
+	DemoExecutaPlugin = "executa-tickets"
+)
+
+// DevOptions are Dev's options besides Options.
+type DevOptions struct {
+	Options
+	// Provider is the sample plugin/v1 provider binary (required).
+	Provider string
+	// Executa is the sample Executa plugin binary; skipped when the file
+	// does not exist.
+	Executa string
+	// Control is the control API's listen address (default host.control).
+	Control string
+	// Invoke is how the banner spells the airlock binary.
+	Invoke string
+}
+
+// Dev runs `airlock dev` until ctx ends: a Serve and a Host composed in
+// one process on embedded defaults — memory handle store, a generated demo
+// secret in a 0600 file, a local TLS demo upstream, the sample provider,
+// the sample Executa plugin and every plugin of host.executa — and prints
+// how to call them.
+func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
+	opts.Options = opts.Options.withDefaults()
+	out := opts.Stdout
+	if _, err := os.Stat(opts.Provider); err != nil {
+		return fmt.Errorf("sample provider %s: %w (build it with: go build -o %s ./examples/tickets-provider)", opts.Provider, err, opts.Provider)
+	}
+	dir := filepath.Join(cfg.StateDir, "dev")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// A demo secret, generated per run, kept in a 0600 file.
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	secret := "demo_" + hex.EncodeToString(raw[:])
+	secretFP := fingerprint(secret)
+	secrets := filepath.Join(dir, "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("demo/tickets: {token: "+secret+"}\n"), 0o600); err != nil {
+		return err
+	}
+
+	// The demo upstream: a local HTTPS ticket API that wants the secret.
+	ca, err := devca.New(dir, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	upCert, err := ca.IssueCert(DemoHost)
+	if err != nil {
+		return err
+	}
+	upL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	upSrv := &http.Server{Handler: demoUpstream(secret, secretFP, out), ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{upCert}}}
+	go func() { _ = upSrv.ServeTLS(upL, "", "") }()
+	defer upSrv.Close()
+	upPort := upL.Addr().(*net.TCPAddr).Port
+
+	if err := devConfig(cfg, dir, secrets, upPort, opts); err != nil {
+		return err
+	}
+	sn, err := startServe(ctx, cfg, opts.Options, serveParts{proxyConfig: func(pc *proxy.Config) {
+		pc.AllowCIDRs = append(pc.AllowCIDRs, "127.0.0.0/8")
+		pc.UpstreamCAFile = ca.PEMFile
+		pc.Resolve = map[string][]string{DemoHost: {"127.0.0.1"}}
+	}})
+	if err != nil {
+		return err
+	}
+	defer sn.stop()
+
+	evPath := filepath.Join(dir, "evidence.jsonl")
+	_ = os.Remove(evPath) // a fresh chain per dev run
+	ev, err := host.OpenEvidenceLog(evPath)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	ev.OnAppend = func(r host.Record) {
+		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
+	}
+	policy := host.AllowAll()
+	if cfg.Host.Policy != "" {
+		policy = nil // the configured one
+	}
+	hn, err := startHost(ctx, cfg, opts.Options, hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
+		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, admin: sn.admin, registry: sn.registry,
+		policy: policy, evidence: ev})
+	if err != nil {
+		return err
+	}
+	defer hn.stop()
+	inst, err := installDemoProvider(dir, opts.Provider, upPort)
+	if err != nil {
+		return err
+	}
+	if err := hn.h.AddProvider(inst); err != nil {
+		opts.Log.Error("the sample provider did not start", "reason", err.Error())
+	}
+	if opts.OnReady != nil {
+		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
+	}
+	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, admin: sn.adminAddr, upstream: DemoHost, upPort: upPort,
+		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
+		status: hn.h.Status()})
+
+	select {
+	case <-ctx.Done():
+	case <-sn.ctx.Done():
+	case <-hn.ctx.Done():
+	}
+	cancel()
+	herr := hn.stop()
+	serr := sn.stop()
+	fmt.Fprintln(out, "airlock dev stopped")
+	return errors.Join(herr, serr)
+}
+
+// devConfig turns the loaded config into the dev one: demo intents over
+// the file secret, a dev lockfile, the sampling fixture, and the sample
+// Executa plugin beside any configured ones.
+func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOptions) error {
+	ref := broker.SecretRef{Source: broker.SourceFile, Path: "demo/tickets", Field: "token"}
+	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
+	bc := cfg.Broker
+	bc.Secrets.File = secrets
+	if bc.Intents == nil {
+		bc.Intents = map[string]broker.Intent{}
+	}
+	bc.Intents["tickets.read"] = broker.Intent{Class: broker.ClassRead, Secret: ref, Inject: inj}
+	bc.Intents["tickets.write"] = broker.Intent{Class: broker.ClassWrite, Secret: ref, Inject: inj}
+	// The Executa sample uses its handle where the key goes; the proxy
+	// swaps it (placeholder substitution).
+	bc.Intents["tickets.placeholder"] = broker.Intent{Class: broker.ClassRead, Secret: ref,
+		Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
+		Destinations: []broker.Destination{{Host: DemoHost, Port: upPort, PathPrefix: "/api/", Methods: []string{"GET"}}}}
+	bc = bc.WithDefaults()
+	if err := bc.Validate(); err != nil {
+		return err
+	}
+	cfg.Broker = bc
+	if opts.Control != "" {
+		cfg.Host.Control = opts.Control
+	}
+	cfg.Host.Lockfile = filepath.Join(dir, "plugins.lock.json")
+	xc := &cfg.Host.Executa
+	xc.Storage = filepath.Join(dir, "aps.db")
+	if xc.Sampling.Fixture == "" && xc.Sampling.OpenAI == nil {
+		fixture := filepath.Join(dir, "sampling.jsonl")
+		if err := os.WriteFile(fixture, []byte(`{"match":"","text":"Two tickets: rotating the billing API key is open; the plugin manifest review is closed.","model":"airlock-dev-fixture","inputTokens":40,"outputTokens":18}`+"\n"), 0o600); err != nil {
+			return err
+		}
+		xc.Sampling.Fixture = fixture
+	}
+	taken := slices.ContainsFunc(xc.Plugins, func(p host.ExecutaPlugin) bool { return p.Name == DemoExecutaPlugin })
+	if _, err := os.Stat(opts.Executa); err == nil && !taken {
+		xc.Plugins = append(xc.Plugins, host.ExecutaPlugin{Name: DemoExecutaPlugin, Command: opts.Executa,
+			Credentials: map[string]string{"TICKETS_API_KEY": "tickets.placeholder"}})
+	}
+	return nil
+}
+
+// installDemoProvider lays out the sample provider with a manifest naming
+// the demo upstream.
+func installDemoProvider(dir, provider string, upPort int) (host.Installed, error) {
+	pkg := filepath.Join(dir, "plugins", DemoPlugin)
+	if err := os.MkdirAll(pkg, 0o700); err != nil {
+		return host.Installed{}, err
+	}
+	bin := filepath.Join(pkg, "tickets-provider")
+	if err := fsutil.CopyFile(provider, bin, 0o700); err != nil {
+		return host.Installed{}, err
+	}
+	manifest := fmt.Sprintf(`name: %s
+version: 0.1.0
+spec_version: "1.0"
+ports: [numinance.ports.tickets.v1]
+credential_intents:
+  - {name: tickets.read, class: read, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [GET]}]}
+  - {name: tickets.write, class: write, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [POST]}]}
+evidence_record_types: [tickets.created]
+`, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o600); err != nil {
+		return host.Installed{}, err
+	}
+	m, err := host.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
+	if err != nil {
+		return host.Installed{}, err
+	}
+	digest, err := host.BinaryDigest(bin)
+	if err != nil {
+		return host.Installed{}, err
+	}
+	return host.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
+}
+
+func fingerprint(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+func compact(s string) string {
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	return s
+}

@@ -1,0 +1,20 @@
+// Package daemon holds the lifecycles of Airlock's long-running commands,
+// so that `cmd/airlock` only parses flags and loads config, and tests call
+// the same entry points in process:
+//
+//   - Serve runs the broker, egress proxy, token issuer, broker API and
+//     admin listener (`airlock serve`).
+//   - Host runs the plugin host beside a Serve in another process, over
+//     the broker socket (`airlock host`).
+//   - Dev composes a Serve and a Host in one process on embedded defaults,
+//     with demo plugins and a local demo upstream (`airlock dev`).
+//
+// Each returns when its context ends (after a graceful shutdown) or when
+// one of its own parts fails: its config, a listener, the evidence log.
+// A plugin that fails never ends a Host: it is marked failed and the host
+// serves the others.
+//
+// # Concurrency
+//
+// Every goroutine an entry point starts ends before it returns.
+package daemon

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// secretReader reads an intent's secret, for the explicit raw-credential
+// opt-in of Executa plugins that cannot use the proxy.
+type secretReader = executa.Secrets
+
+// executaServices are what the host offers Executa plugins: token
+// verification, APS storage, files/*, the sampling backend.
+type executaServices struct {
+	opts    executa.Options
+	closers []func()
+}
+
+// startExecutaServices opens what host.executa configures. Tokens are
+// minted by the broker (a host process holds no signing key) and verified
+// against deps.keys. Nothing is opened when no Executa plugin is
+// configured.
+func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps, log *slog.Logger) (_ *executaServices, err error) {
+	xs := &executaServices{}
+	defer func() {
+		if err != nil {
+			xs.close()
+		}
+	}()
+	xc := cfg.Host.Executa
+	if len(xc.Plugins) == 0 {
+		return xs, nil
+	}
+	verifier, err := tokens.NewVerifier(deps.keys, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer})
+	if err != nil {
+		return nil, err
+	}
+	kv, err := executa.OpenKVStore(xc.Storage)
+	if err != nil {
+		return nil, fmt.Errorf("host.executa.storage: %w", err)
+	}
+	xs.closers = append(xs.closers, func() { kv.Close() })
+	if xc.StorageQuota > 0 {
+		kv.Quota = xc.StorageQuota
+	}
+	xs.opts = executa.Options{Broker: deps.broker, Tokens: deps.tokens, Secrets: deps.secrets, Verifier: verifier,
+		EgressProxy: deps.egressProxy, KV: kv, Log: log}
+	switch s := xc.Sampling; {
+	case s.Fixture != "":
+		b, err := executa.LoadFixtureBackend(s.Fixture)
+		if err != nil {
+			return nil, fmt.Errorf("host.executa.sampling.fixture: %w", err)
+		}
+		xs.opts.Sampling = b
+	case s.OpenAI != nil:
+		xs.opts.Sampling = &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
+			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy}
+	}
+	if xc.FilesListen != "" {
+		l, err := net.Listen("tcp", xc.FilesListen)
+		if err != nil {
+			return nil, fmt.Errorf("host.executa.files_listen: %w", err)
+		}
+		xs.opts.Files = &executa.Files{KV: kv, Dir: xc.FilesDir, BaseURL: "http://" + l.Addr().String()}
+		srv := &http.Server{Handler: xs.opts.Files.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("executa files listener", "err", err)
+			}
+		}()
+		// Uploads begun and never completed are collected.
+		gcCtx, stopGC := context.WithCancel(ctx)
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); xs.opts.Files.Run(gcCtx, executa.DefaultUploadGC/4) }()
+		xs.closers = append(xs.closers, func() { _ = srv.Close(); <-done; stopGC(); <-gcDone })
+	}
+	return xs, nil
+}
+
+func (xs *executaServices) close() {
+	for i := len(xs.closers) - 1; i >= 0; i-- {
+		xs.closers[i]()
+	}
+	xs.closers = nil
+}

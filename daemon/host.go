@@ -1,0 +1,294 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/admin"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/serve"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// Ports are the port files compiled into this host: they, not a
+// provider's copies, govern every call.
+func Ports() map[string]protoreflect.FileDescriptor {
+	return map[string]protoreflect.FileDescriptor{
+		"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto,
+	}
+}
+
+// HostShutdownTimeout bounds how long a host waits for its plugins to stop
+// after its context ends (each plugin also has its own grace).
+const HostShutdownTimeout = 30 * time.Second
+
+// Host runs `airlock host` until ctx ends: the installed plugin/v1
+// providers and the configured Executa plugins under one supervisor, the
+// control API, and the host admin listener — beside an `airlock serve`
+// reached over the broker socket. A plugin that fails is marked failed
+// and the others keep serving; Host returns an error only when its config,
+// a listener, the broker or the evidence log fails.
+func Host(ctx context.Context, cfg *config.Config, opts Options) error {
+	opts = opts.withDefaults()
+	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), nil)
+	if err != nil {
+		return err
+	}
+	defer bc.Close()
+	if _, err := bc.Status(ctx); err != nil {
+		return fmt.Errorf("broker at %s: %w (is airlock serve running?)", cfg.Host.Broker, err)
+	}
+	verifyKeys := &tokens.JWKSClient{URL: cfg.Host.Executa.JWKS, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
+	n, err := startHost(ctx, cfg, opts, hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy})
+	if err != nil {
+		return err
+	}
+	return n.wait()
+}
+
+// hostDeps is what a host gets from the Serve it runs beside.
+type hostDeps struct {
+	broker      broker.API
+	tokens      broker.TokenMinter
+	keys        tokens.KeyResolver
+	secrets     secretReader // the raw-credential opt-in; none when nil
+	egressProxy string
+	// admin, when set, is the listener the host registers its checks on
+	// (Dev shares Serve's); else the host serves its own on host.admin.
+	admin    *admin.Server
+	registry prometheus.Registerer
+	// policy and evidence override the config's (Dev).
+	policy   *host.Policy
+	evidence *host.EvidenceLog
+}
+
+// hostNode is a running host.
+type hostNode struct {
+	log     *slog.Logger
+	h       *host.Host
+	control string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closers []func()
+
+	stopOnce sync.Once
+	mu       sync.Mutex
+	err      error
+}
+
+func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostDeps) (_ *hostNode, err error) {
+	log := opts.Log
+	ctx, cancel := context.WithCancel(ctx)
+	n := &hostNode{log: log, ctx: ctx, cancel: cancel}
+	defer func() {
+		if err != nil {
+			n.stop()
+		}
+	}()
+	ev := deps.evidence
+	if ev == nil {
+		if ev, err = host.OpenEvidenceLog(cfg.Host.Evidence); err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, func() { ev.Close() })
+	}
+	policy := deps.policy
+	if policy == nil && cfg.Host.Policy != "" {
+		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
+			return nil, err
+		}
+	}
+	if policy == nil {
+		log.Warn("no host.policy: every action will be denied")
+	}
+	reg := deps.registry
+	var ownRegistry *prometheus.Registry
+	if deps.admin == nil {
+		ownRegistry = prometheus.NewRegistry()
+		ownRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = ownRegistry
+	}
+	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
+	hopts := host.Options{Broker: deps.broker, Evidence: ev, EgressProxy: deps.egressProxy, Policy: policy, Ports: Ports(),
+		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
+		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
+	if dir := cfg.Host.Artifacts; dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
+		}
+		hopts.Artifacts = host.DirArtifacts{Dir: dir}
+	}
+	h := host.New(hopts)
+	n.h = h
+	// Shut the plugins down first, then the services they use.
+	n.closers = append(n.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)
+		defer cancel()
+		h.Shutdown(sctx)
+	})
+
+	lf, err := host.ReadLockfile(cfg.Host.Lockfile)
+	if err != nil {
+		return nil, err
+	}
+	if len(lf.Plugins) == 0 && len(cfg.Host.Executa.Plugins) == 0 {
+		log.Warn("no plugins installed; use airlock host install DIR")
+	}
+	xs, err := startExecutaServices(ctx, cfg, deps, log)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append([]func(){xs.close}, n.closers...) // after the plugins are down
+
+	// Every plugin starts concurrently; one that fails is marked and
+	// reported, never fatal.
+	var starts sync.WaitGroup
+	for name, e := range lf.Plugins {
+		starts.Add(1)
+		go func() {
+			defer starts.Done()
+			if err := h.Add(name, host.KindPluginV1, providerLauncher(name, e, h)); err != nil {
+				log.Error("plugin did not start; the host serves the others", "plugin", name, "kind", host.KindPluginV1, "reason", err.Error())
+			}
+		}()
+	}
+	for _, pc := range cfg.Host.Executa.Plugins {
+		starts.Add(1)
+		go func() {
+			defer starts.Done()
+			if err := h.AddExecuta(pc, xs.opts); err != nil {
+				log.Error("plugin did not start; the host serves the others", "plugin", pc.Name, "kind", host.KindExecuta, "reason", err.Error())
+			}
+		}()
+	}
+	starts.Wait()
+
+	l, err := listenControl(cfg.Host.Control)
+	if err != nil {
+		return nil, fmt.Errorf("host.control: %w", err)
+	}
+	n.control = l.Addr().String()
+	if l.Addr().Network() == "unix" {
+		n.control = "unix:" + n.control
+	}
+	srv := &http.Server{Handler: h.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
+	n.serve("control API", func(ctx context.Context) error {
+		// The plugins' shutdown cancels the calls in flight, so the
+		// server's graceful shutdown does not wait out their deadlines.
+		stop := context.AfterFunc(ctx, func() { go h.Shutdown(context.Background()) })
+		defer stop()
+		return serve.HTTP(ctx, srv, l)
+	})
+
+	adm := deps.admin
+	if adm == nil {
+		adm = admin.New(ownRegistry, log)
+		al, err := net.Listen("tcp", cfg.Host.Admin)
+		if err != nil {
+			return nil, fmt.Errorf("host.admin: %w", err)
+		}
+		n.serve("host admin listener", func(ctx context.Context) error { return adm.Serve(ctx, al) })
+	}
+	adm.AddCheck("plugins", func(context.Context) error {
+		if d := h.Degraded(); len(d) > 0 {
+			return fmt.Errorf("plugins not serving: %s", strings.Join(d, ", "))
+		}
+		return nil
+	})
+	log.Info("airlock host running", "plugins", h.Names(), "control", n.control, "broker", cfg.Host.Broker)
+	return n, nil
+}
+
+// providerLauncher launches an installed provider, reading its lockfile
+// entry's manifest anew each time (a manifest that no longer loads is a
+// failure a restart cannot fix).
+func providerLauncher(name string, e host.LockedEntry, h *host.Host) host.Launcher {
+	return func(ctx context.Context) (host.Runtime, error) {
+		inst, err := e.Load(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", host.ErrManifestInvalid, err)
+		}
+		return host.Launch(ctx, inst, h.Options())
+	}
+}
+
+// serve runs a listener's loop; its failure stops the node.
+func (n *hostNode) serve(what string, f func(context.Context) error) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		err := f(n.ctx)
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, http.ErrServerClosed) {
+			n.mu.Lock()
+			if n.err == nil {
+				n.err = fmt.Errorf("%s: %w", what, err)
+			}
+			n.mu.Unlock()
+		}
+		n.cancel()
+	}()
+}
+
+func (n *hostNode) wait() error {
+	<-n.ctx.Done()
+	return n.stop()
+}
+
+func (n *hostNode) stop() error {
+	n.stopOnce.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		for i := len(n.closers) - 1; i >= 0; i-- {
+			n.closers[i]()
+		}
+	})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+func listenControl(addr string) (net.Listener, error) {
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		_ = os.Remove(p)
+		l, err := net.Listen("unix", p)
+		if err == nil {
+			err = os.Chmod(p, 0o600)
+		}
+		return l, err
+	}
+	return net.Listen("tcp", addr)
+}
+
+// Install runs `airlock host install DIR`: review the package, launch it
+// once to check its handshake, record it in the lockfile.
+func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (host.LockedEntry, string, error) {
+	opts = opts.withDefaults()
+	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
+	if err != nil {
+		return host.LockedEntry{}, "", err
+	}
+	defer ev.Close()
+	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, Ports: Ports(), Log: opts.Log}
+	if d := cfg.Host.Artifacts; d != "" {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return host.LockedEntry{}, "", fmt.Errorf("host.artifacts: %s is not a directory", d)
+		}
+	}
+	return host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
+}

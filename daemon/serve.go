@@ -1,0 +1,314 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/admin"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/proxy"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// Options are what every entry point takes besides its config.
+type Options struct {
+	// Log is the process logger (discarded when nil).
+	Log *slog.Logger
+	// Version is reported in airlock_build_info and the broker API.
+	Version string
+	// OnReady, when set, is called once every listener is up.
+	OnReady func(Ready)
+	// Stdout is where Dev prints its banner and evidence (discarded when
+	// nil).
+	Stdout io.Writer
+}
+
+func (o Options) withDefaults() Options {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return o
+}
+
+// Ready names the listeners an entry point serves on.
+type Ready struct {
+	Admin   string // admin listener host:port
+	Proxy   string // egress proxy host:port
+	Control string // host control API (host:port or unix:/path)
+}
+
+// Serve runs `airlock serve` until ctx ends: broker, egress proxy, token
+// issuer, broker API and admin listener. SIGHUP refreshes secrets.
+func Serve(ctx context.Context, cfg *config.Config, opts Options) error {
+	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true})
+	if err != nil {
+		return err
+	}
+	if opts.OnReady != nil {
+		opts.OnReady(Ready{Admin: n.adminAddr, Proxy: n.proxyAddr})
+	}
+	return n.wait()
+}
+
+// serveParts selects what startServe runs.
+type serveParts struct {
+	brokerAPI bool
+	// proxyConfig, when set, adjusts the proxy config (Dev pins the demo
+	// upstream).
+	proxyConfig func(*proxy.Config)
+}
+
+// serveNode is a running Serve.
+type serveNode struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	broker    *broker.Broker
+	ring      *tokens.Ring
+	issuer    *tokens.Issuer
+	registry  *prometheus.Registry
+	admin     *admin.Server
+	adminL    net.Listener
+	adminAddr string
+	proxyAddr string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closers   []func()
+
+	stopOnce sync.Once
+	mu       sync.Mutex
+	err      error
+}
+
+func startServe(ctx context.Context, cfg *config.Config, opts Options, parts serveParts) (_ *serveNode, err error) {
+	opts = opts.withDefaults()
+	log := opts.Log
+	ctx, cancel := context.WithCancel(ctx)
+	n := &serveNode{cfg: cfg, log: log, ctx: ctx, cancel: cancel}
+	defer func() {
+		if err != nil {
+			n.stop()
+		}
+	}()
+	goRun := func(f func(context.Context)) {
+		n.wg.Add(1)
+		go func() { defer n.wg.Done(); f(ctx) }()
+	}
+
+	vc, err := ConnectVault(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if vc != nil {
+		goRun(vc.Run)
+	}
+	if n.ring, err = NewRing(ctx, cfg, vc, log); err != nil {
+		return nil, err
+	}
+	goRun(func(ctx context.Context) { n.ring.Run(ctx, cfg.Tokens.Refresh) })
+	n.issuer = NewIssuer(cfg, n.ring)
+
+	reg := prometheus.NewRegistry()
+	n.registry = reg
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": opts.Version},
+	}, func() float64 { return 1 }))
+	ring := n.ring
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_token_signing_keys", Help: "Signing keys that may verify now (active plus retired within retention).",
+	}, func() float64 { return float64(len(ring.Keys())) }))
+
+	b, runBroker, closeBroker, err := NewBroker(cfg, vc, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	n.broker = b
+	n.closers = append(n.closers, closeBroker)
+	goRun(runBroker)
+
+	n.admin = admin.New(reg, log)
+	n.admin.Handle("GET "+tokens.JWKSPath, tokens.JWKSHandler(ring))
+	n.admin.Handle("POST /v1/secrets/refresh", refreshHandler(b))
+	n.admin.AddCheck("signing_key", func(context.Context) error {
+		if ring.Active() == nil {
+			return tokens.ErrNoActiveKey
+		}
+		return nil
+	})
+	n.admin.AddCheck("handle_store", b.Ping)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	n.closers = append(n.closers, func() { signal.Stop(hup) })
+	goRun(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				b.RefreshSecrets()
+			}
+		}
+	})
+
+	if parts.brokerAPI {
+		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: ring, StoreType: cfg.Broker.Store.Type,
+			Version: opts.Version, Log: log}
+		stopAPI, err := serveAPI(cfg.Broker.API, api, log)
+		if err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, stopAPI)
+	}
+
+	pc := cfg.Proxy
+	if parts.proxyConfig != nil {
+		parts.proxyConfig(&pc)
+	}
+	px, err := proxy.New(pc, b, proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := net.Listen("tcp", pc.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("proxy listener: %w", err)
+	}
+	n.proxyAddr = pl.Addr().String()
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.fail("egress proxy", px.Serve(ctx, pl)) }()
+
+	if n.adminL, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	n.adminAddr = n.adminL.Addr().String()
+	px.AddSelf(n.adminL.Addr())
+	log.Info("airlock serving", "admin", n.adminAddr, "jwks", "http://"+n.adminAddr+tokens.JWKSPath,
+		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
+		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
+		"egress_proxy", n.proxyAddr, "echo_guard", *pc.EchoGuard)
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.fail("admin listener", n.admin.Serve(ctx, n.adminL)) }()
+	return n, nil
+}
+
+// wait blocks until the node's context ends (or a listener fails), then
+// stops it.
+func (n *serveNode) wait() error {
+	<-n.ctx.Done()
+	return n.stop()
+}
+
+// stop ends everything the node started and returns the first failure of
+// a listener.
+func (n *serveNode) stop() error {
+	n.stopOnce.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		for i := len(n.closers) - 1; i >= 0; i-- {
+			n.closers[i]()
+		}
+		n.log.Info("airlock stopped")
+	})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// fail records a listener's failure and stops the node.
+func (n *serveNode) fail(what string, err error) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
+		n.cancel()
+		return
+	}
+	n.mu.Lock()
+	if n.err == nil {
+		n.err = fmt.Errorf("%s: %w", what, err)
+	}
+	n.mu.Unlock()
+	n.cancel()
+}
+// refreshHandler invalidates the secret cache, at most once a second so
+// the endpoint cannot be used to hammer Vault.
+func refreshHandler(b *broker.Broker) http.Handler {
+	var mu sync.Mutex
+	var last time.Time
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if time.Since(last) < time.Second {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"error":"rate_limited","detail":"secrets were refreshed less than a second ago"}`+"\n")
+			return
+		}
+		last = time.Now()
+		b.RefreshSecrets()
+		_, _ = io.WriteString(w, `{"status":"refreshed"}`+"\n")
+	})
+}
+
+// serveAPI serves the broker gRPC API on the unix socket (and TCP with
+// mutual TLS when configured) and returns a function that stops it.
+func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(), error) {
+	var servers []*grpc.Server
+	stop := func() {
+		for _, g := range servers {
+			done := make(chan struct{})
+			go func() { g.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				g.Stop()
+			}
+		}
+	}
+	ul, err := broker.ListenUnix(c.Socket, c.AllowedUIDs, log)
+	if err != nil {
+		return nil, err
+	}
+	g := grpc.NewServer()
+	api.Register(g)
+	servers = append(servers, g)
+	go func() { _ = g.Serve(ul) }()
+	if c.TCP.Listen != "" {
+		creds, err := broker.TCPCredentials(c.TCP)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		tl, err := net.Listen("tcp", c.TCP.Listen)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("broker API TCP listener: %w", err)
+		}
+		tg := grpc.NewServer(grpc.Creds(creds))
+		api.Register(tg)
+		servers = append(servers, tg)
+		go func() { _ = tg.Serve(tl) }()
+		log.Info("broker API on TCP with mutual TLS", "listen", tl.Addr().String())
+	}
+	return stop, nil
+}

@@ -1,0 +1,87 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+)
+
+// Kind names a plugin protocol.
+type Kind string
+
+// Plugin kinds.
+const (
+	KindPluginV1 Kind = "plugin/v1" // gRPC over a unix socket
+	KindExecuta  Kind = "executa"   // JSON-RPC 2.0 over stdio
+)
+
+// Runtime is one running plugin process, whatever its protocol. The
+// host's registry, supervisor and invoke path see plugins only through
+// it, so both kinds get the same policy decision, evidence, handle
+// revocation, restart and health handling.
+type Runtime interface {
+	Kind() Kind
+	// Protocol is the negotiated protocol version ("1", "2.0", "1.1").
+	Protocol() string
+	Pid() int
+	// Prepare resolves a call before the policy sees it: the method
+	// exists, the input is of its type, dry run is supported. Its errors
+	// are refusals (ErrMethodNotDispatchable, ErrBadInput,
+	// ErrDryRunUnsupported); nothing has reached the plugin.
+	Prepare(req InvokeRequest) (Action, error)
+	// Health asks the plugin whether it serves calls.
+	Health(ctx context.Context) error
+	// Exited is closed once the process has exited and its process group
+	// is dead.
+	Exited() <-chan struct{}
+	// Fault explains an exit the host did not ask for: nil when the exit
+	// is not a fault (an Executa plugin that ended cleanly and starts cold
+	// on the next call).
+	Fault() error
+	// Shutdown cancels what is in flight, revokes the plugin's handles,
+	// asks the plugin to stop and kills its process group after the grace.
+	Shutdown(ctx context.Context) error
+	// Kill ends the process group at once.
+	Kill()
+}
+
+// Action is a prepared call: what the policy decides on, and how to run it
+// once allowed.
+type Action interface {
+	Risk() pluginv1.RiskClass
+	// Run sends the call and derives the outcome. A plugin's own failure
+	// is a FAILED outcome, never an error.
+	Run(ctx context.Context, call Call) *Outcome
+}
+
+// Call is what the invoke path hands a prepared action: the invocation
+// the host opened for it.
+type Call struct {
+	ID               string
+	Deadline         time.Time
+	DryRun           bool
+	Actor            *pluginv1.Actor
+	PolicyDecisionID string
+	OnRunning        func(*pluginv1.ActionResult)
+}
+
+// Refusals of the invoke path: the call never reached the plugin.
+var (
+	ErrPluginUnknown    = errors.New("no plugin has this name")
+	ErrPluginRestarting = errors.New("plugin is restarting")
+	ErrPluginFailed     = errors.New("plugin failed and is not serving")
+	ErrHostShutdown     = errors.New("host shutting down")
+	ErrBadInput         = errors.New("input does not match the method's input type")
+)
+
+// RestartingError is ErrPluginRestarting with when to retry.
+type RestartingError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RestartingError) Error() string { return ErrPluginRestarting.Error() }
+
+// Unwrap makes errors.Is(err, ErrPluginRestarting) hold.
+func (e *RestartingError) Unwrap() error { return ErrPluginRestarting }

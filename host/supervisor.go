@@ -1,0 +1,349 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/supervise"
+)
+
+// Supervision defaults (Options.Restart, Options.HealthInterval).
+const (
+	DefaultRestartBase       = time.Second
+	DefaultRestartMax        = 30 * time.Second
+	DefaultRestartBudget     = 3
+	DefaultRestartResetAfter = time.Minute
+	DefaultHealthInterval    = 10 * time.Second
+	DefaultHealthTimeout     = 3 * time.Second
+)
+
+// RestartPolicy is how a plugin that crashed, failed to start or failed a
+// health probe is restarted: after Base, 2·Base, 4·Base … (at most Max);
+// more than Budget consecutive failures mark it failed; a run that stayed
+// up for ResetAfter starts the count over.
+type RestartPolicy struct {
+	Base       time.Duration `yaml:"base"`
+	Max        time.Duration `yaml:"max"`
+	Budget     int           `yaml:"budget"`
+	ResetAfter time.Duration `yaml:"reset_after"`
+}
+
+func (r RestartPolicy) withDefaults() RestartPolicy {
+	if r.Base <= 0 {
+		r.Base = DefaultRestartBase
+	}
+	if r.Max <= 0 {
+		r.Max = DefaultRestartMax
+	}
+	if r.Budget <= 0 {
+		r.Budget = DefaultRestartBudget
+	}
+	if r.ResetAfter <= 0 {
+		r.ResetAfter = DefaultRestartResetAfter
+	}
+	return r
+}
+
+func (o Options) withDefaults() Options {
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = DefaultShutdownGrace
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = DefaultHealthInterval
+	}
+	o.Restart = o.Restart.withDefaults()
+	if o.Log == nil {
+		o.Log = discardLogger()
+	}
+	return o
+}
+
+// ErrProbeFailed: a health probe got no valid answer; the plugin is
+// restarted.
+var ErrProbeFailed = errors.New("health probe failed")
+
+// entry is one registered plugin and its supervision state.
+type entry struct {
+	name   string
+	kind   Kind
+	launch Launcher
+	calls  sync.WaitGroup
+
+	mu          sync.Mutex
+	backoff     supervise.Backoff
+	state       State
+	cold        bool // starting because a call woke a stopped plugin
+	rt          Runtime
+	restarts    int
+	lastFailure string
+	health      string
+	since       time.Time
+	retryAt     time.Time
+	changed     chan struct{} // closed and replaced on every state change
+	wake        chan struct{}
+}
+
+func newEntry(name string, kind Kind, launch Launcher, r RestartPolicy) *entry {
+	return &entry{name: name, kind: kind, launch: launch, state: StateStarting, health: "unknown", since: time.Now(),
+		changed: make(chan struct{}), wake: make(chan struct{}, 1),
+		backoff: supervise.Backoff{Base: r.Base, Max: r.Max, Budget: r.Budget, ResetAfter: r.ResetAfter}}
+}
+
+func (e *entry) status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
+		Health: e.health, Since: e.since}
+	if e.rt != nil && e.state == StateRunning {
+		s.Protocol, s.Pid = e.rt.Protocol(), e.rt.Pid()
+	}
+	if e.state == StateRestarting {
+		s.RetryAt = e.retryAt
+	}
+	return s
+}
+
+// setLocked changes the state and wakes everyone waiting for a change.
+func (e *entry) setLocked(s State) {
+	e.state, e.since = s, time.Now()
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *entry) set(s State, mutate func(e *entry)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if mutate != nil {
+		mutate(e)
+	}
+	e.setLocked(s)
+}
+
+// acquire returns the runtime to call, waiting while a stopped plugin
+// starts cold; otherwise a refusal naming the state.
+func (e *entry) acquire(ctx context.Context) (Runtime, error) {
+	for {
+		e.mu.Lock()
+		state, ch := e.state, e.changed
+		switch {
+		case state == StateRunning && e.health == "not_serving":
+			e.mu.Unlock()
+			return nil, ErrNotServing
+		case state == StateRunning:
+			rt := e.rt
+			e.mu.Unlock()
+			return rt, nil
+		case state == StateStopped:
+			select {
+			case e.wake <- struct{}{}:
+			default:
+			}
+		case state == StateStarting && e.cold:
+		case state == StateStarting, state == StateRestarting:
+			retry := max(time.Until(e.retryAt), time.Second)
+			e.mu.Unlock()
+			return nil, &RestartingError{RetryAfter: retry}
+		case state == StateFailed:
+			reason := e.lastFailure
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s", ErrPluginFailed, reason)
+		default:
+			e.mu.Unlock()
+			return nil, ErrHostShutdown
+		}
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// why a running plugin stopped being watched.
+type why int
+
+const (
+	whyExited why = iota
+	whyUnhealthy
+	whyShutdown
+)
+
+// supervise is the one supervisor of both kinds: launch, watch (exit,
+// health), restart with backoff, or retire. first receives the result of
+// the first launch.
+func (h *Host) supervise(e *entry, first chan<- error) {
+	report := func(err error) {
+		if first != nil {
+			first <- err
+			first = nil
+		}
+	}
+	log := h.opts.Log.With("plugin", e.name, "kind", string(e.kind))
+	for {
+		rt, err := e.launch(h.ctx)
+		if err != nil {
+			if h.ctx.Err() != nil {
+				e.set(StateShutdown, nil)
+				report(ErrHostShutdown)
+				return
+			}
+			reason := err.Error()
+			log.Warn("plugin failed to start", "reason", reason)
+			e.mu.Lock()
+			e.lastFailure = reason
+			e.mu.Unlock()
+			report(err)
+			if !h.backoff(e, isPermanent(err), log) {
+				return
+			}
+			continue
+		}
+		started := time.Now()
+		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health = rt, false, "ok" })
+		report(nil)
+		h.metrics.setUp(e, true)
+		w := h.watch(e, rt)
+		h.metrics.setUp(e, false)
+		if w == whyShutdown {
+			waitCtxTimeout(&e.calls, h.opts.ShutdownGrace)
+			if err := rt.Shutdown(context.Background()); err != nil {
+				log.Error("plugin shutdown", "err", err)
+			}
+			e.set(StateShutdown, func(e *entry) { e.rt = nil })
+			return
+		}
+		uptime := time.Since(started)
+		e.mu.Lock()
+		e.backoff.Ran(uptime)
+		e.mu.Unlock()
+		fault := rt.Fault()
+		if w == whyUnhealthy {
+			rt.Kill()
+			fault = ErrProbeFailed
+		}
+		if h.opts.Broker != nil {
+			if _, err := h.opts.Broker.RevokePlugin(context.Background(), e.name); err != nil {
+				log.Error("revoke the handles of an exited plugin", "err", err)
+			}
+		}
+		if fault == nil {
+			// An Executa plugin that ended cleanly: it starts cold on the
+			// next call (the lifecycle's Stopped state).
+			h.opts.record(e.name, "lifecycle.exit", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds()})
+			log.Info("plugin exited cleanly; it starts again on the next call")
+			e.set(StateStopped, func(e *entry) { e.rt = nil })
+			select {
+			case <-e.wake:
+				e.set(StateStarting, func(e *entry) { e.cold = true })
+				continue
+			case <-h.ctx.Done():
+				e.set(StateShutdown, nil)
+				return
+			}
+		}
+		reason := fault.Error()
+		h.opts.record(e.name, "lifecycle.crash", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds(),
+			"reason": reason})
+		h.metrics.restarts.WithLabelValues(e.name, string(e.kind)).Inc()
+		log.Warn("plugin crashed", "reason", reason, "uptime", uptime.Round(time.Millisecond))
+		e.mu.Lock()
+		e.restarts++
+		e.lastFailure, e.rt = reason, nil
+		e.mu.Unlock()
+		if !h.backoff(e, false, log) {
+			return
+		}
+	}
+}
+
+// backoff records a failure and waits out the restart delay. It returns
+// false when the plugin is retired (failed, or the host is shutting down).
+func (h *Host) backoff(e *entry, permanent bool, log interface{ Warn(string, ...any) }) bool {
+	e.mu.Lock()
+	ok := e.backoff.Fail() && !permanent
+	delay := e.backoff.Delay()
+	e.mu.Unlock()
+	if !ok {
+		e.set(StateFailed, func(e *entry) {
+			if !permanent {
+				e.lastFailure += fmt.Sprintf(" (restart budget of %d exhausted)", e.backoff.Budget)
+			}
+		})
+		log.Warn("plugin marked failed; the host keeps serving the others")
+		return false
+	}
+	e.set(StateRestarting, func(e *entry) { e.retryAt = time.Now().Add(delay) })
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		e.set(StateStarting, nil)
+		return true
+	case <-h.ctx.Done():
+		e.set(StateShutdown, nil)
+		return false
+	}
+}
+
+// watch waits until the runtime exits, fails a health probe, or the host
+// shuts down. A probe the plugin answers with "not serving" refuses calls
+// until a later probe says it serves again.
+func (h *Host) watch(e *entry, rt Runtime) why {
+	tick := time.NewTicker(h.opts.HealthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return whyShutdown
+		case <-rt.Exited():
+			return whyExited
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(h.ctx, DefaultHealthTimeout)
+			err := rt.Health(ctx)
+			cancel()
+			if h.ctx.Err() != nil {
+				return whyShutdown
+			}
+			health := "ok"
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrNotServing) && !errors.Is(err, ErrProbeFailed):
+				health = "not_serving"
+			default:
+				select {
+				case <-rt.Exited():
+					return whyExited
+				default:
+				}
+				h.opts.Log.Warn("plugin failed a health probe; restarting it", "plugin", e.name, "kind", string(e.kind), "err", err)
+				return whyUnhealthy
+			}
+			e.mu.Lock()
+			e.health = health
+			e.mu.Unlock()
+		}
+	}
+}
+
+func waitCtxTimeout(wg *sync.WaitGroup, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	waitCtx(ctx, wg)
+}
+
+// isPermanent: failures a restart cannot fix (the installed package or
+// manifest no longer matches); the plugin is marked failed at once.
+func isPermanent(err error) bool {
+	return errors.Is(err, ErrBinaryDigest) || errors.Is(err, ErrManifestMismatch) || errors.Is(err, ErrDescriptors) ||
+		errors.Is(err, ErrManifestInvalid)
+}
+
+// ErrManifestInvalid: a plugin's manifest does not validate.
+var ErrManifestInvalid = errors.New("plugin manifest is not valid")

@@ -1,0 +1,81 @@
+package supervise
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/airlock-dev/airlock/internal/redact"
+)
+
+// MaxLine bounds one logged line; the rest of a longer line is dropped and
+// the line marked clipped.
+const MaxLine = 4096
+
+// LineLog turns a plugin's stderr into log records: one record per line
+// (not per Write), at the level the operator set, with credential-shaped
+// values redacted. Safe for one writer; Flush after the last Write.
+type LineLog struct {
+	log      *slog.Logger
+	level    slog.Level
+	redactor *redact.Redactor
+
+	mu      sync.Mutex
+	buf     []byte
+	clipped bool
+}
+
+// NewLineLog logs each line as msg "plugin stderr" with attribute line.
+// A nil redactor uses redact.Default.
+func NewLineLog(log *slog.Logger, level slog.Level, r *redact.Redactor) *LineLog {
+	if r == nil {
+		r = redact.Default
+	}
+	return &LineLog{log: log, level: level, redactor: r}
+}
+
+// Write buffers b and logs every complete line.
+func (l *LineLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			l.append(b)
+			break
+		}
+		l.append(b[:i])
+		l.emit()
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+func (l *LineLog) append(b []byte) {
+	room := MaxLine - len(l.buf)
+	if len(b) > room {
+		b, l.clipped = b[:room], true
+	}
+	l.buf = append(l.buf, b...)
+}
+
+func (l *LineLog) emit() {
+	line := string(bytes.TrimRight(l.buf, "\r"))
+	attrs := []slog.Attr{slog.String("line", l.redactor.String(line))}
+	if l.clipped {
+		attrs = append(attrs, slog.Bool("clipped", true))
+	}
+	l.log.LogAttrs(context.Background(), l.level, "plugin stderr", attrs...)
+	l.buf, l.clipped = l.buf[:0], false
+}
+
+// Flush logs a final line that had no newline.
+func (l *LineLog) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 || l.clipped {
+		l.emit()
+	}
+}

@@ -1,0 +1,115 @@
+package supervise
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// Proc is one supervised plugin process of either kind: started in its own
+// process group, its stderr read line by line into a LineLog, and on every
+// exit path — crash, kill, shutdown — its whole group killed and its
+// private directories removed before Exited closes.
+type Proc struct {
+	cmd    *exec.Cmd
+	dirs   []string
+	exited chan struct{}
+	err    error // the leader's exit; read after exited closes
+}
+
+// ProcOptions are what Start needs besides the command.
+type ProcOptions struct {
+	// Stderr receives the process's stderr, a line at a time; discarded
+	// when nil.
+	Stderr *LineLog
+	// Dirs are private directories of this process, removed after it
+	// exits (whoever created them hands them over here).
+	Dirs []string
+	// CloseAfterStart are the parent's copies of pipe ends handed to the
+	// child (cmd.Stdout as an *os.File); closed once the child has them.
+	CloseAfterStart []io.Closer
+}
+
+// Start starts cmd under supervision. On error nothing is left running
+// and opts.Dirs are removed.
+func Start(cmd *exec.Cmd, opts ProcOptions) (*Proc, error) {
+	p := &Proc{cmd: cmd, dirs: opts.Dirs, exited: make(chan struct{})}
+	Prepare(cmd)
+	// stderr through our own pipe: cmd.Wait then does not wait for a
+	// child that inherited it, and the reader ends once the group is dead.
+	r, w, err := os.Pipe()
+	if err != nil {
+		p.removeDirs()
+		return nil, err
+	}
+	cmd.Stderr = w
+	err = cmd.Start()
+	w.Close()
+	for _, c := range opts.CloseAfterStart {
+		c.Close()
+	}
+	if err != nil {
+		r.Close()
+		p.removeDirs()
+		return nil, err
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		if opts.Stderr != nil {
+			_, _ = io.Copy(opts.Stderr, r)
+			opts.Stderr.Flush()
+		} else {
+			_, _ = io.Copy(io.Discard, r)
+		}
+		r.Close()
+	}()
+	go func() {
+		err := cmd.Wait()
+		// The leader is gone; whatever it spawned dies with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-copied
+		p.removeDirs()
+		p.err = err
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *Proc) removeDirs() {
+	for _, d := range p.dirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
+// Pid is the process id (and process group id).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the process has exited, its group is killed and
+// its directories are removed.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is the exit error (nil for status 0); valid after Exited closes.
+func (p *Proc) Err() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return errors.New("process is still running")
+	}
+}
+
+// Signal sends sig to the process group.
+func (p *Proc) Signal(sig syscall.Signal) { Signal(p.cmd, sig) }
+
+// Kill kills the process group and waits for the exit.
+func (p *Proc) Kill() {
+	Signal(p.cmd, syscall.SIGKILL)
+	<-p.exited
+}
+
+// Stop waits for the exit, escalating through steps (see Stop); it
+// returns how many signals were sent.
+func (p *Proc) Stop(steps ...Step) int { return Stop(p.cmd, p.exited, steps...) }
