@@ -151,6 +151,9 @@ func newHostFixture(t testing.TB) *hostFixture {
 	}
 	bc := broker.Config{EgressProxy: l.Addr().String(), Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"tickets.read": {Class: broker.ClassRead, Secret: ref, Inject: inj}, "tickets.write": {Class: broker.ClassWrite, Secret: ref, Inject: inj},
+		// For Executa plugins, which name no destinations themselves.
+		"tickets.executa": {Class: broker.ClassRead, Secret: ref, Inject: inj,
+			Destinations: []broker.Destination{{Host: "tickets.demo.airlock.test", Port: mustAtoi(upPort), PathPrefix: "/api/"}}},
 	}}.WithDefaults()
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
 	f.b = &recordingBroker{Broker: broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})}
@@ -353,4 +356,12 @@ func flipHexDigit(s string, i int) string {
 	v, _ := strconv.ParseUint(string(b[i]), 16, 8)
 	b[i] = strconv.FormatUint(v^1, 16)[0]
 	return string(b)
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -212,7 +212,7 @@ proxy:
 func TestServeSIGHUPRefreshesSecrets(t *testing.T) {
 	admin := freeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("version: v1\nadmin: {listen: %q}\n", admin))
-	cmd, logs := startServeLogs(t, nil, cfg, admin)
+	cmd, logs := startServeProcess(t, nil, cfg, admin)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}

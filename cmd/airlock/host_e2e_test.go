@@ -102,7 +102,7 @@ host:
 `, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
 		policy, control, fixture, executaBin))
 	env := []string{"VAULT_TOKEN=" + v.RootToken}
-	startServe(t, env, cfg, admin)
+	startServeProcess(t, env, cfg, admin)
 
 	pkg := t.TempDir()
 	bin, _ := os.ReadFile(providerBin)

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -52,24 +52,24 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cli runs the airlock binary with stdin and returns stdout, stderr, exit code.
+// cli runs the airlock command in process with stdin and returns stdout,
+// stderr and the exit code. env entries (K=V) are set for the test.
 func cli(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
+	setEnv(t, append([]string{"XDG_STATE_HOME=" + stateHome}, env...))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, airlockBin, args...)
-	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+stateHome), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run airlock %v: %v", args, err)
-	}
+	var out, errb testenv.SyncBuffer
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errb)
 	return out.String(), errb.String(), code
+}
+
+func setEnv(t *testing.T, env []string) {
+	t.Helper()
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 }
 
 func freeAddr(t *testing.T) string {
@@ -96,14 +96,40 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
-// startServe runs `airlock serve` until the test ends and waits for /readyz.
-func startServe(t *testing.T, env []string, cfgPath, admin string) *exec.Cmd {
-	cmd, _ := startServeLogs(t, env, cfgPath, admin)
-	return cmd
+// startServe runs `airlock serve` in process until the test ends and
+// waits for /readyz; it returns the server's log output.
+func startServe(t *testing.T, env []string, cfgPath, admin string) *testenv.SyncBuffer {
+	t.Helper()
+	setEnv(t, append([]string{"XDG_STATE_HOME=" + t.TempDir()}, env...))
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &testenv.SyncBuffer{}
+	exited := make(chan int, 1)
+	go func() { exited <- run(ctx, []string{"serve", "--config", cfgPath}, nil, io.Discard, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exited:
+			if code != 0 {
+				t.Errorf("serve did not stop cleanly: exit %d\n%s", code, logs.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop\n%s", logs.String())
+		}
+	})
+	waitReady(t, admin, logs, func() (bool, string) {
+		select {
+		case code := <-exited:
+			return true, fmt.Sprintf("exit %d", code)
+		default:
+			return false, ""
+		}
+	})
+	return logs
 }
 
-// startServeLogs is startServe that also returns the server's log output.
-func startServeLogs(t *testing.T, env []string, cfgPath, admin string) (*exec.Cmd, *testenv.SyncBuffer) {
+// startServeProcess runs the airlock binary's serve, for the tests where a
+// separate process is the point (signals, two processes).
+func startServeProcess(t *testing.T, env []string, cfgPath, admin string) (*exec.Cmd, *testenv.SyncBuffer) {
 	t.Helper()
 	cmd := exec.Command(airlockBin, "serve", "--config", cfgPath)
 	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
@@ -126,23 +152,35 @@ func startServeLogs(t *testing.T, env []string, cfgPath, admin string) (*exec.Cm
 			t.Errorf("serve ignored SIGTERM\n%s", logs.String())
 		}
 	})
+	waitReady(t, admin, logs, func() (bool, string) {
+		select {
+		case err := <-exited:
+			return true, fmt.Sprint(err)
+		default:
+			return false, ""
+		}
+	})
+	return cmd, logs
+}
+
+// waitReady polls admin's /readyz until it answers 200.
+func waitReady(t *testing.T, admin string, logs *testenv.SyncBuffer, exited func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + admin + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return cmd, logs
+				return
 			}
 		}
-		select {
-		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, logs.String())
-		case <-time.After(50 * time.Millisecond):
+		if done, why := exited(); done {
+			t.Fatalf("serve exited: %s\n%s", why, logs.String())
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("serve not ready\n%s", logs.String())
-	return nil, nil
 }
 
 func jwksKids(t *testing.T, admin string) []string {

@@ -28,6 +28,7 @@ MANIFEST = {
         {"name": "rpcs", "parameters": [{"name": "calls", "type": "array"}]},
         {"name": "filetransport", "parameters": [{"name": "where", "type": "string"}]},
         {"name": "handle", "parameters": []},
+        {"name": "hang", "timeout": 120, "parameters": []},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
 }
@@ -43,6 +44,14 @@ if behavior == "noise":
     print("Loading model weights... done", flush=True)
 if behavior == "ignore-eof":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if behavior == "spawn-child":
+    # A child in the plugin's process group: the host must kill it with
+    # the plugin. argv[2] is where its pid goes.
+    import subprocess
+    child = subprocess.Popen(["/bin/sleep", "300"])
+    with open(sys.argv[2] + ".tmp", "w") as fh:
+        fh.write("%d\n" % child.pid)
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 
 answered = 0
 for line in sys.stdin:
@@ -135,6 +144,9 @@ for line in sys.stdin:
         send({"id": rid, "result": {"success": True, "data": {}}})
     elif tool == "slow":
         time.sleep(30)
+    elif tool == "hang":
+        time.sleep(60)
+        send({"id": rid, "result": {"success": True, "data": {}}})
     answered += 1
     if behavior == "exit-after-one":
         sys.exit(0)

@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,7 +23,6 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/airlock-dev/airlock/host"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -40,7 +41,7 @@ func main() {
 	dir := filepath.Dir(exe)
 	b, _ := os.ReadFile(filepath.Join(dir, "behavior"))
 	behavior = strings.TrimSpace(string(b))
-	m, err := host.LoadManifest(filepath.Join(dir, "manifest.yaml"))
+	m, err := plugin.LoadManifest(filepath.Join(dir, "manifest.yaml"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -53,6 +54,17 @@ func main() {
 		time.Sleep(time.Hour)
 	case "ignore-shutdown":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	case "spawn-child":
+		// A child in the provider's process group that outlives nothing:
+		// the host must kill it with the provider.
+		child := exec.Command("/bin/sleep", "300")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		f := filepath.Join(dir, "child.pid")
+		_ = os.WriteFile(f+".tmp", []byte(strconv.Itoa(child.Process.Pid)+"\n"), 0o600)
+		_ = os.Rename(f+".tmp", f)
 	}
 	plugin.Main(plugin.ServeConfig{Register: func(s *grpc.Server, rt *plugin.Runtime) {
 		pluginv1.RegisterPluginServiceServer(s, &bad{rt: rt, m: m})
@@ -106,6 +118,8 @@ func (b *bad) Health(context.Context, *pluginv1.HealthRequest) (*pluginv1.Health
 		return &pluginv1.HealthResponse{}, nil
 	case "not-serving":
 		return &pluginv1.HealthResponse{Status: pluginv1.HealthStatus_HEALTH_STATUS_NOT_SERVING}, nil
+	case "health-error":
+		return nil, status.Error(codes.Internal, "broken")
 	}
 	return &pluginv1.HealthResponse{Status: pluginv1.HealthStatus_HEALTH_STATUS_SERVING}, nil
 }
