@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/testenv"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -179,5 +182,39 @@ func TestShutdownNotHonoured(t *testing.T) {
 	}
 	if _, err := os.Stat(p.inst.Binary); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What a provider logs — HostService.Log fields and its stderr — reaches
+// the host log with handles and secret-shaped values redacted.
+func TestProviderLogsRedacted(t *testing.T) {
+	f := newHostFixture(t)
+	logs := &testenv.SyncBuffer{}
+	opts := f.opts
+	opts.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	h := New(opts)
+	defer h.Shutdown(context.Background())
+	inst := f.install(t, badBin, "log-secrets")
+	if err := h.AddProvider(inst); err != nil {
+		t.Fatal(err)
+	}
+	out, err := invokeList(h, inst.Name)
+	if err != nil || out.Status != pluginv1.Status_STATUS_SUCCEEDED {
+		t.Fatalf("invoke: %+v %v", out, err)
+	}
+	f.b.mu.Lock()
+	handle := f.b.handles[len(f.b.handles)-1]
+	f.b.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "plugin stderr"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stderr line logged:\n%s", logs.String())
+		}
+	}
+	got := logs.String()
+	if strings.Contains(got, handle) || strings.Contains(got, "hunter2") {
+		t.Fatalf("a handle or secret reached the log:\n%s", got)
+	}
+	if strings.Count(got, redact.Mask) < 4 || !strings.Contains(got, `"msg":"provider log"`) {
+		t.Fatalf("log lines not redacted as expected:\n%s", got)
 	}
 }

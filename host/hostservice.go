@@ -68,9 +68,12 @@ func (h *hostService) Log(_ context.Context, r *pluginv1.LogRequest) (*pluginv1.
 	if len(r.GetFields()) > 32 {
 		return nil, status.Error(codes.InvalidArgument, "fields: more than 32")
 	}
-	attrs := []any{"invocation", r.GetInvocationId(), "reason_code", clip(r.GetReasonCode(), 64)}
+	// Values are the plugin's: redacted (handles, tokens, secret-shaped
+	// pairs and the operator's patterns) before they reach the log.
+	red := h.p.opts.Redactor
+	attrs := []any{"invocation", r.GetInvocationId(), "reason_code", red.String(clip(r.GetReasonCode(), 64))}
 	for k, v := range r.GetFields() {
-		attrs = append(attrs, "f_"+clip(k, 64), clip(v, 1024))
+		attrs = append(attrs, "f_"+red.String(clip(k, 64)), red.String(clip(v, 1024)))
 	}
 	h.p.log.Info("provider log", attrs...)
 	return &pluginv1.LogResponse{}, nil

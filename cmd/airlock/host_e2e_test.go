@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -122,8 +123,10 @@ host:
 		t.Fatal(err)
 	}
 	defer func() {
-		hostCmd.Process.Signal(syscall.SIGTERM)
-		hostCmd.Wait()
+		if hostCmd.ProcessState == nil {
+			hostCmd.Process.Signal(syscall.SIGTERM)
+			hostCmd.Wait()
+		}
 	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get("http://" + control + "/v1/plugins"); err == nil {
@@ -205,13 +208,39 @@ host:
 	if strings.Contains(hostLogs.String(), "vault-tickets-secret-42") {
 		t.Fatal("the secret reached the host's logs")
 	}
+	// airlock plugins lists both kinds, with the provider's restart.
+	list, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "plugins")
+	if code != 0 || !regexp.MustCompile(`example\.tickets\s+plugin/v1\s+running\s+1\s+\d+\s+1\s+ok`).MatchString(list) ||
+		!regexp.MustCompile(`executa-tickets\s+executa\s+running\s+2\.0`).MatchString(list) {
+		t.Fatalf("airlock plugins: %d\n%s%s", code, list, stderr)
+	}
+
+	// SIGTERM with a call in flight: the call ends FAILED "host shutting
+	// down" and the host exits 0.
+	slowPost.Store(true)
+	go func() { o, e, _ := invoke("CreateTicket", `{"project":"core","title":"t"}`); done <- o + e }()
+	select {
+	case <-gotAuth:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the POST never reached the upstream")
+	}
+	if err := hostCmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; !strings.Contains(got, "FAILED") || !strings.Contains(got, "reason: host shutting down") {
+		t.Fatalf("the call in flight at SIGTERM: %s", got)
+	}
+	if err := hostCmd.Wait(); err != nil {
+		t.Fatalf("airlock host after SIGTERM: %v\n%s", err, hostLogs.String())
+	}
+
 	evidence := filepath.Join(dir, "state", "evidence.jsonl")
 	verify, stderr, code := cli(t, nil, "", "evidence", "verify", evidence)
 	if code != 0 {
 		t.Fatalf("evidence: %s %s", verify, stderr)
 	}
 	b, _ := os.ReadFile(evidence)
-	for _, want := range []string{"lifecycle.crash", "credential.issued", "invocation.outcome"} {
+	for _, want := range []string{"lifecycle.crash", "credential.issued", "invocation.outcome", `"reason":"host shutting down"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("evidence lacks %s", want)
 		}

@@ -213,6 +213,18 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		forged := &pluginv1.Reference{Uri: "artifact://spec.pdf", Sha256: strings.Repeat("0", 64)}
 		diags = append(diags, &pluginv1.Diagnostic{Code: "forged:" + read(forged)})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: diags})
+	case "log-secrets":
+		c, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "tickets.read"})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "debug: got", c.GetHandle(), "password=hunter2")
+		_, err = hs.Log(ctx, &pluginv1.LogRequest{InvocationId: inv, Level: "info", Fields: map[string]string{
+			"handle": c.GetHandle(), "auth": "Bearer " + c.GetHandle(), "query": "user=a&password=hunter2"}})
+		if err != nil {
+			return err
+		}
+		return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
 	case "hang":
 		<-ctx.Done()
 		return ctx.Err()
