@@ -33,7 +33,7 @@ type Config struct {
 	// artifact://NAME references; none when empty.
 	Artifacts string `yaml:"artifacts"`
 	// Admin is the host's admin listener (/healthz, /readyz with plugin
-	// health, /metrics); default 127.0.0.1:9466. airlock dev serves these
+	// health, /metrics); default 127.0.0.1:9467. airlock dev serves these
 	// on admin.listen instead.
 	Admin string `yaml:"admin"`
 	// Restart is how crashed plugins of either kind are restarted.
@@ -55,7 +55,7 @@ type Config struct {
 }
 
 // DefaultAdmin is the host admin listener's default address.
-const DefaultAdmin = "127.0.0.1:9466"
+const DefaultAdmin = "127.0.0.1:9467"
 
 // Redactor compiles Redact (call after Validate).
 func (c Config) Redactor() *redact.Redactor {
