@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+var providerBin, executaBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "airlock-daemon-test-")
+	if err != nil {
+		panic(err)
+	}
+	providerBin = filepath.Join(dir, "tickets-provider")
+	executaBin = filepath.Join(dir, "executa-tickets")
+	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", executaBin: "../examples/executa-tickets"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := testenv.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testConfig is the embedded defaults on free ports under a temp state
+// directory.
+func testConfig(t *testing.T) *config.Config {
+	t.Helper()
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {control: %q, admin: %q}\n",
+		freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// Dev composes Serve and Host in one process: both demo plugins serve a
+// credentialed call, /readyz covers the plugins, and everything it started
+// is gone when its context ends.
+func TestDevInProcess(t *testing.T) {
+	leaks := testenv.CheckGoroutines(t)
+	cfg := testConfig(t)
+	ready := make(chan Ready, 1)
+	var out testenv.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Dev(ctx, cfg, DevOptions{Options: Options{Stdout: &out, OnReady: func(r Ready) { ready <- r }},
+			Provider: providerBin, Executa: executaBin, Invoke: "airlock"})
+	}()
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Dev: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("Dev not ready")
+	}
+	invoke := func(plugin, method, input string) host.Event {
+		t.Helper()
+		body, _ := json.Marshal(host.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
+		resp, err := client.Post("http://"+r.Control+"/v1/invocations", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var ev host.Event
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ev) != nil {
+			t.Fatalf("%s %s: %d %s", plugin, method, resp.StatusCode, b)
+		}
+		return ev
+	}
+	if ev := invoke(DemoPlugin, "numinance.ports.tickets.v1.Tickets/ListTickets", `{"project":"demo"}`); ev.Status != "STATUS_SUCCEEDED" ||
+		!strings.Contains(string(ev.Result), "DEMO-1") {
+		t.Fatalf("provider call: %+v", ev)
+	}
+	upstream := strings.TrimSuffix(strings.SplitN(strings.SplitN(out.String(), "https://"+DemoHost+":", 2)[1], " ", 2)[0], "")
+	if ev := invoke(DemoExecutaPlugin, "summarize", `{"base_url":"http://`+DemoHost+`:`+upstream+`"}`); ev.Status != "STATUS_SUCCEEDED" {
+		t.Fatalf("executa call: %+v", ev)
+	}
+	resp, err := client.Get("http://" + r.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Dev: %v", err)
+	}
+	if !strings.Contains(out.String(), "airlock dev stopped") || !strings.Contains(out.String(), "carried the demo secret") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	leaks()
+}
+
+// Serve on embedded defaults is ready, serves its JWKS, and stops every
+// goroutine it started.
+func TestServeInProcess(t *testing.T) {
+	leaks := testenv.CheckGoroutines(t)
+	cfg := testConfig(t)
+	ready := make(chan Ready, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, Options{OnReady: func(r Ready) { ready <- r }}) }()
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Serve: %v", err)
+	}
+	for _, path := range []string{"/readyz", "/.well-known/jwks.json"} {
+		resp, err := client.Get("http://" + r.Admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	leaks()
+}
+
+// A listener Serve cannot open is its own failure: an error, not a hang.
+func TestServeListenerTaken(t *testing.T) {
+	cfg := testConfig(t)
+	l, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = Serve(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "admin listener") {
+		t.Fatalf("Serve with the admin port taken: %v", err)
+	}
+}
