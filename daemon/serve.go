@@ -249,6 +249,7 @@ func (n *serveNode) fail(what string, err error) {
 	n.mu.Unlock()
 	n.cancel()
 }
+
 // refreshHandler invalidates the secret cache, at most once a second so
 // the endpoint cannot be used to hammer Vault.
 func refreshHandler(b *broker.Broker) http.Handler {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/testenv"
-	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 )
 
 const listTickets = "numinance.ports.tickets.v1.Tickets/ListTickets"

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlock-dev/airlock/daemon"
 	"io"
+
+	"github.com/airlock-dev/airlock/daemon"
 )
 
 func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/airlock-dev/airlock/daemon"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/tokens"
 )
 

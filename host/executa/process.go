@@ -139,7 +139,9 @@ var fileTransportRefused = &RPCError{Code: CodeInternalError, Message: "file tra
 // plugin's message is not kept (it is plugin-supplied).
 type ToolError struct{ Code int }
 
-func (e *ToolError) Error() string { return fmt.Sprintf("the plugin answered invoke with error code %d", e.Code) }
+func (e *ToolError) Error() string {
+	return fmt.Sprintf("the plugin answered invoke with error code %d", e.Code)
+}
 
 // Process is one running Executa plugin.
 type Process struct {

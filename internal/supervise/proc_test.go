@@ -23,7 +23,9 @@ func TestProcKillsGroupAndRemovesDirs(t *testing.T) {
 	}{
 		{"leader crashes", func(*Proc) {}},
 		{"killed", func(p *Proc) { p.Kill() }},
-		{"stopped", func(p *Proc) { p.Stop(Step{Wait: 10 * time.Millisecond, Signal: 15}, Step{Wait: time.Second, Signal: 9}) }},
+		{"stopped", func(p *Proc) {
+			p.Stop(Step{Wait: 10 * time.Millisecond, Signal: 15}, Step{Wait: time.Second, Signal: 9})
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
