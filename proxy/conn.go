@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
-
-	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // The proxy's HTTP/1.1 server side. It does what net/http's server does
@@ -43,121 +41,6 @@ import (
 // maxDrainBytes is how much of an unread request body is discarded to keep
 // a connection open (net/http's maxPostHandlerReadBytes).
 const maxDrainBytes = 256 << 10
-
-// connServer accepts clients and tracks their connections for shutdown.
-type connServer struct {
-	s                 *Server
-	readHeaderTimeout time.Duration
-	idleTimeout       time.Duration
-	headerLimit       int64
-
-	shutting atomic.Bool
-	mu       sync.Mutex
-	conns    map[*clientConn]struct{}
-	wg       sync.WaitGroup
-}
-
-// serve accepts on l until ctx ends, then closes idle connections, lets
-// requests in flight finish for up to serve.ShutdownGrace, and closes the
-// rest.
-func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
-	cs.conns = map[*clientConn]struct{}{}
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var err error
-	var delay time.Duration
-	for {
-		var nc net.Conn
-		nc, err = l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				err = nil
-				break
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAccept(err) {
-				// Out of file descriptors and the like: back off as
-				// net/http does rather than spin.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				cs.s.log.Warn("proxy: accept failed; retrying", "error", err, "delay", delay)
-				time.Sleep(delay)
-				continue
-			}
-			break
-		}
-		delay = 0
-		c := newClientConn(cs, nc, base)
-		if !cs.track(c) {
-			nc.Close()
-			continue
-		}
-		go c.serve()
-	}
-	l.Close()
-	cs.shutdown(ctx.Err() != nil, cancel)
-	return err
-}
-
-func isTemporaryAccept(err error) bool {
-	var se interface{ Temporary() bool }
-	return errors.As(err, &se) && se.Temporary()
-}
-
-func (cs *connServer) track(c *clientConn) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.shutting.Load() {
-		return false
-	}
-	cs.conns[c] = struct{}{}
-	cs.wg.Add(1)
-	return true
-}
-
-// setIdle records that c waits for its next request; it reports false
-// when the server is shutting down and c should close instead. shutdown
-// sets shutting before it looks at each connection's idle flag, so either
-// c sees shutting here or shutdown sees c idle and closes it.
-func (c *clientConn) setIdle() bool {
-	c.idle.Store(true)
-	return !c.cs.shutting.Load()
-}
-
-func (cs *connServer) untrack(c *clientConn) {
-	cs.mu.Lock()
-	delete(cs.conns, c)
-	cs.mu.Unlock()
-	cs.wg.Done()
-}
-
-func (cs *connServer) shutdown(graceful bool, cancel context.CancelFunc) {
-	cs.mu.Lock()
-	cs.shutting.Store(true)
-	for c := range cs.conns {
-		if c.idle.Load() {
-			c.conn.Close()
-		}
-	}
-	cs.mu.Unlock()
-	done := make(chan struct{})
-	go func() { cs.wg.Wait(); close(done) }()
-	if graceful {
-		select {
-		case <-done:
-			return
-		case <-time.After(serve.ShutdownGrace):
-		}
-	}
-	cancel()
-	cs.mu.Lock()
-	for c := range cs.conns {
-		c.conn.Close()
-	}
-	cs.mu.Unlock()
-	<-done
-}
 
 // clientConn is one client connection, served on one goroutine.
 type clientConn struct {

@@ -1,0 +1,126 @@
+package executa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// Timeouts of the lifecycle page, overridable for tests.
+type Timeouts struct {
+	Initialize      time.Duration // 5 s
+	Describe        time.Duration // 5 s
+	DescribeOnefile time.Duration // 60 s, first launch of a onefile binary
+	Invoke          time.Duration // 60 s unless the tool says
+	Health          time.Duration // 3 s
+	StdinGrace      time.Duration // 5 s after stdin closes
+	TermGrace       time.Duration // 5 s after SIGTERM
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&t.Initialize, 5*time.Second)
+	def(&t.Describe, 5*time.Second)
+	def(&t.DescribeOnefile, 60*time.Second)
+	def(&t.Invoke, 60*time.Second)
+	def(&t.Health, 3*time.Second)
+	def(&t.StdinGrace, 5*time.Second)
+	def(&t.TermGrace, 5*time.Second)
+	return t
+}
+
+// PluginConfig is one Executa plugin as the security team configured it:
+// an entry of host.executa.plugins in the config file.
+type PluginConfig struct {
+	Name    string   `yaml:"name"`
+	Command string   `yaml:"command"` // absolute path
+	Args    []string `yaml:"args"`
+	// Strict passes only PATH, HOME, LANG, TMPDIR and the proxy.
+	Strict  bool     `yaml:"strict"`
+	EnvDeny []string `yaml:"env_deny"`
+	// Onefile gives the first describe 60 s (PyInstaller-style unpack).
+	Onefile bool `yaml:"onefile"`
+	// FirstRun is set by the host on the first launch of this binary
+	// (describe gets 60 s when Onefile).
+	FirstRun bool `yaml:"-"`
+	// Credentials map each credential the manifest declares to a broker
+	// intent: the plugin receives a handle, never the secret.
+	Credentials map[string]string `yaml:"credentials"`
+	// RawCredentials is the explicit, logged opt-in for plugins that cannot
+	// use the proxy: the secret value itself is delivered.
+	RawCredentials map[string]string `yaml:"-"`
+}
+
+// Secrets reads a configured intent's secret (for the raw opt-in).
+type Secrets interface {
+	SecretFor(ctx context.Context, intent string, fresh bool) (broker.Secret, error)
+}
+
+// Options are the host's services for Executa plugins.
+type Options struct {
+	Broker  broker.API
+	Secrets Secrets
+	// Tokens mints sampling and storage tokens: broker.LocalMinter in one
+	// process, the broker API client from airlock host.
+	Tokens      broker.TokenMinter
+	EgressProxy string
+	Timeouts    Timeouts
+	Log         *slog.Logger
+	// Verifier checks the tokens plugins present on reverse RPC.
+	Verifier *tokens.Verifier
+	// Sampling is the backend of sampling/createMessage; none when nil.
+	Sampling SamplingBackend
+	// KV is the APS key-value store of storage/*; none when nil.
+	KV *KVStore
+	// Files serves files/*; none when nil.
+	Files *Files
+	// SamplingCaps is what the host offers in initialize.
+	MaxTokensPerCall, MaxCallsPerInvoke int
+	// Record, when set, receives the host-authored evidence of this
+	// plugin's invokes (credential.issued).
+	Record func(typ, invocation string, data map[string]any)
+	// StderrLevel and Redactor shape the plugin's stderr log lines.
+	StderrLevel slog.Level
+	Redactor    *redact.Redactor
+}
+
+// Errors.
+var (
+	ErrStopped      = errors.New("plugin is stopped")
+	ErrUnknownTool  = errors.New("tool is not in the plugin's manifest")
+	ErrTimeout      = errors.New("plugin did not answer in time")
+	ErrPluginExited = errors.New("plugin process exited")
+	ErrExitedEarly  = errors.New("plugin exited after one response: it must keep reading stdin until EOF (Executa pitfall #1)")
+	// ErrInvalidManifest: describe returned a manifest that does not
+	// validate.
+	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrFileTransportRefused: the plugin announced its answer in a file
+	// the host may not read (not negotiated, or outside its temp dir).
+	ErrFileTransportRefused = errors.New("file transport refused")
+	// ErrNotReady: the plugin says it is not ready yet (initializing).
+	ErrNotReady = errors.New("plugin is not ready")
+	// ErrUnhealthy: the plugin gave no valid health answer, or said it is
+	// in error.
+	ErrUnhealthy = errors.New("plugin is unhealthy")
+)
+
+// fileTransportRefused stands in for an answer whose file was refused.
+var fileTransportRefused = &RPCError{Code: CodeInternalError, Message: "file transport refused"}
+
+// ToolError is an invoke the plugin answered with a JSON-RPC error; the
+// plugin's message is not kept (it is plugin-supplied).
+type ToolError struct{ Code int }
+
+func (e *ToolError) Error() string {
+	return fmt.Sprintf("the plugin answered invoke with error code %d", e.Code)
+}

@@ -1,0 +1,169 @@
+package executa
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// InvokeRequest is one tool call.
+type InvokeRequest struct {
+	// InvokeID is the host's invocation id (sent as invoke_id); a random
+	// one when empty.
+	InvokeID string
+	// Deadline, when set, bounds the call besides the tool's timeout.
+	Deadline  time.Time
+	Tool      string
+	Arguments json.RawMessage
+	UserID    string
+	// AppID and AppSlug are set only when the invoke comes from an App
+	// context the host attests.
+	AppID, AppSlug string
+}
+
+// InvokeResult is the plugin's answer.
+type InvokeResult struct {
+	InvokeID   string
+	Success    bool            `json:"success"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	Error      json.RawMessage `json:"error,omitempty"`
+	DurationMS float64         `json:"duration_ms,omitempty"`
+}
+
+// Invoke calls a tool with a freshly built context: credentials (handles),
+// invoke_id, and for v2 sessions the tokens the manifest declares. Handles
+// are revoked when the invoke ends.
+func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult, error) {
+	tool, ok := p.Manifest.Tool(req.Tool)
+	if !ok {
+		return nil, ErrUnknownTool
+	}
+	timeout := p.opts.Timeouts.Invoke
+	if tool.Timeout > 0 {
+		timeout = time.Duration(tool.Timeout) * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	if !req.Deadline.IsZero() && req.Deadline.Before(deadline) {
+		deadline = req.Deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	invokeID := req.InvokeID
+	if invokeID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		invokeID = hex.EncodeToString(b[:])
+	}
+	binding := tokens.Binding{UserID: req.UserID, ExecutaToolID: p.cfg.Name + "/" + req.Tool, ToolInvokeID: invokeID}
+	if binding.UserID == "" {
+		binding.UserID = "local"
+	}
+	c := map[string]any{"invoke_id": invokeID}
+	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding}
+	creds, err := p.credentials(ctx, invokeID, deadline)
+	defer func() {
+		if p.opts.Broker != nil {
+			if _, err := p.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), invokeID); err != nil {
+				p.log.Error("revoke invoke handles", "err", err)
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	c["credentials"] = creds
+	if p.Protocol == ProtocolV2 && p.opts.Tokens != nil {
+		if _, negotiated := p.Capabilities["sampling"]; negotiated && p.Manifest.Has(CapSample) {
+			tok, err := p.opts.Tokens.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceSampling, Binding: binding,
+				Deadline: deadline, MaxTokensPerCall: p.opts.MaxTokensPerCall, MaxCallsPerInvoke: p.opts.MaxCallsPerInvoke})
+			if err != nil {
+				return nil, fmt.Errorf("sampling token: %w", err)
+			}
+			c["sampling_token"] = tok.Raw
+			live.samplingToken = tok.Raw
+		}
+		if p.Manifest.wantsStorageToken() {
+			tok, err := p.opts.Tokens.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceStorage, Binding: binding,
+				Deadline: deadline, AppID: req.AppID, AppSlug: req.AppSlug})
+			if err != nil {
+				return nil, fmt.Errorf("storage token: %w", err)
+			}
+			c["storage_token"] = tok.Raw
+			live.storageToken = tok.Raw
+		}
+	}
+	args := req.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	p.mu.Lock()
+	p.invokes[invokeID] = live
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.invokes, invokeID)
+		p.mu.Unlock()
+	}()
+	// invoke_id in params too: SDKs read it there (and some only there).
+	m, err := p.call(ctx, "invoke", map[string]any{"tool": req.Tool, "arguments": args, "context": c, "invoke_id": invokeID},
+		time.Until(deadline))
+	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		// The tool ran past its deadline (ours or the caller's): the host
+		// sends SIGTERM; the supervisor restarts the plugin.
+		p.proc.Signal(syscall.SIGTERM)
+		return nil, ErrTimeout
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Error == fileTransportRefused {
+		return nil, ErrFileTransportRefused
+	}
+	if m.Error != nil {
+		return nil, &ToolError{Code: m.Error.Code}
+	}
+	res := &InvokeResult{InvokeID: invokeID}
+	if err := json.Unmarshal(m.Result, res); err != nil {
+		return nil, errors.New("invoke result is not an object")
+	}
+	return res, nil
+}
+
+// credentials delivers declared credentials: a handle per brokered one,
+// the value for the explicit raw opt-in (logged).
+func (p *Process) credentials(ctx context.Context, invokeID string, deadline time.Time) (map[string]string, error) {
+	out := map[string]string{}
+	for i, c := range p.Manifest.Credentials {
+		if intent, ok := p.cfg.Credentials[c.Name]; ok && p.opts.Broker != nil {
+			// No destinations: the broker uses the intent binding's.
+			iss, err := p.opts.Broker.Issue(ctx, broker.IssueRequest{PluginID: p.cfg.Name, InvocationID: invokeID,
+				Intent: intent, Deadline: deadline})
+			if err != nil {
+				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
+			}
+			out[c.Name] = iss.Handle
+			if p.opts.Record != nil {
+				p.opts.Record("credential.issued", invokeID, map[string]any{"credential": c.Name, "intent": intent,
+					"handle_fp": iss.Fingerprint, "expires_at": iss.ExpiresAt})
+			}
+			continue
+		}
+		if intent, ok := p.cfg.RawCredentials[c.Name]; ok && p.opts.Secrets != nil {
+			s, err := p.opts.Secrets.SecretFor(ctx, intent, false)
+			if err != nil {
+				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
+			}
+			p.log.Warn("raw secret delivered to plugin (explicit opt-in)", "credential", c.Name, "intent", intent)
+			out[c.Name] = s.Value
+		}
+	}
+	return out, nil
+}
