@@ -53,7 +53,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		kv.Quota = xc.StorageQuota
 	}
 	xs.opts = executa.Options{Broker: deps.broker, Tokens: deps.tokens, Secrets: deps.secrets, Verifier: verifier,
-		EgressProxy: deps.egressProxy, KV: kv, Log: log}
+		EgressProxy: deps.egressProxy, KV: kv, Log: log, SamplingTimeout: xc.Sampling.Timeout}
 	switch s := xc.Sampling; {
 	case s.Fixture != "":
 		b, err := executa.LoadFixtureBackend(s.Fixture)
@@ -62,8 +62,10 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		}
 		xs.opts.Sampling = b
 	case s.OpenAI != nil:
-		xs.opts.Sampling = &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
+		ob := &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
 			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy}
+		xs.opts.Sampling = ob
+		xs.closers = append(xs.closers, ob.CloseIdleConnections)
 	}
 	if xc.FilesListen != "" {
 		l, err := net.Listen("tcp", xc.FilesListen)

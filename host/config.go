@@ -95,11 +95,16 @@ type ExecutaSampling struct {
 	// OpenAI calls an OpenAI-compatible API through the egress proxy with
 	// a brokered key.
 	OpenAI *ExecutaOpenAI `yaml:"openai"`
+	// Timeout bounds one backend call (60s); the invoke's deadline bounds
+	// it too.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // ExecutaOpenAI is the OpenAI-compatible sampling backend.
 type ExecutaOpenAI struct {
-	// BaseURL is http://host[:port][/prefix]: the proxy upgrades to TLS.
+	// BaseURL is http://host[:port][/prefix], with or without the API's
+	// /v1 (http://api.example.com and http://api.example.com/v1 both
+	// reach /v1/chat/completions); http: the proxy upgrades to TLS.
 	BaseURL string `yaml:"base_url"`
 	Model   string `yaml:"model"`
 	// Intent is the broker intent that holds the API key.
@@ -134,6 +139,9 @@ func (c ExecutaConfig) Validate() error {
 			add("host.executa.jwks: want an http(s) URL, got %q", c.JWKS)
 		}
 	}
+	if t := c.Sampling.Timeout; t < 0 || t > 10*time.Minute {
+		add("host.executa.sampling.timeout: must be between 0 and 10m")
+	}
 	if s := c.Sampling; s.Fixture != "" && s.OpenAI != nil {
 		add("host.executa.sampling: set fixture or openai, not both")
 	}
@@ -167,6 +175,24 @@ func (c ExecutaConfig) Validate() error {
 			}
 			if p.Credentials[k] == "" {
 				add("%s.credentials.%s: needs a broker intent", at, k)
+			}
+			if _, ok := p.Settings[k]; ok {
+				add("%s.settings.%s: also bound to a broker intent; a credential is one or the other", at, k)
+			}
+		}
+		for _, k := range sortedKeys(p.Settings) {
+			if !envName.MatchString(k) {
+				add("%s.settings: %q is not a credential name", at, k)
+			}
+		}
+		for _, k := range sortedKeys(p.Env) {
+			if !envName.MatchString(k) {
+				add("%s.env: %q is not an environment variable name", at, k)
+			}
+		}
+		for i, k := range p.InheritEnv {
+			if !envName.MatchString(strings.TrimSuffix(k, "*")) {
+				add("%s.inherit_env[%d]: %q is not a variable name or NAME_* prefix", at, i, k)
 			}
 		}
 	}

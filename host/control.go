@@ -27,6 +27,10 @@ type InvocationRequest struct {
 	Input   json.RawMessage `json:"input"`
 	DryRun  bool            `json:"dry_run"`
 	Timeout string          `json:"timeout"` // Go duration; default 60s
+	// AppID and AppSlug give an Executa call the App context the caller
+	// attests (the storage_token's app claims, for scope "app").
+	AppID   string `json:"app_id,omitempty"`
+	AppSlug string `json:"app_slug,omitempty"`
 }
 
 // Event is one NDJSON line of the control API's answer.
@@ -84,6 +88,8 @@ func refusal(w http.ResponseWriter, err error) {
 		controlError(w, http.StatusForbidden, "policy_denied", err.Error())
 	case errors.Is(err, ErrPluginFailed):
 		controlError(w, http.StatusServiceUnavailable, "plugin_failed", err.Error())
+	case errors.Is(err, ErrCredentialUnbound):
+		controlError(w, http.StatusServiceUnavailable, "credential_unbound", err.Error())
 	case errors.Is(err, ErrNotServing):
 		controlError(w, http.StatusServiceUnavailable, "plugin_not_serving", "the plugin reports it is not serving")
 	case errors.Is(err, ErrHostShutdown):
@@ -127,6 +133,7 @@ func (h *Host) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out, err := h.Invoke(r.Context(), req.Plugin, InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
+		AppID: req.AppID, AppSlug: req.AppSlug,
 		Deadline: time.Now().Add(timeout), Actor: &pluginv1.Actor{Kind: "control-api", Principal: "local"},
 		OnRunning: func(m *pluginv1.ActionResult) { emit(Event{Event: "running", Diagnostics: m.GetDiagnostics()}) }})
 	if err != nil {

@@ -44,6 +44,9 @@ type InvokeRequest struct {
 	DryRun   bool
 	Deadline time.Time
 	Actor    *pluginv1.Actor
+	// AppID and AppSlug are the App context an Executa call runs in, as
+	// the caller attests it; empty for none.
+	AppID, AppSlug string
 	// OnRunning, when set, sees each RUNNING message that passed the
 	// stream checks (for streaming progress to the caller).
 	OnRunning func(*pluginv1.ActionResult)

@@ -50,7 +50,13 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 			}
 			return nil, err
 		}
-		h.opts.record(cfg.Name, "lifecycle.launch", "", map[string]any{"kind": string(KindExecuta), "protocol_version": p.Protocol})
+		data := map[string]any{"kind": string(KindExecuta), "protocol_version": p.Protocol}
+		if n := p.Manifest.Name; n != "" && n != cfg.Name {
+			// The plugin calls itself otherwise; the host knows it by the
+			// configured name. Kept as evidence (clipped, redacted).
+			data["manifest_name"] = h.opts.Redactor.String(clip(n, 128))
+		}
+		h.opts.record(cfg.Name, "lifecycle.launch", "", data)
 		return &executaRuntime{p: p, record: opts.Record}, nil
 	})
 }
@@ -104,6 +110,9 @@ func (r *executaRuntime) Prepare(req InvokeRequest) (Action, error) {
 	if req.DryRun {
 		return nil, fmt.Errorf("%w: Executa tools have no dry run", ErrDryRunUnsupported)
 	}
+	if err := r.p.Unbound(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCredentialUnbound, err)
+	}
 	args := req.JSON
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -129,7 +138,7 @@ func (a *executaAction) Risk() pluginv1.RiskClass { return pluginv1.RiskClass_RI
 func (a *executaAction) Run(ctx context.Context, call Call) *Outcome {
 	out := &Outcome{InvocationID: call.ID}
 	res, err := a.r.p.Invoke(ctx, executa.InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
-		Arguments: a.args, UserID: principal(call.Actor)})
+		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Status, out.Reason = pluginv1.Status_STATUS_FAILED, cancelReason(ctx)
@@ -137,6 +146,10 @@ func (a *executaAction) Run(ctx context.Context, call Call) *Outcome {
 		out.Status, out.Reason = pluginv1.Status_STATUS_FAILED, "deadline passed; the call was cancelled"
 	case err != nil:
 		out.Status, out.Reason = pluginv1.Status_STATUS_FAILED, executaReason(err)
+		var te *executa.ToolError
+		if errors.As(err, &te) && len(te.Object) > 0 {
+			out.Data, _ = json.Marshal(map[string]json.RawMessage{"error": te.Object})
+		}
 	case !res.Success:
 		out.Status, out.Reason = pluginv1.Status_STATUS_FAILED, "the plugin reported the tool failed"
 		if len(res.Error) > 0 {

@@ -49,7 +49,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	ip.opts.record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
 		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)})
 	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Actor: req.Actor,
-		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning})
+		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug})
 	out.InvocationID = id
 	if out.Status != pluginv1.Status_STATUS_SUCCEEDED && errors.Is(context.Cause(ctx), ErrHostShutdown) {
 		out.Status, out.Reason, out.Result, out.Data = pluginv1.Status_STATUS_FAILED, ErrHostShutdown.Error(), nil, nil

@@ -65,6 +65,7 @@ type Call struct {
 	Actor            *pluginv1.Actor
 	PolicyDecisionID string
 	OnRunning        func(*pluginv1.ActionResult)
+	AppID, AppSlug   string
 }
 
 // Refusals of the invoke path: the call never reached the plugin.
@@ -74,6 +75,9 @@ var (
 	ErrPluginFailed     = errors.New("plugin failed and is not serving")
 	ErrHostShutdown     = errors.New("host shutting down")
 	ErrBadInput         = errors.New("input does not match the method's input type")
+	// ErrCredentialUnbound: a credential the plugin requires is bound to
+	// nothing in the host's config.
+	ErrCredentialUnbound = errors.New("credential unbound")
 )
 
 // RestartingError is ErrPluginRestarting with when to retry.

@@ -24,6 +24,8 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	control := fs.String("control", envOr("AIRLOCK_CONTROL", DefaultControl), "control API: http://host:port or unix:/path")
 	dryRun := fs.Bool("dry-run", false, "ask for a dry run")
 	timeout := fs.Duration("timeout", 60*time.Second, "invocation deadline, from now")
+	appID := fs.String("app-id", "", "Executa: the App context to run in (its storage_token carries it; storage scope \"app\")")
+	appSlug := fs.String("app-slug", "", "Executa: the App's slug, with --app-id")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: airlock invoke [flags] PLUGIN METHOD [INPUT-JSON]
 
@@ -51,7 +53,7 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 		}
 	}
 	body, _ := json.Marshal(host.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
-		Timeout: timeout.String()})
+		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug})
 	client, base := controlClient(*control)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/invocations", bytes.NewReader(body))
 	if err != nil {

@@ -2,9 +2,11 @@ package executa
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -45,9 +47,20 @@ type PluginConfig struct {
 	Name    string   `yaml:"name"`
 	Command string   `yaml:"command"` // absolute path
 	Args    []string `yaml:"args"`
-	// Strict passes only PATH, HOME, LANG, TMPDIR and the proxy.
-	Strict  bool     `yaml:"strict"`
-	EnvDeny []string `yaml:"env_deny"`
+	// The plugin's environment is minimal by default: PATH, HOME, LANG,
+	// LC_ALL, TZ from the host, a private TMPDIR, the proxy variables —
+	// plus Env (values) and InheritEnv (names, "X_*" a prefix, taken from
+	// the host's environment).
+	Env        map[string]string `yaml:"env"`
+	InheritEnv []string          `yaml:"inherit_env"`
+	// InheritAllEnv passes the host's whole environment minus a deny list
+	// (EnvDeny and the built-in one). Logged loudly at every start: an
+	// operator's shell often holds API keys.
+	InheritAllEnv bool     `yaml:"inherit_all_env"`
+	EnvDeny       []string `yaml:"env_deny"`
+	// Strict is accepted for old configs; the minimal environment is now
+	// the default, so it changes nothing.
+	Strict bool `yaml:"strict"`
 	// Onefile gives the first describe 60 s (PyInstaller-style unpack).
 	Onefile bool `yaml:"onefile"`
 	// FirstRun is set by the host on the first launch of this binary
@@ -56,6 +69,10 @@ type PluginConfig struct {
 	// Credentials map each credential the manifest declares to a broker
 	// intent: the plugin receives a handle, never the secret.
 	Credentials map[string]string `yaml:"credentials"`
+	// Settings give plain values to credentials the manifest declares
+	// "sensitive": false (units, regions, feature flags). A sensitive
+	// credential is never delivered from here; it must be brokered.
+	Settings map[string]string `yaml:"settings"`
 	// RawCredentials is the explicit, logged opt-in for plugins that cannot
 	// use the proxy: the secret value itself is delivered.
 	RawCredentials map[string]string `yaml:"-"`
@@ -84,6 +101,9 @@ type Options struct {
 	KV *KVStore
 	// Files serves files/*; none when nil.
 	Files *Files
+	// SamplingTimeout bounds one sampling backend call (default 60 s; the
+	// invoke's deadline bounds it too).
+	SamplingTimeout time.Duration
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 	// Record, when set, receives the host-authored evidence of this
@@ -114,13 +134,38 @@ var (
 	ErrUnhealthy = errors.New("plugin is unhealthy")
 )
 
+// UnboundError: a credential the manifest marks required is bound to no
+// intent, setting or default; the call is refused before the plugin sees
+// it.
+type UnboundError struct{ Index []int }
+
+func (e *UnboundError) Error() string {
+	parts := make([]string, len(e.Index))
+	for i, n := range e.Index {
+		parts[i] = fmt.Sprintf("credentials[%d]", n)
+	}
+	return "the plugin's required " + strings.Join(parts, ", ") + " is bound to no intent or setting (host.executa.plugins[].credentials / settings)"
+}
+
 // fileTransportRefused stands in for an answer whose file was refused.
 var fileTransportRefused = &RPCError{Code: CodeInternalError, Message: "file transport refused"}
 
 // ToolError is an invoke the plugin answered with a JSON-RPC error; the
 // plugin's message is not kept (it is plugin-supplied).
-type ToolError struct{ Code int }
+type ToolError struct {
+	Code int
+	// Object is the plugin's error object, returned to the caller as the
+	// call's result; never logged or put in a reason.
+	Object json.RawMessage
+}
 
 func (e *ToolError) Error() string {
 	return fmt.Sprintf("the plugin answered invoke with error code %d", e.Code)
+}
+
+func (o Options) samplingTimeout() time.Duration {
+	if o.SamplingTimeout > 0 {
+		return o.SamplingTimeout
+	}
+	return DefaultSamplingWindow
 }

@@ -1,6 +1,7 @@
 package executa
 
 import (
+	"sort"
 	"strings"
 )
 
@@ -9,38 +10,65 @@ var defaultDeny = []string{"VAULT_*", "AIRLOCK_*", "BAO_*", "AWS_*", "GOOGLE_APP
 	"KUBECONFIG", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "GH_TOKEN", "NPM_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
 	"https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"}
 
-// strictKeep is all strict mode passes of the user's environment.
-var strictKeep = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+// minimalKeep is what a plugin gets of the host's environment by default.
+var minimalKeep = []string{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"}
 
-// pluginEnv builds a plugin's environment from the user's: minus the deny
-// list (defaults plus extra; "X_*" matches a prefix), or only strictKeep
-// in strict mode; then the egress proxy in both spellings, and TMPDIR set
-// to the plugin's private directory (where file transport files must be).
-func pluginEnv(user []string, strict bool, extraDeny []string, proxy, tmpdir string) []string {
-	deny := append(append([]string(nil), defaultDeny...), extraDeny...)
+// envSpec is how a plugin's environment is built.
+type envSpec struct {
+	set        map[string]string // explicit values (PluginConfig.Env)
+	inherit    []string          // names or "X_*" prefixes taken from the host
+	inheritAll bool              // the host's environment minus the deny list
+	deny       []string          // extra deny patterns (with inheritAll)
+	proxy      string            // egress proxy host:port
+	noProxy    []string          // host:port the plugin reaches directly (the host's files endpoint)
+	tmpdir     string
+}
+
+// pluginEnv builds a plugin's environment from the host's: minimalKeep
+// and the inherit names, or (inheritAll) everything minus the deny list;
+// then the explicit values; then what the host owns, which nothing
+// overrides: TMPDIR (the private directory where file-transport files
+// must be), the egress proxy in both spellings, and NO_PROXY naming only
+// the host's own endpoints.
+func pluginEnv(user []string, spec envSpec) []string {
+	deny := append(append([]string(nil), defaultDeny...), spec.deny...)
+	keep := append(append([]string(nil), minimalKeep...), spec.inherit...)
+	owned := []string{"TMPDIR", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"}
 	var out []string
 	for _, kv := range user {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "TMPDIR" {
+		if !ok || contains(owned, k) || spec.set[k] != "" {
 			continue
 		}
-		if strict {
-			if contains(strictKeep, k) {
-				out = append(out, kv)
-			}
-			continue
-		}
-		if !denied(deny, k) {
+		if spec.inheritAll && !denied(deny, k) || !spec.inheritAll && denied(keep, k) && !denied(defaultDeny, k) {
 			out = append(out, kv)
 		}
 	}
-	if proxy != "" {
-		out = append(out, "HTTP_PROXY=http://"+proxy, "http_proxy=http://"+proxy)
+	for _, k := range sortedKeys(spec.set) {
+		if !contains(owned, k) {
+			out = append(out, k+"="+spec.set[k])
+		}
 	}
-	if tmpdir != "" {
-		out = append(out, "TMPDIR="+tmpdir)
+	if spec.proxy != "" {
+		out = append(out, "HTTP_PROXY=http://"+spec.proxy, "http_proxy=http://"+spec.proxy)
+	}
+	if len(spec.noProxy) > 0 {
+		np := strings.Join(spec.noProxy, ",")
+		out = append(out, "NO_PROXY="+np, "no_proxy="+np)
+	}
+	if spec.tmpdir != "" {
+		out = append(out, "TMPDIR="+spec.tmpdir)
 	}
 	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func denied(patterns []string, k string) bool {

@@ -109,7 +109,7 @@ func (f *Files) call(method, bucket string, params json.RawMessage) (any, *RPCEr
 	var req struct {
 		Path        string `json:"path"`
 		ContentType string `json:"content_type"`
-		SizeBytes   int64  `json:"size_bytes"`
+		SizeBytes   *int64 `json:"size_bytes"`
 		ETag        string `json:"etag"`
 		Prefix      string `json:"prefix"`
 		Cursor      string `json:"cursor"`
@@ -128,21 +128,39 @@ func (f *Files) call(method, bucket string, params json.RawMessage) (any, *RPCEr
 	}
 	switch method {
 	case "files/upload_begin":
-		if req.SizeBytes <= 0 || req.SizeBytes > f.MaxFile {
-			return nil, storageErr(CodeStorageTooLarge, "size_bytes: between 1 and the file limit", "VALUE_TOO_LARGE")
+		// size_bytes is optional (the SDKs omit it when unknown): the PUT
+		// is then bounded by the file limit. Zero is an empty file.
+		size := int64(-1)
+		if req.SizeBytes != nil {
+			size = *req.SizeBytes
+			if size < 0 {
+				return nil, storageErr(CodeStorageInvalid, "size_bytes: must not be negative", "INVALID_REQUEST")
+			}
+			if size > f.MaxFile {
+				return nil, storageErr(CodeStorageTooLarge, "size_bytes: larger than the file limit", "VALUE_TOO_LARGE")
+			}
 		}
-		if quota := f.KV.Quota; quota > 0 && f.KV.Usage(bucket)+req.SizeBytes > quota || quota == 0 && f.KV.Usage(bucket)+req.SizeBytes > DefaultQuota {
+		if quota := f.KV.quota(); f.KV.Usage(bucket)+max(size, 0) > quota {
 			return nil, storageErr(CodeStorageQuota, "storage quota exceeded", "QUOTA_EXCEEDED")
 		}
-		rec := fileRecord{Size: req.SizeBytes, ContentType: req.ContentType, Created: now.Unix()}
+		rec := fileRecord{Size: size, ContentType: req.ContentType, Created: now.Unix()}
 		if err := f.put(fb, req.Path, rec); err != nil {
 			return nil, storageErr(CodeStorageUpstream, "store write failed", "UPSTREAM_ERROR")
 		}
 		u, exp := f.signedURL("upload", fb, req.Path, now)
-		return map[string]any{"upload_url": u, "method": "PUT", "expires_at": exp.UTC().Format(time.RFC3339)}, nil
+		headers := map[string]string{}
+		if req.ContentType != "" {
+			headers["Content-Type"] = req.ContentType
+		}
+		// Every spelling a client reads: upload_url (the notes), put_url
+		// and url (the SDKs), with the method and headers to send.
+		return map[string]any{"upload_url": u, "put_url": u, "url": u, "method": "PUT", "headers": headers,
+			"upload_id": uploadID(fb, req.Path, now), "path": req.Path, "expires_at": exp.UTC().Format(time.RFC3339)}, nil
 	case "files/upload_complete":
 		rec, ok := f.get(fb, req.Path)
-		if !ok || rec.ETag == "" || rec.ETag != req.ETag {
+		// The etag is optional (a client may not read the PUT's ETag);
+		// when given it must match, quoted or weak forms included.
+		if !ok || rec.ETag == "" || req.ETag != "" && normalizeETag(req.ETag) != rec.ETag {
 			return nil, storageErr(CodeStoragePrecondition, "etag does not match the uploaded bytes", "PRECONDITION_FAILED")
 		}
 		rec.Complete = true
@@ -156,7 +174,7 @@ func (f *Files) call(method, bucket string, params json.RawMessage) (any, *RPCEr
 			return nil, storageErr(CodeStorageNotFound, "no such file", "NOT_FOUND")
 		}
 		u, exp := f.signedURL("download", fb, req.Path, now)
-		return map[string]any{"download_url": u, "expires_at": exp.UTC().Format(time.RFC3339)}, nil
+		return map[string]any{"download_url": u, "get_url": u, "url": u, "expires_at": exp.UTC().Format(time.RFC3339)}, nil
 	case "files/delete":
 		rec, ok := f.get(fb, req.Path)
 		if !ok {
@@ -260,12 +278,24 @@ func (f *Files) Handler() http.Handler {
 		}
 		defer os.Remove(tmp.Name())
 		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r.Body, rec.Size+1))
+		limit := rec.Size
+		if limit < 0 {
+			limit = f.MaxFile
+		}
+		n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r.Body, limit+1))
 		tmp.Close()
-		if err != nil || n != rec.Size {
+		switch {
+		case err != nil:
+			http.Error(w, "upload interrupted", http.StatusBadRequest)
+			return
+		case rec.Size >= 0 && n != rec.Size:
 			http.Error(w, "body size differs from size_bytes", http.StatusBadRequest)
 			return
+		case n > limit:
+			http.Error(w, "body larger than the file limit", http.StatusRequestEntityTooLarge)
+			return
 		}
+		rec.Size = n
 		if err := os.Rename(tmp.Name(), f.blobPath(b, p)); err != nil {
 			http.Error(w, "store", http.StatusInternalServerError)
 			return
@@ -282,7 +312,7 @@ func (f *Files) Handler() http.Handler {
 			http.Error(w, "store", http.StatusInternalServerError)
 			return
 		}
-		w.Header().Set("ETag", rec.ETag)
+		w.Header().Set("ETag", `"`+rec.ETag+`"`)
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("GET /files/download", func(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +328,7 @@ func (f *Files) Handler() http.Handler {
 		if rec.ContentType != "" {
 			w.Header().Set("Content-Type", rec.ContentType)
 		}
-		w.Header().Set("ETag", rec.ETag)
+		w.Header().Set("ETag", `"`+rec.ETag+`"`)
 		http.ServeFile(w, r, f.blobPath(b, p))
 	})
 	return mux
@@ -339,4 +369,29 @@ func (f *Files) GC() int {
 // Run collects stale uploads every interval until ctx ends.
 func (f *Files) Run(ctx context.Context, interval time.Duration) {
 	serve.Every(ctx, interval, func(time.Time) { f.GC() })
+}
+
+// directHosts is what a plugin must reach without the egress proxy: the
+// host:port of the presigned URLs (the plugin's NO_PROXY). None when
+// files/* is off.
+func (f *Files) directHosts() []string {
+	if f == nil {
+		return nil
+	}
+	u, err := url.Parse(f.BaseURL)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	return []string{u.Host}
+}
+
+// uploadID names one upload_begin (for clients that track it).
+func uploadID(bucket, p string, now time.Time) string {
+	sum := sha256.Sum256([]byte(bucket + "\x00" + p + "\x00" + strconv.FormatInt(now.UnixNano(), 10)))
+	return hex.EncodeToString(sum[:12])
+}
+
+// normalizeETag strips the quotes and weak prefix an HTTP client may keep.
+func normalizeETag(s string) string {
+	return strings.Trim(strings.TrimPrefix(strings.TrimSpace(s), "W/"), `"`)
 }

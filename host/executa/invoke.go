@@ -46,6 +46,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	if !ok {
 		return nil, ErrUnknownTool
 	}
+	if err := p.Unbound(); err != nil {
+		return nil, err
+	}
 	timeout := p.opts.Timeouts.Invoke
 	if tool.Timeout > 0 {
 		timeout = time.Duration(tool.Timeout) * time.Second
@@ -128,7 +131,8 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		return nil, ErrFileTransportRefused
 	}
 	if m.Error != nil {
-		return nil, &ToolError{Code: m.Error.Code}
+		obj, _ := json.Marshal(m.Error)
+		return nil, &ToolError{Code: m.Error.Code, Object: obj}
 	}
 	res := &InvokeResult{InvokeID: invokeID}
 	if err := json.Unmarshal(m.Result, res); err != nil {
@@ -163,7 +167,45 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 			}
 			p.log.Warn("raw secret delivered to plugin (explicit opt-in)", "credential", c.Name, "intent", intent)
 			out[c.Name] = s.Value
+			continue
+		}
+		if v, ok := p.setting(c); ok {
+			out[c.Name] = v
 		}
 	}
 	return out, nil
+}
+
+// setting is the plain value of a non-sensitive credential: the
+// operator's, else the manifest's default.
+func (p *Process) setting(c Credential) (string, bool) {
+	if c.IsSensitive() {
+		return "", false
+	}
+	if v, ok := p.cfg.Settings[c.Name]; ok {
+		return v, true
+	}
+	if len(c.Default) > 0 {
+		return c.DefaultString(), true
+	}
+	return "", false
+}
+
+// Unbound reports the required credentials that nothing delivers — no
+// intent, no raw opt-in, no setting or default — as an *UnboundError;
+// calls are refused while there is one (the operator is told at start).
+func (p *Process) Unbound() error {
+	var out []int
+	for i, c := range p.Manifest.Credentials {
+		_, brokered := p.cfg.Credentials[c.Name]
+		_, raw := p.cfg.RawCredentials[c.Name]
+		_, set := p.setting(c)
+		if c.Required && !brokered && !raw && !set {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &UnboundError{Index: out}
 }

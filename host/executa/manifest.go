@@ -10,16 +10,20 @@ import (
 
 // Manifest is the result of describe.
 type Manifest struct {
-	Name             string       `json:"name"`
-	DisplayName      string       `json:"display_name,omitempty"`
-	Version          string       `json:"version"`
-	Description      string       `json:"description,omitempty"`
-	Author           string       `json:"author,omitempty"`
-	Homepage         string       `json:"homepage,omitempty"`
-	Icon             string       `json:"icon,omitempty"`
-	Category         string       `json:"category,omitempty"`
-	License          string       `json:"license,omitempty"`
-	Runtime          string       `json:"runtime,omitempty"`
+	// Name is optional: the host knows a plugin by its configured name.
+	// When present and different, it is kept (and recorded at launch).
+	Name        string `json:"name,omitempty"`
+	DisplayName string `json:"display_name,omitempty"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+	Author      string `json:"author,omitempty"`
+	Homepage    string `json:"homepage,omitempty"`
+	Icon        string `json:"icon,omitempty"`
+	Category    string `json:"category,omitempty"`
+	License     string `json:"license,omitempty"`
+	// Runtime is metadata: a string ("python") or, as the SDKs write it,
+	// an object ({"type": "uv", "min_version": "0.1.0"}).
+	Runtime          Runtime      `json:"runtime,omitzero"`
 	HostCapabilities []string     `json:"host_capabilities,omitempty"`
 	Tools            []Tool       `json:"tools"`
 	Credentials      []Credential `json:"credentials,omitempty"`
@@ -46,13 +50,78 @@ type Parameter struct {
 	ItemsType   string          `json:"items_type,omitempty"`
 }
 
-// Credential is a declared credential.
+// Credential is a declared credential. A sensitive one is brokered (the
+// plugin gets a handle); a non-sensitive one is a setting with a plain
+// value from the host's config, or its Default.
 type Credential struct {
 	Name        string `json:"name"`
 	DisplayName string `json:"display_name,omitempty"`
 	Description string `json:"description,omitempty"`
 	Required    bool   `json:"required,omitempty"`
-	Sensitive   bool   `json:"sensitive,omitempty"`
+	// Sensitive is true unless the manifest says false: a credential
+	// whose nature is not stated is treated as a secret.
+	Sensitive *bool `json:"sensitive,omitempty"`
+	// Default is the value of a setting the operator did not set; a
+	// string, number or boolean (delivered as its JSON text).
+	Default json.RawMessage `json:"default,omitempty"`
+}
+
+// IsSensitive reports whether the credential must be brokered.
+func (c Credential) IsSensitive() bool { return c.Sensitive == nil || *c.Sensitive }
+
+// DefaultString is Default as the string a plugin receives: a JSON string
+// unquoted, any other scalar as written; "" when absent or not a scalar.
+func (c Credential) DefaultString() string {
+	var s string
+	if json.Unmarshal(c.Default, &s) == nil {
+		return s
+	}
+	var v any
+	if json.Unmarshal(c.Default, &v) != nil {
+		return ""
+	}
+	switch v.(type) {
+	case float64, bool:
+		return string(c.Default)
+	}
+	return ""
+}
+
+// Runtime is the manifest's runtime: kept as metadata, never acted on.
+type Runtime struct {
+	Type string          // "python", "uv", "npm", "binary", …
+	Raw  json.RawMessage // the declaration as sent
+}
+
+// IsZero reports an absent runtime.
+func (r Runtime) IsZero() bool { return len(r.Raw) == 0 }
+
+// UnmarshalJSON accepts a string or an object with a "type".
+func (r *Runtime) UnmarshalJSON(b []byte) error {
+	r.Raw = append(json.RawMessage(nil), b...)
+	if string(b) == "null" {
+		r.Raw = nil
+		return nil
+	}
+	if json.Unmarshal(b, &r.Type) == nil {
+		return nil
+	}
+	var obj struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return errors.New("runtime: must be a string or an object")
+	}
+	r.Type = obj.Type
+	return nil
+}
+
+// MarshalJSON writes the declaration back as sent.
+func (r Runtime) MarshalJSON() ([]byte, error) {
+	if len(r.Raw) == 0 {
+		return []byte("null"), nil
+	}
+	return r.Raw, nil
 }
 
 // Host capability strings.
@@ -77,13 +146,10 @@ const MaxToolTimeout = 3600
 func ParseManifest(raw json.RawMessage) (*Manifest, error) {
 	m := &Manifest{}
 	if err := json.Unmarshal(raw, m); err != nil {
-		return nil, errors.New("describe result is not a manifest object")
+		return nil, decodeError(err)
 	}
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if m.Name == "" {
-		add("name: required")
-	}
 	if !semver.MatchString(m.Version) {
 		add("version: must be SemVer")
 	}
@@ -150,4 +216,38 @@ func (m *Manifest) wantsStorageToken() bool {
 		}
 	}
 	return false
+}
+
+// decodeError names the field a describe result got wrong, never its
+// value (which is the plugin's).
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Errorf("%s: must be %s", te.Field, jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &te):
+		return errors.New("describe result: must be a JSON object (the manifest itself)")
+	case errors.As(err, &se):
+		return errors.New("describe result: not valid JSON")
+	default:
+		// Errors of our own UnmarshalJSON name their field already.
+		return err
+	}
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "float64":
+		return "a number"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	}
+	return "of another type"
 }

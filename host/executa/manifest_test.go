@@ -20,7 +20,7 @@ func TestParseManifest(t *testing.T) {
 	  "tools":[{"name":"a","timeout":99999,"parameters":[{"name":"","type":"date"}]},{"name":"a"}],
 	  "credentials":[{"name":"bad name"}]}`
 	_, err = ParseManifest([]byte(bad))
-	for _, want := range []string{"name: required", "version: must be SemVer", `"storage.user" is not a valid capability`,
+	for _, want := range []string{"version: must be SemVer", `"storage.user" is not a valid capability`,
 		"host_capabilities[1]: unknown", "tools[0].timeout", "parameters[0].name", "parameters[0].type", "tools[1].name", "credentials[0].name"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
@@ -29,21 +29,79 @@ func TestParseManifest(t *testing.T) {
 }
 
 func TestPluginEnv(t *testing.T) {
-	user := []string{"PATH=/bin", "HOME=/h", "LANG=C", "VAULT_TOKEN=s.x", "AIRLOCK_CONFIG=/c", "EDITOR=vi",
-		"AWS_SECRET_ACCESS_KEY=k", "HTTPS_PROXY=http://evil", "CUSTOM_SECRET=1", "TMPDIR=/tmp"}
-	env := strings.Join(pluginEnv(user, false, []string{"CUSTOM_*"}, "127.0.0.1:8899", "/priv"), " ")
-	for _, gone := range []string{"VAULT_TOKEN", "AIRLOCK_CONFIG", "AWS_SECRET", "https://evil", "HTTPS_PROXY=http://evil", "CUSTOM_SECRET", "TMPDIR=/tmp"} {
-		if strings.Contains(env, gone) {
-			t.Errorf("%s passed: %s", gone, env)
+	user := []string{"PATH=/bin", "HOME=/h", "LANG=C", "VAULT_TOKEN=s.x", "AIRLOCK_CONFIG=/c", "EDITOR=vi", "OPENAI_API_KEY=sk-x",
+		"AWS_SECRET_ACCESS_KEY=k", "HTTPS_PROXY=http://evil", "CUSTOM_SECRET=1", "TMPDIR=/tmp", "PYTHONPATH=/py", "NO_PROXY=*"}
+	base := envSpec{proxy: "127.0.0.1:8899", noProxy: []string{"127.0.0.1:9468"}, tmpdir: "/priv"}
+	for _, tt := range []struct {
+		name       string
+		spec       func(envSpec) envSpec
+		want, gone []string
+	}{
+		{"minimal by default", func(s envSpec) envSpec { return s },
+			[]string{"PATH=/bin", "HOME=/h", "LANG=C", "HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899",
+				"NO_PROXY=127.0.0.1:9468", "no_proxy=127.0.0.1:9468", "TMPDIR=/priv"},
+			[]string{"EDITOR", "OPENAI_API_KEY", "VAULT_TOKEN", "PYTHONPATH", "TMPDIR=/tmp", "NO_PROXY=*"}},
+		{"explicit values and inherited names", func(s envSpec) envSpec {
+			s.set = map[string]string{"UNITS": "metric", "HTTP_PROXY": "http://evil"}
+			s.inherit = []string{"PYTHON*", "VAULT_TOKEN"}
+			return s
+		},
+			[]string{"UNITS=metric", "PYTHONPATH=/py", "HTTP_PROXY=http://127.0.0.1:8899"},
+			[]string{"EDITOR", "VAULT_TOKEN", "HTTP_PROXY=http://evil"}},
+		{"inherit all minus the deny list", func(s envSpec) envSpec {
+			s.inheritAll, s.deny = true, []string{"CUSTOM_*"}
+			return s
+		},
+			[]string{"EDITOR=vi", "OPENAI_API_KEY=sk-x", "PATH=/bin"},
+			[]string{"VAULT_TOKEN", "AIRLOCK_CONFIG", "AWS_SECRET", "HTTPS_PROXY=http://evil", "CUSTOM_SECRET", "TMPDIR=/tmp"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := " " + strings.Join(pluginEnv(user, tt.spec(base)), " ") + " "
+			for _, w := range tt.want {
+				if !strings.Contains(env, " "+w+" ") {
+					t.Errorf("%s missing: %s", w, env)
+				}
+			}
+			for _, g := range tt.gone {
+				if strings.Contains(env, " "+g) {
+					t.Errorf("%s passed: %s", g, env)
+				}
+			}
+		})
+	}
+}
+
+// What the published SDKs send and the notes do not: an object runtime,
+// no top-level name, a credential default. A field of the wrong type is
+// named, never echoed.
+func TestManifestSDKVariants(t *testing.T) {
+	m, err := ParseManifest([]byte(`{"display_name":"Notebook","version":"0.1.1","runtime":{"type":"uv","min_version":"0.1.0"},
+	  "tools":[{"name":"note_append","parameters":[{"name":"text","type":"string","required":true}]}],
+	  "credentials":[{"name":"UNITS","sensitive":false,"default":"metric"},{"name":"DAYS","sensitive":false,"default":3},{"name":"KEY"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "" || m.Runtime.Type != "uv" || string(m.Runtime.Raw) != `{"type":"uv","min_version":"0.1.0"}` {
+		t.Fatalf("manifest: %+v", m)
+	}
+	if got := []string{m.Credentials[0].DefaultString(), m.Credentials[1].DefaultString(), m.Credentials[2].DefaultString()}; got[0] != "metric" || got[1] != "3" || got[2] != "" {
+		t.Fatalf("defaults: %q", got)
+	}
+	for _, rt := range []string{`"python"`, `{"type":"npm"}`, `{"type":"binary"}`, `null`} {
+		if _, err := ParseManifest([]byte(`{"version":"1.0.0","runtime":` + rt + `,"tools":[{"name":"t"}]}`)); err != nil {
+			t.Errorf("runtime %s: %v", rt, err)
 		}
 	}
-	for _, kept := range []string{"PATH=/bin", "EDITOR=vi", "HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899", "TMPDIR=/priv"} {
-		if !strings.Contains(env, kept) {
-			t.Errorf("%s missing: %s", kept, env)
+	for _, tt := range []struct{ doc, want string }{
+		{`{"version":"1.0.0","runtime":42,"tools":[{"name":"t"}]}`, "runtime: must be a string or an object"},
+		{`{"version":"1.0.0","tools":[{"name":"t","timeout":"soon-secret-value"}]}`, "tools.timeout: must be a number"},
+		{`{"version":"1.0.0","tools":"secret-value"}`, "tools: must be an array"},
+		{`["secret-value"]`, "must be a JSON object"},
+		{`{"version":`, "not valid JSON"},
+	} {
+		_, err := ParseManifest([]byte(tt.doc))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret-value") {
+			t.Errorf("%s: %v, want %q without the value", tt.doc, err, tt.want)
 		}
-	}
-	strict := strings.Join(pluginEnv(user, true, nil, "127.0.0.1:8899", "/priv"), " ")
-	if strings.Contains(strict, "EDITOR") || !strings.Contains(strict, "LANG=C") || !strings.Contains(strict, "HTTP_PROXY") {
-		t.Errorf("strict env: %s", strict)
 	}
 }

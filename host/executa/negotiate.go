@@ -26,26 +26,48 @@ func (p *Process) initialize(ctx context.Context) error {
 	if err != nil || m.Error != nil {
 		return nil
 	}
-	var res struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-		ServerInfo      json.RawMessage            `json:"server_info"`
-		ServerInfoCamel json.RawMessage            `json:"serverInfo"`
-	}
-	if json.Unmarshal(m.Result, &res) != nil || res.ProtocolVersion != ProtocolV2 {
+	// Read field by field, so one odd field does not cost the session v2.
+	var res map[string]json.RawMessage
+	if json.Unmarshal(m.Result, &res) != nil || !isV2(res["protocolVersion"], res["protocol_version"]) {
 		return nil
 	}
 	p.Protocol, p.Capabilities = ProtocolV2, map[string]json.RawMessage{}
-	for k, v := range res.Capabilities {
-		if k == "sampling" || k == "storage" || k == "fileTransport" || k == "files" {
-			p.Capabilities[k] = v // only what the host offered can be negotiated
+	// "capabilities" is the lifecycle page's spelling; the SDKs answer
+	// with "client_capabilities" (MCP's shape) and an empty
+	// "capabilities". Both count.
+	for _, key := range []string{"capabilities", "client_capabilities", "clientCapabilities"} {
+		var caps map[string]json.RawMessage
+		if json.Unmarshal(res[key], &caps) != nil {
+			continue
+		}
+		for k, v := range caps {
+			if k == "sampling" || k == "storage" || k == "fileTransport" || k == "files" {
+				p.Capabilities[k] = v // only what the host offered can be negotiated
+			}
 		}
 	}
-	p.ServerInfo = res.ServerInfo
-	if len(p.ServerInfo) == 0 {
-		p.ServerInfo = res.ServerInfoCamel
+	for _, key := range []string{"server_info", "serverInfo"} {
+		if len(res[key]) > 0 && string(res[key]) != "null" {
+			p.ServerInfo = res[key]
+			break
+		}
 	}
 	return nil
+}
+
+// isV2 accepts "2.0", "2" and the number 2 as protocol 2.0.
+func isV2(vals ...json.RawMessage) bool {
+	for _, v := range vals {
+		var s string
+		if json.Unmarshal(v, &s) == nil && (s == ProtocolV2 || s == "2") {
+			return true
+		}
+		var n float64
+		if json.Unmarshal(v, &n) == nil && n == 2 {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Process) describe(ctx context.Context) error {

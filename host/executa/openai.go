@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -31,6 +33,40 @@ type OpenAIBackend struct {
 	EgressProxy  string
 	// JSON says the model honours response_format.
 	JSON bool
+
+	once   sync.Once
+	client *http.Client // one for every call: connections are kept alive
+}
+
+// endpoint is the chat-completions URL: BaseURL may name the API root
+// (http://api.example.com) or its /v1 (http://api.example.com/v1), as
+// OpenAI's own clients take it.
+func (o *OpenAIBackend) endpoint() string {
+	base := strings.TrimSuffix(o.BaseURL, "/")
+	if strings.HasSuffix(base, "/v1") {
+		return base + "/chat/completions"
+	}
+	return base + "/v1/chat/completions"
+}
+
+// httpClient is the backend's one client. The handle travels in each
+// request's Proxy-Authorization, not in the proxy URL, so every call
+// shares the pool of connections to the proxy.
+func (o *OpenAIBackend) httpClient(proxy string) *http.Client {
+	o.once.Do(func() {
+		o.client = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyURL(&url.URL{Scheme: "http", Host: proxy}),
+			MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+		}}
+	})
+	return o.client
+}
+
+// CloseIdleConnections releases the kept-alive connections.
+func (o *OpenAIBackend) CloseIdleConnections() {
+	if o.client != nil {
+		o.client.CloseIdleConnections()
+	}
 }
 
 // SupportsFormat implements SamplingBackend.
@@ -48,7 +84,7 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 	iss, err := o.Broker.Issue(ctx, broker.IssueRequest{PluginID: "airlock.sampling", InvocationID: inv, Intent: o.Intent,
 		Destinations: o.Destinations, Deadline: deadline})
 	if err != nil {
-		return Completion{}, fmt.Errorf("sampling credential: %w", err)
+		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: fmt.Errorf("sampling credential: %w", err)}
 	}
 	defer o.Broker.RevokeInvocation(context.WithoutCancel(ctx), inv) //nolint:errcheck // best effort; the handle expires anyway
 	msgs := []map[string]string{}
@@ -69,19 +105,27 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 		body["response_format"] = rf
 	}
 	raw, _ := json.Marshal(body)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.BaseURL, "/")+"/v1/chat/completions", bytes.NewReader(raw))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, o.endpoint(), bytes.NewReader(raw))
 	if err != nil {
 		return Completion{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: iss.EgressProxy, User: url.User(iss.Handle)})}}
-	resp, err := client.Do(hreq)
+	hreq.Header.Set("Proxy-Authorization", "Bearer "+iss.Handle)
+	proxy := o.EgressProxy
+	if proxy == "" {
+		proxy = iss.EgressProxy
+	}
+	resp, err := o.httpClient(proxy).Do(hreq)
 	if err != nil {
-		return Completion{}, err
+		if ctx.Err() != nil {
+			return Completion{}, ctx.Err()
+		}
+		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: errors.New("the egress proxy could not be reached")}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Completion{}, fmt.Errorf("chat completions answered %d", resp.StatusCode)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection
+		return Completion{}, statusError(resp)
 	}
 	var out struct {
 		Model   string `json:"model"`
@@ -97,7 +141,10 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 		} `json:"usage"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil || len(out.Choices) == 0 {
-		return Completion{}, fmt.Errorf("chat completions answer is not understood")
+		if ctx.Err() != nil {
+			return Completion{}, ctx.Err()
+		}
+		return Completion{}, &BackendError{Kind: BackendBadResponse, Status: resp.StatusCode}
 	}
 	stop := map[string]string{"stop": "endTurn", "length": "maxTokens"}[out.Choices[0].FinishReason]
 	if stop == "" {

@@ -80,7 +80,11 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	p := &Process{cfg: cfg, opts: opts, tmpdir: tmp, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
 		progress: newProgressLog(), log: opts.Log.With("plugin", cfg.Name, "kind", "executa")}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
-	cmd.Env = pluginEnv(os.Environ(), cfg.Strict, cfg.EnvDeny, opts.EgressProxy, tmp)
+	cmd.Env = pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv,
+		deny: cfg.EnvDeny, proxy: opts.EgressProxy, noProxy: opts.Files.directHosts(), tmpdir: tmp})
+	if cfg.InheritAllEnv {
+		p.log.Warn("inherit_all_env: this plugin gets the host's whole environment minus a deny list; any API key in the host's environment reaches it")
+	}
 	cmd.Dir = tmp
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -120,6 +124,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		p.kill()
 		return nil, err
 	}
+	p.checkBindings()
 	return p, nil
 }
 
@@ -172,18 +177,14 @@ func (p *Process) deliver(m *Message) {
 	ch <- m
 }
 
-// fileTransport replaces a response announced through a temporary file,
-// reading it only if fileTransport was negotiated and the file is in the
-// plugin's own temp directory; the file is deleted.
+// fileTransport replaces a response announced through a temporary file.
+// The SDKs use it whenever an answer is large, whether or not the session
+// negotiated fileTransport (1.1 sessions included), so the host accepts
+// it in every session; what stays strict is where the file may be: only
+// inside the plugin's own private temp directory, symbolic links
+// resolved. The file is deleted.
 func (p *Process) fileTransport(m *Message) *Message {
 	bad := &Message{ID: m.ID, Error: fileTransportRefused}
-	if _, ok := p.Capabilities["fileTransport"]; !ok && p.Protocol == ProtocolV2 {
-		// The host offers fileTransport; the plugin must have echoed it.
-		return bad
-	}
-	if p.Protocol != ProtocolV2 {
-		return bad
-	}
 	path, err := filepath.EvalSymlinks(m.FileTransport)
 	dir, derr := filepath.EvalSymlinks(p.tmpdir)
 	if err != nil || derr != nil || !strings.HasPrefix(path, dir+string(os.PathSeparator)) {
@@ -251,4 +252,19 @@ func (p *Process) send(m *Message) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	return Encode(p.stdin, m)
+}
+
+// checkBindings tells the operator, at start, what the config leaves
+// undelivered or refuses to deliver. Credentials are named by index: the
+// names are the plugin's.
+func (p *Process) checkBindings() {
+	if err := p.Unbound(); err != nil {
+		p.log.Warn("calls will be refused: " + err.Error())
+	}
+	for i, c := range p.Manifest.Credentials {
+		if _, ok := p.cfg.Settings[c.Name]; ok && c.IsSensitive() {
+			p.log.Warn("a setting names a credential the manifest does not mark sensitive: false; it is not delivered (bind it to a broker intent)",
+				"credential_index", i)
+		}
+	}
 }

@@ -221,12 +221,27 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 		inv.budget.mu.Unlock()
 		return nil, rpcError(CodeSamplingMaxCalls, "sampling call limit for this invoke reached", "MAX_CALLS_EXCEEDED")
 	}
-	if inv.budget.tokens >= MaxTokensPerInvoke {
+	// The call's maxTokens is reserved before it is sent, so concurrent
+	// calls cannot together pass the cap; what was used is settled after.
+	if inv.budget.tokens+req.MaxTokens > MaxTokensPerInvoke {
 		inv.budget.mu.Unlock()
 		return nil, rpcError(CodeSamplingMaxTokens, "sampling token budget for this invoke spent", "MAX_TOKENS_EXCEEDED")
 	}
 	inv.budget.calls++
+	inv.budget.tokens += req.MaxTokens
 	inv.budget.mu.Unlock()
+	settled := false
+	settle := func(used int) {
+		inv.budget.mu.Lock()
+		inv.budget.tokens += used - req.MaxTokens
+		inv.budget.mu.Unlock()
+		settled = true
+	}
+	defer func() {
+		if !settled {
+			settle(0) // nothing was spent: release the reservation
+		}
+	}()
 
 	applied, downgraded := requested, false
 	if requested != "" && (p.opts.Sampling == nil || !p.opts.Sampling.SupportsFormat(requested)) {
@@ -244,21 +259,20 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 		return nil, rpcError(CodeSamplingProviderError, "no sampling backend is configured on this host", "PROVIDER_ERROR")
 	}
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, DefaultSamplingWindow)
+	// ctx is the invoke's: the backend call ends with it at the latest.
+	cctx, cancel := context.WithTimeout(ctx, p.opts.samplingTimeout())
 	defer cancel()
 	c, err := p.opts.Sampling.Complete(cctx, &req)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, rpcError(CodeSamplingTimeout, "the sampling backend timed out", "TIMEOUT")
-	}
 	if err != nil {
-		return nil, rpcError(CodeSamplingProviderError, "the sampling backend failed", "PROVIDER_ERROR")
+		return nil, p.samplingFailure(ctx, cctx, err)
 	}
-	inv.budget.mu.Lock()
-	inv.budget.tokens += c.InputTokens + c.OutputTokens
-	inv.budget.mu.Unlock()
-	structuredValid := applied == "json_object" || applied == "json_schema"
-	if structuredValid {
-		structuredValid = json.Valid([]byte(c.Text))
+	settle(c.InputTokens + c.OutputTokens)
+	structuredValid := false
+	switch applied {
+	case "json_object":
+		structuredValid = isJSONObject(c.Text)
+	case "json_schema":
+		structuredValid = req.ResponseFormat.JSONSchema != nil && validateSchema(req.ResponseFormat.JSONSchema.Schema, c.Text)
 	}
 	return map[string]any{
 		"role": "assistant", "content": map[string]string{"type": "text", "text": c.Text}, "model": c.Model,
@@ -269,40 +283,36 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	}, nil
 }
 
-// checkSchema applies the notes' JSON schema limits: size, depth, nodes.
-func checkSchema(raw json.RawMessage) error {
-	if len(raw) > MaxSchemaBytes {
-		return fmt.Errorf("larger than %d bytes", MaxSchemaBytes)
+// samplingFailure maps a backend failure to the plugin's error and logs
+// one line for the operator (never the key, never the backend's body).
+func (p *Process) samplingFailure(invokeCtx, callCtx context.Context, err error) *RPCError {
+	switch {
+	case invokeCtx.Err() != nil:
+		p.log.Info("sampling call cancelled: its invoke ended")
+		return rpcError(CodeSamplingTimeout, "the invoke ended before the sampling backend answered", "TIMEOUT")
+	case errors.Is(err, context.DeadlineExceeded) || callCtx.Err() != nil:
+		p.log.Warn("sampling backend timed out", "timeout", p.opts.samplingTimeout())
+		return rpcError(CodeSamplingTimeout, "the sampling backend timed out", "TIMEOUT")
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return errors.New("not JSON")
+	var be *BackendError
+	if !errors.As(err, &be) {
+		be = &BackendError{Kind: BackendUpstream, Err: err}
 	}
-	nodes := 0
-	var walk func(v any, depth int) error
-	walk = func(v any, depth int) error {
-		nodes++
-		if nodes > MaxSchemaNodes {
-			return fmt.Errorf("more than %d nodes", MaxSchemaNodes)
-		}
-		if depth > MaxSchemaDepth {
-			return fmt.Errorf("deeper than %d", MaxSchemaDepth)
-		}
-		switch x := v.(type) {
-		case map[string]any:
-			for _, c := range x {
-				if err := walk(c, depth+1); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for _, c := range x {
-				if err := walk(c, depth+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	p.log.Warn("sampling backend failed", "reason", be.Kind, "status", be.Status, "retry_after", be.RetryAfter, "err", be.Err)
+	data := map[string]any{"errorCode": be.Kind}
+	if be.Status != 0 {
+		data["status"] = be.Status
 	}
-	return walk(v, 1)
+	if be.RetryAfter > 0 {
+		data["retryAfter"] = int(be.RetryAfter.Seconds())
+	}
+	raw, _ := json.Marshal(data)
+	msg := map[string]string{
+		BackendUnauthorized: "the sampling backend refused the host's credential",
+		BackendRateLimited:  "the sampling backend is rate limiting; retry after retryAfter seconds",
+		BackendUpstream:     "the sampling backend failed",
+		BackendBadResponse:  "the sampling backend's answer was not understood",
+		BackendUnavailable:  "the sampling backend's credential or route is unavailable",
+	}[be.Kind]
+	return &RPCError{Code: CodeSamplingProviderError, Message: msg, Data: raw}
 }

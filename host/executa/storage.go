@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -52,6 +55,14 @@ type KVStore struct {
 	Quota int64
 }
 
+// quota is Quota, or DefaultQuota when unset.
+func (s *KVStore) quota() int64 {
+	if s.Quota > 0 {
+		return s.Quota
+	}
+	return DefaultQuota
+}
+
 // errQuota is returned inside a transaction that would exceed the quota.
 var errQuota = errors.New("quota exceeded")
 
@@ -66,11 +77,7 @@ func (s *KVStore) addUsage(tx *bolt.Tx, owner string, delta int64) error {
 		cur = int64(binary.BigEndian.Uint64(v))
 	}
 	next := max(cur+delta, 0)
-	quota := s.Quota
-	if quota == 0 {
-		quota = DefaultQuota
-	}
-	if delta > 0 && next > quota {
+	if delta > 0 && next > s.quota() {
 		return errQuota
 	}
 	var buf [8]byte
@@ -100,9 +107,15 @@ type kvRecord struct {
 
 // OpenKVStore opens (or creates, 0600) the store file.
 func OpenKVStore(path string) (*KVStore, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("storage %s: %w", path, err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("storage %s is locked by another process (another airlock host or airlock dev on the same state directory?)", path)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storage %s: %w", path, err)
 	}
 	return &KVStore{db: db, now: time.Now}, nil
 }
