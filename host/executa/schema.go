@@ -71,7 +71,9 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 
 type noLoader struct{}
 
-func (noLoader) Load(string) (any, error) { return nil, errors.New("external references are not loaded") }
+func (noLoader) Load(string) (any, error) {
+	return nil, errors.New("external references are not loaded")
+}
 
 // validateSchema reports whether text is JSON that the schema accepts:
 // what structuredValid claims.
