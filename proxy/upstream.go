@@ -22,8 +22,11 @@ import (
 // Reuse rules: a connection goes back to the pool only after its response
 // body was read to the end and neither side asked to close. A request that
 // fails on a reused connection before any response arrives is retried once
-// on a new connection if its body can be replayed; a request whose body
-// cannot be replayed always gets a new connection.
+// on a new connection if its body can be replayed. A request whose body
+// cannot be replayed (a streamed POST) is never retried; it takes a pooled
+// connection only after a liveness check shows the upstream has not
+// closed it, so it pays no new TLS handshake and runs no higher risk than
+// a fresh connection of failing before its response.
 type upstreamClient struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConfig   *tls.Config
@@ -63,8 +66,12 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		var pc *upConn
-		if replayable && attempt == 0 {
+		if attempt == 0 {
 			pc = u.get(key)
+			if pc != nil && !replayable && !pc.alive() {
+				pc.conn.Close()
+				pc = nil
+			}
 		}
 		reused := pc != nil
 		if pc == nil {
@@ -148,6 +155,16 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 	resp.Body = &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, reusable: !resp.Close,
 		eof: resp.Body == http.NoBody}
 	return resp, nil
+}
+
+// alive reports whether an idle connection is still open. Nothing may
+// arrive on an idle connection, so any byte waiting (a close_notify, junk)
+// or the end of the stream means it must not carry a request.
+func (pc *upConn) alive() bool {
+	if pc.br.Buffered() > 0 {
+		return false
+	}
+	return socketIdle(pc.conn.NetConn())
 }
 
 func (u *upstreamClient) get(key string) *upConn {

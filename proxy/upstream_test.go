@@ -119,23 +119,34 @@ func TestUpstreamStaleConnectionRetry(t *testing.T) {
 	}
 }
 
-// A body that cannot be replayed never goes out on a pooled connection.
-func TestUpstreamNonReplayableBodyUsesFreshConnection(t *testing.T) {
-	u, base, conns, _ := upstreamFixture(t, func(w http.ResponseWriter, r *http.Request) {
+// A body that cannot be replayed is never retried, so it takes a pooled
+// connection only when a liveness check shows the upstream kept it open;
+// a connection the upstream closed is passed over for a fresh one.
+func TestUpstreamNonReplayableBodyChecksPooledConnection(t *testing.T) {
+	u, base, conns, srv := upstreamFixture(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		io.WriteString(w, strconv.Itoa(len(b)))
 	})
-	get(t, u, "GET", base+"/", nil)
-	req, _ := http.NewRequest("POST", base+"/", io.NopCloser(strings.NewReader("streamed")))
-	req.ContentLength = -1
-	resp, err := u.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
+	post := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/", io.NopCloser(strings.NewReader("streamed")))
+		req.ContentLength = -1
+		resp, err := u.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "8" || conns.Load() != 2 {
-		t.Fatalf("body %q, connections %d (want a fresh one)", b, conns.Load())
+	get(t, u, "GET", base+"/", nil)
+	if b := post(); b != "8" || conns.Load() != 1 {
+		t.Fatalf("body %q, connections %d (want the live pooled one)", b, conns.Load())
+	}
+	srv.CloseClientConnections() // the pooled connection is now dead
+	time.Sleep(50 * time.Millisecond)
+	if b := post(); b != "8" || conns.Load() != 2 {
+		t.Fatalf("body %q, connections %d (want a fresh one for the dead pooled one)", b, conns.Load())
 	}
 }
 

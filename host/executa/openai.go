@@ -122,9 +122,12 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 		}
 		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: errors.New("the egress proxy could not be reached")}
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// Read to the end so the connection goes back to the pool.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection
 		return Completion{}, statusError(resp)
 	}
 	var out struct {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,8 @@ type fixture struct {
 	proxy    string
 	apiURL   string
 	seen     chan string
+	// chat, when set, answers /v1/chat/completions instead of the echo.
+	chat     atomic.Pointer[http.HandlerFunc]
 	sampling SamplingBackend
 	port     int
 	ring     *tokens.Ring
@@ -56,7 +59,14 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{seen: make(chan string, 8)}
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.seen <- r.Header.Get("Authorization")
+		select {
+		case f.seen <- r.Header.Get("Authorization"):
+		default:
+		}
+		if h := f.chat.Load(); h != nil && r.URL.Path == "/v1/chat/completions" {
+			(*h)(w, r)
+			return
+		}
 		if r.URL.Path == "/v1/chat/completions" {
 			if r.Header.Get("Authorization") != "Bearer sk-openai-in-vault" {
 				http.Error(w, "no", http.StatusUnauthorized)
