@@ -74,6 +74,14 @@ var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 func TestDevInProcess(t *testing.T) {
 	leaks := testenv.CheckGoroutines(t)
 	cfg := testConfig(t)
+	// A plugin author's own plugin, from the config file's host.executa.
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("../host/executa/testdata/compat/sdk_style.py")
+	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, host.ExecutaPlugin{Name: "my-plugin", Command: py,
+		Args: []string{script}, Credentials: map[string]string{"API_KEY": "tickets.placeholder"}, Settings: map[string]string{"UNITS": "kelvin"}})
 	ready := make(chan Ready, 1)
 	var out testenv.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -112,6 +120,10 @@ func TestDevInProcess(t *testing.T) {
 	upstream := strings.TrimSuffix(strings.SplitN(strings.SplitN(out.String(), "https://"+DemoHost+":", 2)[1], " ", 2)[0], "")
 	if ev := invoke(DemoExecutaPlugin, "summarize", `{"base_url":"http://`+DemoHost+`:`+upstream+`"}`); ev.Status != "STATUS_SUCCEEDED" {
 		t.Fatalf("executa call: %+v", ev)
+	}
+	if ev := invoke("my-plugin", "whoami", `{}`); ev.Status != "STATUS_SUCCEEDED" || !strings.Contains(string(ev.Result), `"units":"kelvin"`) ||
+		!strings.Contains(string(ev.Result), `"key_is_handle":true`) {
+		t.Fatalf("the author's own plugin under airlock dev: %+v", ev)
 	}
 	resp, err := client.Get("http://" + r.Admin + "/readyz")
 	if err != nil {

@@ -429,3 +429,31 @@ func killPid(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 }
+
+// An Executa plugin that never answers a call is signalled at the
+// deadline, and its exit is a crash: restarted and counted. One whose
+// health answer is no known word is restarted too.
+func TestExecutaHungAndUnhealthyRestart(t *testing.T) {
+	f := newHostFixture(t)
+	h := newTestHost(t, f, func(o *Options) { o.HealthInterval = 100 * time.Millisecond })
+	if err := h.AddExecuta(pyPlugin(t, "py"), executa.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Invoke(context.Background(), "py", InvokeRequest{Method: "slow", Deadline: time.Now().Add(20 * time.Second)})
+	if err != nil || out.Status != pluginv1.Status_STATUS_FAILED || !strings.Contains(out.Reason, "deadline passed") {
+		t.Fatalf("hung tool: %+v %v", out, err)
+	}
+	waitState(t, h, "py", "restarted after the hung call", func(s Status) bool { return s.Restarts == 1 && s.State == StateRunning })
+
+	script, _ := filepath.Abs("executa/testdata/compat/sdk_style.py")
+	sick := pyPlugin(t, "sick")
+	sick.Args = []string{script, "on-fire"}
+	sick.Credentials = map[string]string{"API_KEY": "tickets.executa"}
+	if err := h.AddExecuta(sick, executa.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, h, "sick", "restarted", func(s Status) bool { return s.Restarts >= 1 })
+	if !strings.Contains(s.LastFailure, ErrProbeFailed.Error()) || strings.Contains(s.LastFailure, "on-fire") {
+		t.Fatalf("status: %+v", s)
+	}
+}

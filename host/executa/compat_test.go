@@ -41,7 +41,8 @@ func newCompatServices(t *testing.T, f *fixture) *compatServices {
 	t.Cleanup(srv.Close)
 	files.BaseURL = srv.URL
 	fixture := filepath.Join(dir, "sampling.jsonl")
-	os.WriteFile(fixture, []byte(`{"match":"violate","text":"{\"summary\":1,\"extra\":true}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
+	os.WriteFile(fixture, []byte(`{"match":"go","text":"long","model":"fx","inputTokens":100,"outputTokens":8000}
+{"match":"violate","text":"{\"summary\":1,\"extra\":true}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 {"match":"","text":"{\"summary\":\"ok\"}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 `), 0o600)
 	backend, err := LoadFixtureBackend(fixture)
@@ -287,4 +288,28 @@ func itoa(n int) string {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Concurrent sampling calls reserve their maxTokens before they are sent:
+// together they cannot spend past the per-invoke budget.
+func TestSamplingBudgetReservedAcrossConcurrentCalls(t *testing.T) {
+	f := newFixture(t)
+	cs := newCompatServices(t, f)
+	p := cs.start(t, sdkPython("ok"))
+	d := invokeData(t, p, "sample_many", `{"n":8,"max_tokens":8192}`)
+	ok, refused := 0, 0
+	for _, c := range d["codes"].([]any) {
+		switch c {
+		case float64(0):
+			ok++
+		case float64(CodeSamplingMaxTokens):
+			refused++
+		default:
+			t.Fatalf("unexpected code %v", c)
+		}
+	}
+	// Each admitted call spends 8,100 tokens: at most three fit in 32,000.
+	if ok < 1 || ok*8100 > MaxTokensPerInvoke || ok+refused != 8 {
+		t.Fatalf("%d admitted, %d refused: the budget was overrun or nothing ran", ok, refused)
+	}
 }
