@@ -54,12 +54,12 @@ func TestOpenAIBackendFailures(t *testing.T) {
 		code      float64
 		errorCode string
 	}{
-		{"unauthorized", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad key", 401) }, CodeSamplingProviderError, BackendUnauthorized},
+		{"unauthorized", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad key", http.StatusUnauthorized) }, CodeSamplingProviderError, BackendUnauthorized},
 		{"rate limited", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "7")
-			http.Error(w, "slow down", 429)
+			http.Error(w, "slow down", http.StatusTooManyRequests)
 		}, CodeSamplingProviderError, BackendRateLimited},
-		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", 500) }, CodeSamplingProviderError, BackendUpstream},
+		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", http.StatusInternalServerError) }, CodeSamplingProviderError, BackendUpstream},
 		{"malformed answer", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"choices":"nope"`)) }, CodeSamplingProviderError, BackendBadResponse},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
 			select {

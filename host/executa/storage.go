@@ -15,6 +15,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -111,7 +112,7 @@ func OpenKVStore(path string) (*KVStore, error) {
 		return nil, fmt.Errorf("storage %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("storage %s is locked by another process (another airlock host or airlock dev on the same state directory?)", path)
 	}
 	if err != nil {

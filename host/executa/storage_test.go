@@ -170,3 +170,17 @@ func TestStorageQuota(t *testing.T) {
 		t.Fatalf("usage %d", u)
 	}
 }
+
+// A second host on the same state directory is told why it cannot open
+// the store, not just "timeout".
+func TestKVStoreLockedByAnotherProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "aps.db")
+	kv, err := OpenKVStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	if _, err := OpenKVStore(path); err == nil || !strings.Contains(err.Error(), "locked by another process") {
+		t.Fatalf("second open: %v", err)
+	}
+}
