@@ -82,6 +82,7 @@ func TestDevInProcess(t *testing.T) {
 	script, _ := filepath.Abs("../host/executa/testdata/compat/sdk_style.py")
 	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, host.ExecutaPlugin{Name: "my-plugin", Command: py,
 		Args: []string{script}, Credentials: map[string]string{"API_KEY": "tickets.placeholder"}, Settings: map[string]string{"UNITS": "kelvin"}})
+	cfg.Host.CheckpointInterval = time.Second
 	ready := make(chan Ready, 1)
 	var out testenv.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,9 +134,36 @@ func TestDevInProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("readyz: %d", resp.StatusCode)
 	}
+	// A signed checkpoint of the evidence is served; after the stop the
+	// log verifies against the host's key and holds that checkpoint.
+	var jwks, head []byte
+	for deadline := time.Now().Add(20 * time.Second); head == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint served")
+		}
+		head = getOK(t, "http://"+r.Control+"/v1/evidence/head")
+	}
+	jwks = getOK(t, "http://"+r.Control+"/v1/evidence/jwks.json")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Dev: %v", err)
+	}
+	keys, err := host.ParseEvidenceJWKS(jwks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp host.Checkpoint
+	if err := json.Unmarshal(head, &cp); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(cfg.StateDir, "dev", "evidence.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys})
+	if err != nil || v.Holds(cp) != nil || v.Unsigned != 0 {
+		t.Fatalf("evidence after the stop: %+v %v", v, err)
 	}
 	if !strings.Contains(out.String(), "airlock dev stopped") || !strings.Contains(out.String(), "carried the demo secret") {
 		t.Fatalf("output:\n%s", out.String())
@@ -187,4 +215,19 @@ func TestServeListenerTaken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "admin listener") {
 		t.Fatalf("Serve with the admin port taken: %v", err)
 	}
+}
+
+// getOK returns the body of a 200 answer, nil otherwise.
+func getOK(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return b
 }

@@ -73,8 +73,9 @@ type hostDeps struct {
 	admin    *admin.Server
 	registry prometheus.Registerer
 	// policy and evidence override the config's (Dev).
-	policy   *host.Policy
-	evidence *host.EvidenceLog
+	policy      *host.Policy
+	evidence    *host.EvidenceLog
+	evidenceKey *host.EvidenceKey
 }
 
 // hostNode is a running host.
@@ -108,6 +109,28 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
 	}
+	evKey := deps.evidenceKey
+	if evKey == nil {
+		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
+			return nil, err
+		}
+	}
+	// A checkpoint every interval, and a last one once the plugins are
+	// down (this closer runs before the log's).
+	n.closers = append(n.closers, func() {
+		if _, err := ev.Checkpoint(evKey); err != nil {
+			log.Error("evidence checkpoint at shutdown", "err", err)
+		}
+	})
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		serve.Every(ctx, cfg.Host.CheckpointInterval, func(time.Time) {
+			if _, err := ev.Checkpoint(evKey); err != nil {
+				log.Error("evidence checkpoint", "err", err)
+			}
+		})
+	}()
 	policy := deps.policy
 	if policy == nil && cfg.Host.Policy != "" {
 		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
@@ -125,7 +148,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		reg = ownRegistry
 	}
 	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
-	hopts := host.Options{Broker: deps.broker, Evidence: ev, EgressProxy: deps.egressProxy, Policy: policy, Ports: Ports(),
+	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
 	if dir := cfg.Host.Artifacts; dir != "" {
@@ -136,6 +159,10 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	}
 	h := host.New(hopts)
 	n.h = h
+	if deps.evidence == nil {
+		// The running host owns the evidence log: installs go through it.
+		h.EnableInstall(cfg.Host.PluginsDir, cfg.Host.Lockfile)
+	}
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)
@@ -276,19 +303,30 @@ func listenControl(addr string) (net.Listener, error) {
 }
 
 // Install runs `airlock host install DIR`: review the package, launch it
-// once to check its handshake, record it in the lockfile.
-func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (host.LockedEntry, string, error) {
+// once to check its handshake, record it in the lockfile. When an airlock
+// host is running (it holds the evidence log), the install goes through
+// its control API and the plugin starts at once; remote reports that.
+func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res host.InstallResult, remote bool, err error) {
 	opts = opts.withDefaults()
+	if d := cfg.Host.Artifacts; d != "" {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return res, false, fmt.Errorf("host.artifacts: %s is not a directory", d)
+		}
+	}
 	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
+	if errors.Is(err, host.ErrEvidenceInUse) {
+		res, err := installRemote(ctx, cfg.Host.Control, dir)
+		return res, true, err
+	}
 	if err != nil {
-		return host.LockedEntry{}, "", err
+		return res, false, err
 	}
 	defer ev.Close()
 	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, Ports: Ports(), Log: opts.Log}
-	if d := cfg.Host.Artifacts; d != "" {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return host.LockedEntry{}, "", fmt.Errorf("host.artifacts: %s is not a directory", d)
-		}
+	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
+	if err != nil {
+		return res, false, err
 	}
-	return host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
+	return host.InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256,
+		ManifestSHA256: e.ManifestSHA256}, false, nil
 }

@@ -32,6 +32,12 @@ type Config struct {
 	// Artifacts is a directory that serves ResolveReference for
 	// artifact://NAME references; none when empty.
 	Artifacts string `yaml:"artifacts"`
+	// EvidenceKey is the Ed25519 key that signs evidence checkpoints
+	// (created 0600 on first use; default <state_dir>/evidence-key.pem);
+	// CheckpointInterval is how often a checkpoint is appended when
+	// records were (1m; one is also written at shutdown).
+	EvidenceKey        string        `yaml:"evidence_key"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
 	// Admin is the host's admin listener (/healthz, /readyz with plugin
 	// health, /metrics); default 127.0.0.1:9467. airlock dev serves these
 	// on admin.listen instead.
@@ -53,6 +59,9 @@ type Config struct {
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`
 }
+
+// DefaultCheckpointInterval is how often evidence checkpoints are signed.
+const DefaultCheckpointInterval = time.Minute
 
 // DefaultAdmin is the host admin listener's default address.
 const DefaultAdmin = "127.0.0.1:9467"
@@ -231,6 +240,9 @@ func (c Config) Validate() error {
 	}
 	if r.Max > 0 && r.Base > r.Max {
 		errs = append(errs, errors.New("host.restart.base: must not exceed host.restart.max"))
+	}
+	if c.CheckpointInterval < 0 || c.CheckpointInterval > 0 && c.CheckpointInterval < time.Second {
+		errs = append(errs, errors.New("host.checkpoint_interval: must be at least 1s"))
 	}
 	if c.HealthInterval < 0 || c.HealthInterval > 0 && c.HealthInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("host.health_interval: must be at least 100ms"))

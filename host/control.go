@@ -53,6 +53,10 @@ type Event struct {
 //     status.
 //   - GET /v1/plugins: every plugin with its kind, state, protocol
 //     version, restarts, last failure and health.
+//   - POST /v1/plugins {"dir": …}: install a provider package while the
+//     host runs (see EnableInstall) and launch it.
+//   - GET /v1/evidence/head: the latest signed checkpoint of the evidence
+//     log; GET /v1/evidence/jwks.json: the key that signs them.
 func (h *Host) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/invocations", h.serveInvoke)
@@ -60,6 +64,7 @@ func (h *Host) ControlHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"plugins": h.Status()})
 	})
+	h.evidenceRoutes(mux)
 	return mux
 }
 

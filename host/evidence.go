@@ -11,10 +11,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
+
+// ErrEvidenceInUse: another process (a running airlock host) holds the
+// evidence log; it is the only writer.
+var ErrEvidenceInUse = errors.New("the evidence log is in use by another process (a running airlock host); only one process may append to it")
 
 // GenesisHash is the prev of the first record.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -51,11 +55,14 @@ func hashOf(r Record) (string, error) {
 // EvidenceLog appends records to one file, each holding the hash of the
 // one before it.
 type EvidenceLog struct {
-	mu   sync.Mutex
-	f    *os.File
-	seq  uint64
-	last string
-	now  func() time.Time
+	mu             sync.Mutex
+	f              *os.File
+	seq            uint64
+	last           string
+	lastType       string
+	logID          string // the first record's id
+	lastCheckpoint *Checkpoint
+	now            func() time.Time
 	// OnAppend, when set, sees every record after it is written (airlock
 	// dev prints them).
 	OnAppend func(Record)
@@ -72,18 +79,44 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
-	n, head, err := VerifyEvidence(f)
+	// One writer per log: two would each extend the chain from their own
+	// cached head and fork it.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrEvidenceInUse, path)
+		}
+		return nil, fmt.Errorf("evidence log lock: %w", err)
+	}
+	v, err := VerifyEvidenceWith(f, VerifyOptions{})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
 	}
-	return &EvidenceLog{f: f, seq: uint64(n), last: head, now: time.Now}, nil
+	l := &EvidenceLog{f: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
+	if v.Records > 0 {
+		if l.logID, err = firstID(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if v.Unsigned == 0 {
+			l.lastType = CheckpointType
+		}
+	}
+	return l, nil
 }
 
 // Append completes r (seq, id, time, prev, hash) and writes it durably.
 func (l *EvidenceLog) Append(r Record) (Record, error) {
+	if r.Type == CheckpointType {
+		return Record{}, errors.New("checkpoints are written by Checkpoint")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.appendLocked(r)
+}
+
+func (l *EvidenceLog) appendLocked(r Record) (Record, error) {
 	if len(r.Data) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, r.Data); err != nil {
@@ -116,7 +149,10 @@ func (l *EvidenceLog) Append(r Record) (Record, error) {
 	if err := l.f.Sync(); err != nil {
 		return Record{}, fmt.Errorf("sync evidence: %w", err)
 	}
-	l.seq, l.last = r.Seq, r.Hash
+	l.seq, l.last, l.lastType = r.Seq, r.Hash, r.Type
+	if l.logID == "" {
+		l.logID = r.ID
+	}
 	if l.OnAppend != nil {
 		l.OnAppend(r)
 	}
@@ -134,57 +170,18 @@ func (l *EvidenceLog) Head() string {
 // Close closes the file.
 func (l *EvidenceLog) Close() error { return l.f.Close() }
 
-// VerifyError says which line breaks the chain and how.
-type VerifyError struct {
-	Line   int
-	Reason string
-}
-
-func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
-
-// VerifyEvidence reads a log from the start and checks every record: its
-// hash, its link to the record before, and consecutive sequence numbers.
-// An edited, deleted, inserted or reordered record fails. It returns the
-// number of records and the head hash.
-func VerifyEvidence(r io.Reader) (int, string, error) {
-	if s, ok := r.(io.Seeker); ok {
-		if _, err := s.Seek(0, io.SeekStart); err != nil {
-			return 0, "", err
-		}
+// firstID reads the id of the log's first record.
+func firstID(f *os.File) (string, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
 	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	last, n := GenesisHash, 0
-	for {
-		line, err := br.ReadString('\n')
-		if err == io.EOF && line == "" {
-			return n, last, nil
-		}
-		n++
-		if err == io.EOF {
-			return n - 1, last, &VerifyError{Line: n, Reason: "incomplete last record (no newline)"}
-		}
-		if err != nil {
-			return n - 1, last, err
-		}
-		if len(line) > MaxEvidenceLine {
-			return n - 1, last, &VerifyError{Line: n, Reason: "record too long"}
-		}
-		var rec Record
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&rec); err != nil {
-			return n - 1, last, &VerifyError{Line: n, Reason: "not a valid record"}
-		}
-		switch {
-		case rec.Seq != uint64(n):
-			return n - 1, last, &VerifyError{Line: n, Reason: fmt.Sprintf("sequence %d, want %d (a record was deleted, inserted or moved)", rec.Seq, n)}
-		case rec.Prev != last:
-			return n - 1, last, &VerifyError{Line: n, Reason: "does not link to the record before it"}
-		}
-		want, err := hashOf(rec)
-		if err != nil || want != rec.Hash {
-			return n - 1, last, &VerifyError{Line: n, Reason: "hash mismatch (the record was edited)"}
-		}
-		last = rec.Hash
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("evidence log: %w", err)
 	}
+	var r Record
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return "", fmt.Errorf("evidence log: first record: %w", err)
+	}
+	return r.ID, nil
 }

@@ -117,3 +117,22 @@ func TestEvidenceIncompleteTail(t *testing.T) {
 		t.Fatalf("torn write: %v", err)
 	}
 }
+
+// One writer per log: a second open (another process, or a forgotten
+// handle) is refused with a clear error instead of forking the chain.
+func TestEvidenceLogSingleWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "evidence.jsonl")
+	l, err := OpenEvidenceLog(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenEvidenceLog(p); !errors.Is(err, ErrEvidenceInUse) {
+		t.Fatalf("second writer: %v", err)
+	}
+	l.Close()
+	l2, err := OpenEvidenceLog(p)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	l2.Close()
+}

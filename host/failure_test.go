@@ -218,3 +218,27 @@ func TestProviderLogsRedacted(t *testing.T) {
 		t.Fatalf("log lines not redacted as expected:\n%s", got)
 	}
 }
+
+// EmitEvidence's check-and-append is atomic: 64 concurrent emits with one
+// key give one record, whether the contents agree (all get its id) or
+// differ (the rest are refused).
+func TestEmitKeyConcurrent(t *testing.T) {
+	f := newHostFixture(t)
+	h := New(f.opts)
+	defer h.Shutdown(context.Background())
+	inst := f.install(t, badBin, "emit-concurrent")
+	if err := h.AddProvider(inst); err != nil {
+		t.Fatal(err)
+	}
+	out, err := invokeList(h, inst.Name)
+	if err != nil || len(out.Diagnostics) != 1 {
+		t.Fatalf("invoke: %+v %v", out, err)
+	}
+	if got := out.Diagnostics[0].GetCode(); got != "same:1 differ:1 refused:63" {
+		t.Fatalf("emits: %s, want one id per key and 63 refusals of differing content", got)
+	}
+	b, _ := os.ReadFile(f.evidence)
+	if n := strings.Count(string(b), `"type":"plugin.tickets.created"`); n != 2 {
+		t.Fatalf("%d evidence records for two emit keys", n)
+	}
+}

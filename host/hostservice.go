@@ -142,6 +142,10 @@ func (h *hostService) EmitEvidence(_ context.Context, r *pluginv1.EmitEvidenceRe
 	}
 	sum := sha256.Sum256(append([]byte(typ+"\x00"), r.GetPayload()...))
 	digest := hex.EncodeToString(sum[:])
+	// The lookup and the append are one step per invocation: concurrent
+	// calls with one emit_key yield one record.
+	inv.emitMu.Lock()
+	defer inv.emitMu.Unlock()
 	inv.mu.Lock()
 	prev, seen := inv.evidence[r.GetEmitKey()]
 	inv.mu.Unlock()
@@ -151,11 +155,13 @@ func (h *hostService) EmitEvidence(_ context.Context, r *pluginv1.EmitEvidenceRe
 		}
 		return &pluginv1.EmitEvidenceResponse{EvidenceId: prev.id}, nil
 	}
-	data := map[string]any{"emit_key": r.GetEmitKey(), "payload_sha256": digest}
-	if json.Valid(r.GetPayload()) {
-		data["payload"] = json.RawMessage(r.GetPayload())
+	// The payload is kept redacted (handle-, token- and secret-shaped
+	// values); payload_sha256 is over what the plugin sent.
+	data := map[string]any{"emit_key": h.p.opts.Redactor.String(r.GetEmitKey()), "payload_sha256": digest}
+	if red := h.p.opts.Redactor.String(string(r.GetPayload())); json.Valid([]byte(red)) {
+		data["payload"] = json.RawMessage(red)
 	} else {
-		data["payload_bytes"] = r.GetPayload()
+		data["payload_bytes"] = []byte(red)
 	}
 	rec, err := h.p.record("plugin."+typ, inv.id, data)
 	if err != nil {

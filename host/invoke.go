@@ -71,6 +71,7 @@ type invocation struct {
 	dryRun   bool
 	cancel   context.CancelFunc
 
+	emitMu     sync.Mutex // one EmitEvidence at a time: check-and-append is atomic
 	mu         sync.Mutex
 	calls      map[string]int
 	total      int

@@ -60,8 +60,11 @@ type Installed struct {
 
 // Options are what a host gives every plugin.
 type Options struct {
-	Broker      broker.API
-	Evidence    *EvidenceLog
+	Broker   broker.API
+	Evidence *EvidenceLog
+	// EvidenceKey signs the evidence log's checkpoints; its public half is
+	// served at GET /v1/evidence/jwks.json.
+	EvidenceKey *EvidenceKey
 	EgressProxy string // host:port, put in HTTP_PROXY
 	// Ports are the host's compiled port files by package name
 	// ("numinance.ports.tickets.v1"); they, not the provider's copies,

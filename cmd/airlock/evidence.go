@@ -1,44 +1,118 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"regexp"
+	"strings"
+	"time"
 
 	"github.com/airlock-dev/airlock/host"
 )
 
-func cmdEvidence(args []string, stdout, stderr io.Writer) error {
+const evidenceUsage = `usage: airlock evidence verify [--jwks URL|FILE] [--head HASH|URL|FILE] FILE
+
+Checks an evidence log: every record is in the writer's exact encoding,
+hashes and links to the one before. With --jwks (the host's
+GET /v1/evidence/jwks.json, or a saved copy) every signed checkpoint is
+checked, so a chain rewritten whole or a forged checkpoint fails. With
+--head, the log must hold that head: a hash, or a checkpoint (the host's
+GET /v1/evidence/head, or a saved copy); a truncated log fails.`
+
+var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(stderr, "usage: airlock evidence verify [--head HASH] FILE")
+		fmt.Fprintln(stderr, evidenceUsage)
 		return errUsage
 	}
 	fs := newFlags("evidence verify", stderr)
-	head := fs.String("head", "", "the head hash recorded elsewhere; detects a truncated tail")
+	jwks := fs.String("jwks", "", "the checkpoint keys: a JWKS URL or file")
+	head := fs.String("head", "", "the expected head: a hash, or a checkpoint URL or file")
+	fs.Usage = func() { fmt.Fprintln(stderr, evidenceUsage); fs.PrintDefaults() }
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: airlock evidence verify [--head HASH] FILE")
+		fs.Usage()
 		return errUsage
+	}
+	var opts host.VerifyOptions
+	if *jwks != "" {
+		b, err := fetchOrRead(ctx, *jwks)
+		if err != nil {
+			return fmt.Errorf("--jwks: %w", err)
+		}
+		if opts.Keys, err = host.ParseEvidenceJWKS(b); err != nil {
+			return fmt.Errorf("--jwks: %w", err)
+		}
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, got, err := host.VerifyEvidence(f)
+	v, err := host.VerifyEvidenceWith(f, opts)
 	if err != nil {
 		var ve *host.VerifyError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("evidence does not verify: %w (%d records verified before it)", err, n)
+			return fmt.Errorf("evidence does not verify: %w (%d records verified before it)", err, v.Records)
 		}
 		return err
 	}
-	if *head != "" && *head != got {
-		return fmt.Errorf("evidence does not verify: head is %s, want %s (records were removed from the end)", got, *head)
+	switch h := *head; {
+	case h == "":
+	case hexHash.MatchString(h):
+		if h != v.Head {
+			return fmt.Errorf("evidence does not verify: head is %s, want %s (records were removed from the end, or the chain was rewritten)", v.Head, h)
+		}
+	default:
+		b, err := fetchOrRead(ctx, h)
+		if err != nil {
+			return fmt.Errorf("--head: %w", err)
+		}
+		var cp host.Checkpoint
+		if err := json.Unmarshal(b, &cp); err != nil || cp.Sig == "" {
+			return errors.New("--head: not a hash or a checkpoint")
+		}
+		if err := v.Holds(cp); err != nil {
+			return fmt.Errorf("evidence does not verify: %w", err)
+		}
 	}
-	_, err = fmt.Fprintf(stdout, "OK: %d records, head %s\n", n, got)
-	return err
+	fmt.Fprintf(stdout, "OK: %d records, head %s\n", v.Records, v.Head)
+	if v.Last != nil {
+		fmt.Fprintf(stdout, "checkpoints: %d (signatures %s); the last covers record %d at %s; %d records after it\n",
+			v.Checkpoints, map[bool]string{true: "checked", false: "not checked: give --jwks"}[opts.Keys != nil],
+			v.Last.Seq, v.Last.Time.Format(time.RFC3339), v.Unsigned)
+	} else {
+		fmt.Fprintln(stdout, "checkpoints: none")
+	}
+	return nil
+}
+
+// fetchOrRead reads an http(s) URL or a file.
+func fetchOrRead(ctx context.Context, src string) ([]byte, error) {
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		return os.ReadFile(src)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", src, resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 }

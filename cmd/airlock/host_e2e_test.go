@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,6 +92,7 @@ proxy:
   upstream_ca_file: %q
   resolve: {tickets.demo.airlock.test: [127.0.0.1]}
 host:
+  checkpoint_interval: 1s
   policy: %q
   control: %q
   executa:
@@ -215,6 +217,47 @@ host:
 		t.Fatalf("airlock plugins: %d\n%s%s", code, list, stderr)
 	}
 
+	// Installing while the host runs goes through it (the host is the
+	// evidence log's only writer): the plugin starts at once, no fork.
+	pkg2 := t.TempDir()
+	os.WriteFile(filepath.Join(pkg2, "provider"), bin, 0o755)
+	os.WriteFile(filepath.Join(pkg2, "manifest.yaml"), []byte(strings.Replace(strings.ReplaceAll(string(mf), "port: 443", "port: "+upPort),
+		"name: example.tickets", "name: example.tickets2", 1)), 0o600)
+	out, stderr, code = cli(t, nil, "", "host", "install", "--config", cfg, pkg2)
+	if code != 0 || !strings.Contains(out, "through the running airlock host: example.tickets2 is running") {
+		t.Fatalf("install while the host runs: %d %s %s", code, out, stderr)
+	}
+	if res, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "example.tickets2",
+		"numinance.ports.tickets.v1.Tickets/ListTickets", `{}`); code != 0 {
+		t.Fatalf("the hot-installed plugin: %s %s", res, stderr)
+	}
+	for len(gotAuth) > 0 {
+		<-gotAuth
+	}
+	// The host's checkpoint key and its latest checkpoint, as an auditor
+	// would save them.
+	jwksFile, headFile := filepath.Join(dir, "evidence-jwks.json"), filepath.Join(dir, "head.json")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get("http://" + control + "/v1/evidence/head")
+		if err == nil && resp.StatusCode == http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			os.WriteFile(headFile, b, 0o600)
+			break
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no evidence checkpoint served")
+		}
+	}
+	if resp, err := http.Get("http://" + control + "/v1/evidence/jwks.json"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		os.WriteFile(jwksFile, b, 0o600)
+	}
+
 	// SIGTERM with a call in flight: the call ends FAILED "host shutting
 	// down" and the host exits 0.
 	slowPost.Store(true)
@@ -235,8 +278,8 @@ host:
 	}
 
 	evidence := filepath.Join(dir, "state", "evidence.jsonl")
-	verify, stderr, code := cli(t, nil, "", "evidence", "verify", evidence)
-	if code != 0 {
+	verify, stderr, code := cli(t, nil, "", "evidence", "verify", "--jwks", jwksFile, "--head", headFile, evidence)
+	if code != 0 || !strings.Contains(verify, "signatures checked") || !strings.Contains(verify, "0 records after it") {
 		t.Fatalf("evidence: %s %s", verify, stderr)
 	}
 	b, _ := os.ReadFile(evidence)

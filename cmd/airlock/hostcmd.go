@@ -47,11 +47,21 @@ func cmdHostInstall(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	e, name, err := daemon.Install(ctx, cfg, fs.Arg(0), daemon.Options{Log: newLogger(cfg.Log, stderr)})
+	res, remote, err := daemon.Install(ctx, cfg, fs.Arg(0), daemon.Options{Log: newLogger(cfg.Log, stderr)})
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "installed %s: protocol v%d, binary sha256 %s, manifest sha256 %s\n",
-		name, e.ProtocolVersion, e.BinarySHA256[:16], e.ManifestSHA256[:16])
+		res.Name, res.ProtocolVersion, res.BinarySHA256[:16], res.ManifestSHA256[:16])
+	if err == nil && remote {
+		_, err = fmt.Fprintf(stdout, "through the running airlock host: %s is %s%s\n", res.Name, res.State, orEmpty(" (", res.LastFailure, ")"))
+	}
 	return err
+}
+
+func orEmpty(pre, s, post string) string {
+	if s == "" {
+		return ""
+	}
+	return pre + s + post
 }

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/host"
 )
 
@@ -117,11 +117,4 @@ func envOr(k, def string) string {
 }
 
 // controlClient returns a client and base URL for http://… or unix:/path.
-func controlClient(addr string) (*http.Client, string) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", path)
-		}}}, "http://airlock"
-	}
-	return &http.Client{}, strings.TrimSuffix(addr, "/")
-}
+func controlClient(addr string) (*http.Client, string) { return daemon.ControlClient(addr) }

@@ -23,7 +23,7 @@ commands:
   serve         run the broker, egress proxy, token issuer, broker API and admin listener
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
-  evidence      verify an evidence log's hash chain (airlock evidence verify FILE)
+  evidence      verify an evidence log: chain, exact encoding, signed checkpoints
   version       print version information
 
 Every command takes --config FILE (or $AIRLOCK_CONFIG); without one the
@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "dev":
 		err = cmdDev(ctx, rest, stdout, stderr)
 	case "evidence":
-		err = cmdEvidence(rest, stdout, stderr)
+		err = cmdEvidence(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		err = cmdVersion(stdout)
 	case "help", "-h", "--help":

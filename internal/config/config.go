@@ -178,6 +178,12 @@ func (c *Config) applyDefaults() {
 	if h.Admin == "" {
 		h.Admin = host.DefaultAdmin
 	}
+	if h.EvidenceKey == "" {
+		h.EvidenceKey = filepath.Join(c.StateDir, "evidence-key.pem")
+	}
+	if h.CheckpointInterval == 0 {
+		h.CheckpointInterval = host.DefaultCheckpointInterval
+	}
 	if h.StderrLevel == "" {
 		h.StderrLevel = "info"
 	}

@@ -213,6 +213,37 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		forged := &pluginv1.Reference{Uri: "artifact://spec.pdf", Sha256: strings.Repeat("0", 64)}
 		diags = append(diags, &pluginv1.Diagnostic{Code: "forged:" + read(forged)})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: diags})
+	case "emit-concurrent":
+		// 64 concurrent emits with one key and one content, 64 with
+		// another key and 64 different contents.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ids := map[string]map[string]bool{"same": {}, "differ": {}}
+		refused := 0
+		for i := 0; i < 64; i++ {
+			for _, key := range []string{"same", "differ"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					payload := []byte(`{"n":0}`)
+					if key == "differ" {
+						payload = []byte(fmt.Sprintf(`{"n":%d}`, i))
+					}
+					r, err := hs.EmitEvidence(ctx, &pluginv1.EmitEvidenceRequest{InvocationId: inv, RecordType: "tickets.created",
+						EmitKey: key, Payload: payload})
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						refused++
+						return
+					}
+					ids[key][r.GetEvidenceId()] = true
+				}()
+			}
+		}
+		wg.Wait()
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: []*pluginv1.Diagnostic{
+			{Code: fmt.Sprintf("same:%d differ:%d refused:%d", len(ids["same"]), len(ids["differ"]), refused)}}})
 	case "log-secrets":
 		c, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "tickets.read"})
 		if err != nil {

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-dev/airlock/host"
+)
+
+// installRemote asks the running host at control (host:port or
+// unix:/path) to install dir.
+func installRemote(ctx context.Context, control, dir string) (host.InstallResult, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return host.InstallResult{}, err
+	}
+	client, base := ControlClient(control)
+	body, _ := json.Marshal(host.InstallRequest{Dir: abs})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/plugins", bytes.NewReader(body))
+	if err != nil {
+		return host.InstallResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return host.InstallResult{}, fmt.Errorf("%w, and its control API at %s did not answer: %v", host.ErrEvidenceInUse, control, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error, Detail string }
+		_ = json.Unmarshal(b, &e)
+		return host.InstallResult{}, fmt.Errorf("the running host refused the install: %s: %s", e.Error, e.Detail)
+	}
+	var res host.InstallResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return host.InstallResult{}, fmt.Errorf("the running host's answer is not an install result")
+	}
+	return res, nil
+}
+
+// ControlClient returns a client and base URL for a control address:
+// http://host:port, host:port, or unix:/path.
+func ControlClient(addr string) (*http.Client, string) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}, "http://airlock"
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return &http.Client{}, strings.TrimSuffix(addr, "/")
+}

@@ -1,0 +1,165 @@
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// VerifyError says which line breaks the chain and how.
+type VerifyError struct {
+	Line   int
+	Reason string
+}
+
+func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
+
+// VerifyOptions are what a verification checks beyond the chain itself.
+type VerifyOptions struct {
+	// Keys verify checkpoint signatures, by kid (from the host's evidence
+	// JWKS). With keys, a log must hold at least one checkpoint and every
+	// checkpoint must be signed by one of them.
+	Keys map[string]ed25519.PublicKey
+}
+
+// Verified is what a verification established.
+type Verified struct {
+	Records     int
+	Head        string      // hash of the last record
+	Checkpoints int         // signed checkpoints seen (signatures checked when keys were given)
+	Last        *Checkpoint // the latest checkpoint, nil when none
+	// Unsigned counts the records after the latest checkpoint: the chain
+	// links them, but no signature covers them yet.
+	Unsigned int
+	sigs     map[string]bool
+}
+
+// Holds checks the log against a checkpoint published elsewhere (the
+// host's GET /v1/evidence/head, saved by an auditor): the log must hold
+// that very checkpoint. A log that ends before it was truncated; one that
+// holds other checkpoints at its place was rewritten.
+func (v Verified) Holds(cp Checkpoint) error {
+	switch {
+	case v.sigs[cp.Sig]:
+		return nil
+	case uint64(v.Records) <= cp.Seq:
+		return fmt.Errorf("the log ends at record %d, before the published checkpoint of record %d (records were removed from the end)", v.Records, cp.Seq)
+	default:
+		return fmt.Errorf("the log does not hold the published checkpoint of record %d (the chain was rewritten)", cp.Seq)
+	}
+}
+
+// VerifyEvidence reads a log from the start and checks every record: its
+// bytes are exactly what the writer produces (so no second encoding of
+// the same record — added whitespace, escapes, CRLF, duplicate or
+// case-variant keys — can hide a different meaning), its hash, its link
+// to the record before, and consecutive sequence numbers. An edited,
+// deleted, inserted or reordered record fails. It returns the number of
+// records and the head hash.
+func VerifyEvidence(r io.Reader) (int, string, error) {
+	v, err := VerifyEvidenceWith(r, VerifyOptions{})
+	return v.Records, v.Head, err
+}
+
+// VerifyEvidenceWith is VerifyEvidence with checkpoint signatures checked
+// against opts.Keys: a chain rewritten from some record on (every hash
+// recomputed) fails at the first checkpoint after it, a forged checkpoint
+// fails its signature.
+func VerifyEvidenceWith(r io.Reader, opts VerifyOptions) (Verified, error) {
+	if s, ok := r.(io.Seeker); ok {
+		if _, err := s.Seek(0, io.SeekStart); err != nil {
+			return Verified{}, err
+		}
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	v := Verified{Head: GenesisHash, sigs: map[string]bool{}}
+	logID := ""
+	for n := 1; ; n++ {
+		line, err := br.ReadString('\n')
+		if err == io.EOF && line == "" {
+			break
+		}
+		fail := func(reason string) (Verified, error) { return v, &VerifyError{Line: n, Reason: reason} }
+		if err == io.EOF {
+			return fail("incomplete last record (no newline)")
+		}
+		if err != nil {
+			return v, err
+		}
+		if len(line) > MaxEvidenceLine {
+			return fail("record too long")
+		}
+		body := strings.TrimSuffix(line, "\n")
+		var rec Record
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return fail("not a valid record")
+		}
+		canonical, err := json.Marshal(rec)
+		if err != nil || !bytes.Equal(canonical, []byte(body)) {
+			return fail("not in the writer's exact encoding (reformatted, re-escaped, a duplicate or case-variant key, or a CR)")
+		}
+		switch {
+		case rec.Seq != uint64(n):
+			return fail(fmt.Sprintf("sequence %d, want %d (a record was deleted, inserted or moved)", rec.Seq, n))
+		case rec.Prev != v.Head:
+			return fail("does not link to the record before it")
+		}
+		want, err := hashOf(rec)
+		if err != nil || want != rec.Hash {
+			return fail("hash mismatch (the record was edited)")
+		}
+		if n == 1 {
+			logID = rec.ID
+		}
+		if rec.Type == CheckpointType {
+			cp, reason := checkCheckpoint(rec, logID, v.Head, uint64(n-1), opts.Keys)
+			if reason != "" {
+				return fail(reason)
+			}
+			v.Checkpoints++
+			v.Last = cp
+			v.sigs[cp.Sig] = true
+			v.Unsigned = -1 // the checkpoint record itself is not counted below
+		}
+		v.Records, v.Head = n, rec.Hash
+		v.Unsigned++
+	}
+	if len(opts.Keys) > 0 && v.Checkpoints == 0 && v.Records > 0 {
+		return v, &VerifyError{Line: v.Records, Reason: "no signed checkpoint: nothing authenticates this chain (it may have been rewritten whole)"}
+	}
+	return v, nil
+}
+
+// checkCheckpoint checks a checkpoint record against the chain before it:
+// same log, the head and seq of the record just before, and (with keys)
+// a valid signature. It returns the reason it fails, or "".
+func checkCheckpoint(rec Record, logID, head string, seq uint64, keys map[string]ed25519.PublicKey) (*Checkpoint, string) {
+	var cp Checkpoint
+	dec := json.NewDecoder(bytes.NewReader(rec.Data))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&cp) != nil {
+		return nil, "checkpoint: not a valid checkpoint"
+	}
+	if len(keys) > 0 {
+		key, ok := keys[cp.KeyID]
+		if !ok {
+			return nil, "checkpoint: signed by a key not in the JWKS (forged, or the wrong JWKS)"
+		}
+		if !cp.verify(key) {
+			return nil, "checkpoint: bad signature (forged or edited)"
+		}
+	}
+	switch {
+	case cp.LogID != logID:
+		return nil, "checkpoint: signed for another log, or the chain was rewritten from its first record"
+	case cp.Seq != seq || cp.Head != head:
+		return nil, "checkpoint: signs a head the chain before it does not have (records before it were rewritten)"
+	}
+	return &cp, ""
+}
