@@ -136,6 +136,13 @@ func checkHostPattern(h string) error {
 	if len(name) == 0 || len(name) > 253 || !strings.Contains(name, ".") {
 		return fmt.Errorf("destination host must be a fully qualified DNS name")
 	}
+	// No top-level domain is numeric: a name whose last label is digits
+	// (or 0x hex) is an IP address in another spelling (127.1,
+	// 127.000.000.001, 0x7f.1), or a wildcard that can only match such
+	// names (*.0.0.1). The resolver would turn it into an address.
+	if labels := strings.Split(name, "."); numericLabel(labels[len(labels)-1]) {
+		return fmt.Errorf("destination host must be a DNS name, not an IP address in any spelling")
+	}
 	for _, label := range strings.Split(name, ".") {
 		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return fmt.Errorf("destination host has an invalid label")
@@ -148,6 +155,28 @@ func checkHostPattern(h string) error {
 		}
 	}
 	return nil
+}
+
+// numericLabel reports a label of decimal digits or 0x-prefixed hex.
+func numericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		l = h
+		if l == "" {
+			return true
+		}
+		for i := 0; i < len(l); i++ {
+			if !('0' <= l[i] && l[i] <= '9' || 'a' <= l[i] && l[i] <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(l); i++ {
+		if l[i] < '0' || l[i] > '9' {
+			return false
+		}
+	}
+	return l != ""
 }
 
 // isToken reports whether s is an RFC 9110 token.

@@ -34,7 +34,7 @@ var deniedPrefixes = mustPrefixes(
 	// IPv6
 	"::/128",            // unspecified
 	"::1/128",           // loopback
-	"::ffff:0:0/96",     // IPv4-mapped (refused as such: a v4 target is dialled as v4)
+	"::ffff:0:0/96",     // IPv4-mapped: never reached (check unmaps first); kept so the table is whole
 	"::/96",             // IPv4-compatible (deprecated)
 	"64:ff9b::/96",      // NAT64 well-known prefix
 	"64:ff9b:1::/48",    // local-use NAT64
@@ -119,10 +119,8 @@ func (p *addressPolicy) check(ap netip.AddrPort) string {
 			return ""
 		}
 	}
-	// An IPv4-mapped address is judged as the v4 address it carries and
-	// refused as mapped either way.
-	if ap.Addr().Is4In6() {
-		return "::ffff:0:0/96"
-	}
+	// An IPv4-mapped address (Go's resolver returns /etc/hosts answers
+	// this way) is judged as the v4 address it carries, and the reason
+	// names that address's range; the dialer connects to the v4 form.
 	return classifyAddr(a)
 }

@@ -61,3 +61,23 @@ func TestAddressPolicy(t *testing.T) {
 		t.Fatalf("control refused a public address: %v", err)
 	}
 }
+
+// Go's resolver returns /etc/hosts answers as IPv4-mapped addresses: a
+// public one is allowed and a private one refused, with the reason naming
+// the v4 range, the same as its unmapped form (allow_cidrs included).
+func TestMappedAddressJudgedAsV4(t *testing.T) {
+	p := &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
+	for ap, want := range map[string]string{
+		"[::ffff:93.184.216.34]:443":  "",
+		"93.184.216.34:443":           "",
+		"[::ffff:10.0.0.1]:443":       "10.0.0.0/8",
+		"10.0.0.1:443":                "10.0.0.0/8",
+		"[::ffff:169.254.169.254]:80": "169.254.0.0/16",
+		"[::ffff:192.0.2.7]:443":      "", // allow_cidrs, mapped or not
+		"192.0.2.7:443":               "",
+	} {
+		if got := p.check(netip.MustParseAddrPort(ap)); got != want {
+			t.Errorf("%s: %q, want %q", ap, got, want)
+		}
+	}
+}

@@ -69,7 +69,8 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	nd := &net.Dialer{Timeout: d.timeout, KeepAlive: 30 * time.Second, Control: d.control}
 	var firstErr error
 	for _, a := range addrs {
-		ap := netip.AddrPortFrom(a, uint16(port))
+		// IPv4-mapped answers are v4 addresses: checked and dialled as v4.
+		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
 		if reason := d.policy.check(ap); reason != "" {
 			if firstErr == nil {
 				firstErr = &errAddressNotAllowed{reason: reason}

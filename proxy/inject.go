@@ -151,14 +151,16 @@ func extractHandle(r *http.Request) (string, bool) {
 				return "", false
 			}
 			user, pass, _ := strings.Cut(string(dec), ":")
-			if user != "" {
-				u, err := url.PathUnescape(user)
-				if err == nil {
-					return u, true
-				}
-				return user, true
+			if u, err := url.PathUnescape(user); err == nil {
+				user = u
 			}
-			return pass, true
+			// The handle may be the user name (HTTP_PROXY=http://<handle>@…)
+			// or the password (clients that insist on a user name:
+			// "x:<handle>"): whichever has the handle's shape.
+			if !broker.LooksLikeHandle(user) && broker.LooksLikeHandle(pass) || user == "" {
+				return pass, true
+			}
+			return user, true
 		}
 		return "", false
 	}

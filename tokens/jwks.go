@@ -44,7 +44,7 @@ func JWKSHandler(r *Ring) http.Handler {
 		h.Set("Content-Type", "application/jwk-set+json")
 		h.Set("Cache-Control", "public, max-age="+strconv.Itoa(int(JWKSMaxAge/time.Second)))
 		h.Set("ETag", etag)
-		if req.Header.Get("If-None-Match") == etag {
+		if etagMatch(req.Header.Values("If-None-Match"), etag) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
@@ -158,4 +158,19 @@ func maxAge(cc string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// etagMatch is RFC 9110's If-None-Match: "*", or a comma-separated list of
+// entity tags compared weakly (W/"x" matches "x").
+func etagMatch(headers []string, etag string) bool {
+	want := strings.TrimPrefix(etag, "W/")
+	for _, h := range headers {
+		for _, t := range strings.Split(h, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == want {
+				return true
+			}
+		}
+	}
+	return false
 }
