@@ -56,15 +56,23 @@ func NewSecretCache(sources map[string]SecretSource, ttl, staleIfError time.Dura
 	}
 }
 
+// MinFreshInterval bounds fresh reads: a fresh Get within this long of the
+// last read of the same secret answers from that read. An upstream that
+// answers 401 to every request (which a plugin can arrange) so causes at
+// most one source read per secret per interval, not one per request.
+const MinFreshInterval = time.Second
+
 // Get returns the secret ref names. fresh bypasses the cache (used after
-// an upstream 401/403 to see whether Vault has a newer version).
+// an upstream 401/403 to see whether Vault has a newer version), at most
+// once per MinFreshInterval per secret.
 func (c *SecretCache) Get(ctx context.Context, ref SecretRef, fresh bool) (SecretData, error) {
 	k := cacheKey{ref.Source, ref.Mount, ref.Path, ref.KVVersion}
 	now := c.now()
 	c.mu.RLock()
 	e := c.entries[k]
 	c.mu.RUnlock()
-	if !fresh && e != nil && e.gen == c.gen.Load() && now.Sub(e.fetched) < c.ttl {
+	current := e != nil && e.gen == c.gen.Load()
+	if current && (!fresh && now.Sub(e.fetched) < c.ttl || fresh && now.Sub(e.fetched) < MinFreshInterval) {
 		c.metrics.cacheHit()
 		return e.data, nil
 	}

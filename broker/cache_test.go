@@ -86,8 +86,19 @@ func TestCacheTTLInvalidateAndFresh(t *testing.T) {
 		t.Fatalf("after Invalidate: version %d", d.Version)
 	}
 	fs.set(SecretData{Fields: map[string]string{"f": "v4"}, Version: 4}, nil)
+	// Within MinFreshInterval of the last read, fresh answers from it.
+	reads := src.reads.Load()
+	for i := 0; i < 100; i++ {
+		if d, err := c.Get(context.Background(), ref, true); err != nil || d.Version != 3 {
+			t.Fatalf("fresh within the interval: %v %v", d.Version, err)
+		}
+	}
+	if src.reads.Load() != reads {
+		t.Fatalf("100 fresh Gets within %s made %d source reads, want 0", MinFreshInterval, src.reads.Load()-reads)
+	}
+	clk.Advance(MinFreshInterval)
 	d, err := c.Get(context.Background(), ref, true)
-	if err != nil || d.Version != 4 {
+	if err != nil || d.Version != 4 || src.reads.Load() != reads+1 {
 		t.Fatalf("fresh: %v %v", d.Version, err)
 	}
 	if get().Version != 4 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 func TestInjectionModes(t *testing.T) {
@@ -366,6 +368,8 @@ func TestRotationAwareRetry(t *testing.T) {
 	f.up.mu.Lock()
 	f.up.rotated = "Bearer sk-rotated-99999999"
 	f.up.mu.Unlock()
+	// Fresh reads come at most once per broker.MinFreshInterval per secret.
+	time.Sleep(broker.MinFreshInterval)
 	code, _, body := do(t, f.client(h), "PUT", f.url("/protected"), nil, "payload")
 	if code != 200 || body != "welcome" {
 		t.Fatalf("after rotation: %d %q", code, body)
