@@ -71,12 +71,31 @@ func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	return iss, nil
 }
 
+// Bounds of an issue request: every field and list the broker stores in a
+// grant and the proxy walks per request.
+const (
+	MaxIDBytes          = 256 // plugin id, invocation id, intent name
+	MaxDestinations     = 64
+	MaxDestinationBytes = 1024 // host plus path prefix of one destination
+	MaxMethods          = 16
+)
+
 func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	switch {
-	case req.PluginID == "":
-		return Issued{}, fmt.Errorf("%w: plugin id", ErrBadRequest)
-	case req.InvocationID == "":
-		return Issued{}, fmt.Errorf("%w: invocation id", ErrBadRequest)
+	case req.PluginID == "" || len(req.PluginID) > MaxIDBytes:
+		return Issued{}, fmt.Errorf("%w: plugin id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case req.InvocationID == "" || len(req.InvocationID) > MaxIDBytes:
+		return Issued{}, fmt.Errorf("%w: invocation id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case len(req.Intent) > MaxIDBytes:
+		return Issued{}, fmt.Errorf("%w: intent: at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case len(req.Destinations) > MaxDestinations:
+		return Issued{}, fmt.Errorf("%w: destinations: at most %d", ErrBadRequest, MaxDestinations)
+	}
+	for i, d := range req.Destinations {
+		if len(d.Host)+len(d.PathPrefix) > MaxDestinationBytes || len(d.Methods) > MaxMethods {
+			return Issued{}, fmt.Errorf("%w: destinations[%d]: host and path prefix at most %d bytes, at most %d methods",
+				ErrBadRequest, i, MaxDestinationBytes, MaxMethods)
+		}
 	}
 	in, ok := b.cfg.Intents[req.Intent]
 	if !ok {
