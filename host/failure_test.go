@@ -92,7 +92,9 @@ func TestInvokeFailureTable(t *testing.T) {
 		{"side-effect", list, 0, pluginv1.Status_STATUS_FAILED, "side effect", ""},
 		{"claims-partial", list, 0, pluginv1.Status_STATUS_FAILED, "PARTIAL is derived by the host", ""},
 		{"no-evidence", create, 0, pluginv1.Status_STATUS_PARTIAL, "declared evidence tickets.created", ""},
-		{"host-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: Log", ""},
+		{"host-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: Log (1024)", ""},
+		{"total-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: total HostService calls (2048)", ""},
+		{"huge-terminal", list, 0, pluginv1.Status_STATUS_FAILED, "messages[0]: larger than the 4194304-byte message bound", ""},
 		{"foreign-invocation", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
 		{"undeclared-intent", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
 		{"hang", list, time.Second, pluginv1.Status_STATUS_FAILED, "deadline passed", ""},
@@ -240,5 +242,19 @@ func TestEmitKeyConcurrent(t *testing.T) {
 	b, _ := os.ReadFile(f.evidence)
 	if n := strings.Count(string(b), `"type":"plugin.tickets.created"`); n != 2 {
 		t.Fatalf("%d evidence records for two emit keys", n)
+	}
+}
+
+// A provider that exits without a handshake line is reported as such,
+// every time: the line is read from a pipe the exit cannot close under
+// the reader.
+func TestExitWithoutLineIsNamed(t *testing.T) {
+	f := newHostFixture(t)
+	inst := f.install(t, badBin, "exit-silently")
+	for i := 0; i < 30; i++ {
+		_, err := Launch(context.Background(), inst, f.opts)
+		if !errors.Is(err, ErrHandshake) || strings.Contains(err.Error(), "file already closed") || strings.Contains(err.Error(), "|0") {
+			t.Fatalf("run %d: %v", i, err)
+		}
 	}
 }

@@ -52,9 +52,15 @@ func (h *hostService) enter(invocationID, rpc string) (*invocation, error) {
 	defer inv.mu.Unlock()
 	inv.calls[rpc]++
 	inv.total++
-	if inv.calls[rpc] > callLimits[rpc] || inv.total > MaxHostCalls {
+	if inv.total > MaxHostCalls {
 		if inv.overLimit == "" {
-			inv.overLimit = rpc
+			inv.overLimit = fmt.Sprintf("total HostService calls (%d)", MaxHostCalls)
+		}
+		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("HostService: more than %d calls in one invocation", MaxHostCalls))
+	}
+	if inv.calls[rpc] > callLimits[rpc] {
+		if inv.overLimit == "" {
+			inv.overLimit = fmt.Sprintf("%s (%d)", rpc, callLimits[rpc])
 		}
 		return nil, status.Error(codes.ResourceExhausted, rpc+": per-invocation limit exceeded")
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,6 +25,10 @@ import (
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
+
+// MaxStreamMessageBytes bounds one message of an Invoke stream (the
+// terminal one is the largest plugin/v1 allows: 4 MiB).
+const MaxStreamMessageBytes = 4 << 20
 
 // Invocation errors.
 var (
@@ -233,13 +238,13 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 		failed(err.Error())
 		return
 	}
-	stream, err := p.client.Invoke(ctx, &pluginv1.InvokeRequest{Envelope: env})
+	stream, err := p.client.Invoke(ctx, &pluginv1.InvokeRequest{Envelope: env}, grpc.MaxCallRecvMsgSize(MaxStreamMessageBytes))
 	if err != nil {
 		failed("invoke: the provider could not be reached")
 		return
 	}
 	var terminal *pluginv1.ActionResult
-	for {
+	for i := 0; ; i++ {
 		m, err := stream.Recv()
 		if err == io.EOF {
 			break
@@ -249,6 +254,8 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 			// report DeadlineExceeded a moment before our context fires.
 			if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 				failed(cancelReason(ctx))
+			} else if status.Code(err) == codes.ResourceExhausted {
+				failed(fmt.Sprintf("messages[%d]: larger than the %d-byte message bound", i, MaxStreamMessageBytes))
 			} else {
 				// A provider rejection with no stream message only ends FAILED.
 				failed("the provider ended the stream with an error")

@@ -47,6 +47,8 @@ func main() {
 		os.Exit(1)
 	}
 	switch behavior {
+	case "exit-silently":
+		os.Exit(0)
 	case "print-nothing":
 		time.Sleep(time.Hour)
 	case "six-fields":
@@ -213,6 +215,21 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		forged := &pluginv1.Reference{Uri: "artifact://spec.pdf", Sha256: strings.Repeat("0", 64)}
 		diags = append(diags, &pluginv1.Diagnostic{Code: "forged:" + read(forged)})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: diags})
+	case "total-flood":
+		// Each RPC within its own limit, the total over 2048.
+		for i := 0; i < 1000; i++ {
+			_, _ = hs.Log(ctx, &pluginv1.LogRequest{InvocationId: inv, Level: "info"})
+			_, _ = hs.ReportProgress(ctx, &pluginv1.ReportProgressRequest{InvocationId: inv})
+		}
+		for i := 0; i < 60; i++ {
+			_, _ = hs.EmitEvidence(ctx, &pluginv1.EmitEvidenceRequest{InvocationId: inv, RecordType: "tickets.created",
+				EmitKey: fmt.Sprint("k", i), Payload: []byte(`{}`)})
+		}
+		return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
+	case "huge-terminal":
+		// A terminal message over the 4 MiB bound.
+		a := &anypb.Any{TypeUrl: "type.googleapis.com/numinance.ports.tickets.v1.ListTicketsResponse", Value: make([]byte, 5<<20)}
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_SUCCEEDED, Result: a})
 	case "emit-concurrent":
 		// 64 concurrent emits with one key and one content, 64 with
 		// another key and 64 different contents.
