@@ -250,7 +250,9 @@ func (c Config) Validate() error {
 		errs = append(errs, in.Secret.validate(p+".secret", c.Secrets.File != "")...)
 		errs = append(errs, in.Inject.validate(p+".inject")...)
 		for i, d := range in.Destinations {
-			if _, err := d.Normalize(); err != nil {
+			if err := d.Check(); err != nil {
+				add("%s.destinations[%d]: %v", p, i, err)
+			} else if _, err := d.Normalize(); err != nil {
 				add("%s.destinations[%d]: %v", p, i, err)
 			}
 		}

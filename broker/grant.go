@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Class is an intent's risk class.
@@ -42,6 +44,11 @@ type Destination struct {
 	Port       int      `json:"port,omitempty" yaml:"port"`
 	PathPrefix string   `json:"path_prefix,omitempty" yaml:"path_prefix"`
 	Methods    []string `json:"methods,omitempty" yaml:"methods"`
+
+	// invalid and line keep a config problem for Validate, so decoding
+	// goes on and every problem is reported at once, with its line.
+	invalid error
+	line    int
 }
 
 // DefaultPort is the port of a destination that names none.
@@ -64,28 +71,40 @@ func ParseDestination(s string) (Destination, error) {
 	return d.Normalize()
 }
 
-// UnmarshalYAML accepts the shorthand string or the full mapping.
-func (d *Destination) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err == nil {
-		p, err := ParseDestination(s)
-		if err != nil {
-			return err
+// UnmarshalYAML accepts the shorthand string or the full mapping. A value
+// that does not make a destination is kept as a problem for Validate
+// (with its line) instead of ending the decoding.
+func (d *Destination) UnmarshalYAML(n *yaml.Node) error {
+	var p Destination
+	var err error
+	if n.Kind == yaml.ScalarNode {
+		p, err = ParseDestination(n.Value)
+	} else {
+		var plain struct {
+			Host       string   `yaml:"host"`
+			Port       int      `yaml:"port"`
+			PathPrefix string   `yaml:"path_prefix"`
+			Methods    []string `yaml:"methods"`
 		}
-		*d = p
+		if err = n.Decode(&plain); err != nil {
+			return err // a type error: yaml reports it with its line
+		}
+		p, err = Destination{Host: plain.Host, Port: plain.Port, PathPrefix: plain.PathPrefix, Methods: plain.Methods}.Normalize()
+	}
+	if err != nil {
+		*d = Destination{invalid: err, line: n.Line}
 		return nil
 	}
-	type plain Destination
-	var p plain
-	if err := unmarshal(&p); err != nil {
-		return err
-	}
-	n, err := Destination(p).Normalize()
-	if err != nil {
-		return err
-	}
-	*d = n
+	*d = p
 	return nil
+}
+
+// Check returns the problem decoding found, naming its config line.
+func (d Destination) Check() error {
+	if d.invalid == nil {
+		return nil
+	}
+	return fmt.Errorf("line %d: %w", d.line, d.invalid)
 }
 
 // Normalize lower-cases the host, drops a trailing dot, fills the default

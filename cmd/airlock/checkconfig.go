@@ -31,6 +31,9 @@ func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	if err := cfg.CheckFiles(); err != nil {
+		return fmt.Errorf("invalid config:\n%w", err)
+	}
 	name := *path
 	if name == "" {
 		name = "embedded defaults"

@@ -358,3 +358,55 @@ host:
 		t.Fatalf("a refused install wrote the lockfile: %v", err)
 	}
 }
+
+// check-config reports every problem at once: a bad destination names
+// its intent and line and does not hide the next one; missing files are
+// named; a secrets file others can read is refused.
+func TestCheckConfigEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.yaml")
+	os.WriteFile(secrets, []byte("x: {y: z}\n"), 0o644)
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+broker:
+  secrets: {file: %q}
+  intents:
+    a.read:
+      class: read
+      secret: {source: file, path: x, field: y}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+      destinations: ["https://127.1/x", {host: "0x7f.1"}]
+    b.read:
+      class: read
+      secret: {source: file, path: x, field: y}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+      destinations: [{host: "*.0.0.1"}]
+proxy:
+  upstream_ca_file: %q
+host:
+  policy: %q
+  artifacts: %q
+`, secrets, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "artifacts")))
+	_, stderr, code := cli(t, nil, "", "check-config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"broker.intents.a.read.destinations[0]: line 9:", "broker.intents.a.read.destinations[1]: line 9:",
+		"broker.intents.b.read.destinations[0]: line 14:",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("check-config lacks %q:\n%s", want, stderr)
+		}
+	}
+	// The file checks run once the config parses.
+	os.Chmod(secrets, 0o644)
+	good := writeConfig(t, fmt.Sprintf("version: v1\nbroker: {secrets: {file: %q}}\nproxy: {upstream_ca_file: %q}\nhost: {policy: %q, artifacts: %q}\n",
+		secrets, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "artifacts")))
+	_, stderr, code = cli(t, nil, "", "check-config", good)
+	for _, want := range []string{"broker.secrets.file: " + secrets + " is readable by others", "proxy.upstream_ca_file:",
+		"ca.pem does not exist", "host.policy:", "host.artifacts:"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("check-config lacks %q (exit %d):\n%s", want, code, stderr)
+		}
+	}
+}
