@@ -152,3 +152,64 @@ func TestEvidenceTamperSuite(t *testing.T) {
 		t.Fatalf("truncation: %v", err)
 	}
 }
+
+// BenchmarkEvidenceAppend is one fsync'd record; BenchmarkEvidenceCheckpoint
+// one signed checkpoint (written once a minute, never per record).
+func BenchmarkEvidenceAppend(b *testing.B) {
+	l, err := OpenEvidenceLog(filepath.Join(b.TempDir(), "e.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rec := Record{Type: "invocation.start", Plugin: "p", Data: json.RawMessage(`{"method":"numinance.ports.tickets.v1.Tickets/ListTickets"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Append(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEvidenceCheckpoint(b *testing.B) {
+	dir := b.TempDir()
+	key, _ := LoadEvidenceKey(filepath.Join(dir, "k.pem"))
+	l, err := OpenEvidenceLog(filepath.Join(dir, "e.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rec := Record{Type: "invocation.start", Plugin: "p"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Append(rec); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Checkpoint(key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEvidenceVerify is verification per record, with checkpoints.
+func BenchmarkEvidenceVerify(b *testing.B) {
+	dir := b.TempDir()
+	key, _ := LoadEvidenceKey(filepath.Join(dir, "k.pem"))
+	p := filepath.Join(dir, "e.jsonl")
+	l, _ := OpenEvidenceLog(p)
+	for i := 0; i < 1000; i++ {
+		l.Append(Record{Type: "invocation.start", Plugin: "p", Data: json.RawMessage(`{"i":1}`)})
+		if i%100 == 99 {
+			l.Checkpoint(key)
+		}
+	}
+	l.Close()
+	keys := map[string]ed25519.PublicKey{key.ID: key.priv.Public().(ed25519.PublicKey)}
+	b.ReportAllocs()
+	for b.Loop() {
+		f, _ := os.Open(p)
+		if _, err := VerifyEvidenceWith(f, VerifyOptions{Keys: keys}); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
