@@ -73,7 +73,13 @@ func NewRing(ctx context.Context, src KeySource, opts RingOptions) (*Ring, error
 		return nil, err
 	}
 	if r.snap.Load().active == nil {
-		if _, err := r.Rotate(ctx); err != nil {
+		// Replicas started together on an empty source race here:
+		// check-and-set lets one win, and the others adopt its key
+		// instead of rotating on top of it.
+		r.writeMu.Lock()
+		_, err := r.rotateLocked(ctx, true)
+		r.writeMu.Unlock()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -161,6 +167,22 @@ func (r *Ring) refreshLocked(ctx context.Context) error {
 	set, err := r.src.Load(ctx)
 	if err != nil {
 		return err
+	}
+	if cur := r.snap.Load(); len(set.Keys) == 0 && cur != nil && cur.active != nil {
+		// The source came back empty (the secret was deleted, or Vault
+		// lost its data): never drop the keys this replica holds — tokens
+		// they signed must keep verifying and minting must go on. Publish
+		// them again instead.
+		held := KeySet{Keys: cur.keys, Version: set.Version}
+		if err := r.src.Save(ctx, held); err != nil {
+			r.opts.Logger.Error("signing keys: the key source is empty and re-publishing the held keys failed; keeping them",
+				"err", err, "kid", cur.active.ID)
+			return nil
+		}
+		r.opts.Logger.Warn("signing keys: the key source was empty; re-published the held keys", "kid", cur.active.ID)
+		if set, err = r.src.Load(ctx); err != nil || len(set.Keys) == 0 {
+			return nil
+		}
 	}
 	r.install(set)
 	return nil

@@ -91,3 +91,58 @@ func TestVaultSourceConflict(t *testing.T) {
 		t.Fatalf("create over existing: %v, want ErrConflict", err)
 	}
 }
+
+// Replicas started together on an empty Vault key source end with one
+// key: a check-and-set loser adopts the winner's key.
+func TestVaultSourceConcurrentStartOneKey(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	path := "airlock/tokens/" + t.Name()
+	rings := make([]*Ring, 6)
+	errs := make(chan error, len(rings))
+	for i := range rings {
+		go func() {
+			r, err := NewRing(ctx, &VaultSource{Client: v.Client(t), Mount: "secret", Path: path}, RingOptions{Retention: time.Hour})
+			rings[i] = r
+			errs <- err
+		}()
+	}
+	for range rings {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rings {
+		if r.Active().ID != rings[0].Active().ID || len(r.Keys()) != 1 {
+			t.Fatalf("replicas sign with different keys: %s vs %s (%d keys)", r.Active().ID, rings[0].Active().ID, len(r.Keys()))
+		}
+	}
+}
+
+// The key secret deleted in Vault (or a Vault that lost its data): the
+// ring keeps its keys, tokens keep verifying, and the keys are written
+// back for the other replicas.
+func TestVaultSourceDeletedKeysKept(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	path := "airlock/tokens/" + t.Name()
+	src := &VaultSource{Client: v.Client(t), Mount: "secret", Path: path}
+	r, err := NewRing(ctx, src, RingOptions{Retention: time.Hour, MinRefresh: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := r.Active().ID
+	if err := v.Client(t).KVv2("secret").DeleteMetadata(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.Active() == nil || r.Active().ID != kid || len(r.JWKS().Keys) != 1 {
+		t.Fatalf("the ring dropped its key after an empty read: %+v", r.Active())
+	}
+	set, err := src.Load(ctx)
+	if err != nil || len(set.Keys) != 1 || set.Keys[0].ID != kid {
+		t.Fatalf("the held key was not written back: %+v %v", set, err)
+	}
+}
