@@ -25,6 +25,9 @@ import (
 	"github.com/airlock-dev/airlock/tokens"
 )
 
+// VaultReadyTTL is how long a Vault readiness probe's answer is reused.
+const VaultReadyTTL = 2 * time.Second
+
 // Options are what every entry point takes besides its config.
 type Options struct {
 	// Log is the process logger (discarded when nil).
@@ -158,6 +161,14 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		return nil
 	})
 	n.admin.AddCheck("handle_store", b.Ping)
+	if vc != nil {
+		// The token is valid and Vault answers (unsealed): probed at most
+		// every VaultReadyTTL.
+		n.admin.AddCheck("vault", admin.Cached(VaultReadyTTL, func(ctx context.Context) error {
+			_, err := vc.API.Auth().Token().LookupSelfWithContext(ctx)
+			return err
+		}))
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -105,3 +105,21 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	return serve.HTTP(ctx, srv, l)
 }
+
+// Cached wraps a check so that it runs at most once per ttl; readiness
+// probes every few seconds from several load balancers then cost one
+// probe of the dependency per ttl.
+func Cached(ttl time.Duration, c Check) Check {
+	var mu sync.Mutex
+	var last time.Time
+	var lastErr error
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !last.IsZero() && time.Since(last) < ttl {
+			return lastErr
+		}
+		lastErr, last = c(ctx), time.Now()
+		return lastErr
+	}
+}

@@ -29,6 +29,20 @@ type Client struct {
 	mu       sync.Mutex
 	secretID string // unwrapped AppRole secret id, memory only
 	auth     *vaultapi.Secret
+	loggedIn time.Time // the last successful login
+	logins   int
+}
+
+// ReauthQuiet is how long after a login further Reauth requests are
+// ignored: they come from requests that used the token being replaced, so
+// one failure burst costs one login.
+const ReauthQuiet = 2 * time.Second
+
+// Logins counts the successful logins (the first included).
+func (c *Client) Logins() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logins
 }
 
 // NewAPIClient returns a Vault API client for cfg's address and TLS,
@@ -197,6 +211,8 @@ func (c *Client) loginWith(ctx context.Context, m vaultapi.AuthMethod, name stri
 
 func (c *Client) setAuth(s *vaultapi.Secret) {
 	c.mu.Lock()
+	c.loggedIn = time.Now()
+	c.logins++
 	c.auth = s
 	c.mu.Unlock()
 }
@@ -244,6 +260,13 @@ func (c *Client) Run(ctx context.Context) {
 			case <-renew:
 				c.log.Debug("vault token renewed")
 			case <-c.reauth:
+				c.mu.Lock()
+				recent := time.Since(c.loggedIn) < ReauthQuiet
+				c.mu.Unlock()
+				if recent {
+					// A request that used the token just replaced.
+					continue
+				}
 				c.log.Warn("vault refused the token; logging in again")
 				relogin = true
 			}
@@ -275,6 +298,15 @@ func (c *Client) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-time.After(backoff):
+			case <-c.reauth:
+				// A request failed while waiting: keep the request (the
+				// login below is for it), then wait out the backoff's
+				// floor so a flood of failures cannot hammer the login.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(min(backoff, time.Second)):
+				}
 			}
 			backoff = min(backoff*2, time.Minute)
 			continue
