@@ -66,13 +66,26 @@ type StoreConfig struct {
 
 // RedisConfig reaches the Redis server shared by replicas.
 type RedisConfig struct {
-	Address      string `yaml:"address"` // host:port
+	// Address is one primary (host:port); or Sentinel names the Sentinels
+	// that know the primary, and the client follows failovers.
+	Address      string          `yaml:"address"`
+	Sentinel     *SentinelConfig `yaml:"sentinel"`
+	Username     string          `yaml:"username"`
+	PasswordFile string          `yaml:"password_file"`
+	DB           int             `yaml:"db"`
+	TLS          bool            `yaml:"tls"`
+	CAFile       string          `yaml:"ca_file"`
+	KeyPrefix    string          `yaml:"key_prefix"`
+}
+
+// SentinelConfig locates the primary through Redis Sentinel.
+type SentinelConfig struct {
+	MasterName string   `yaml:"master_name"`
+	Addresses  []string `yaml:"addresses"` // host:port of each Sentinel
+	// Username and PasswordFile authenticate to the Sentinels (the data
+	// nodes use the store's own username and password_file).
 	Username     string `yaml:"username"`
 	PasswordFile string `yaml:"password_file"`
-	DB           int    `yaml:"db"`
-	TLS          bool   `yaml:"tls"`
-	CAFile       string `yaml:"ca_file"`
-	KeyPrefix    string `yaml:"key_prefix"`
 }
 
 // SecretsConfig configures secret sources and the cache in front of them.
@@ -223,8 +236,26 @@ func (c Config) Validate() error {
 			add("broker.store.max_handles: must be at least 1")
 		}
 	case StoreRedis:
-		if _, _, err := net.SplitHostPort(c.Store.Redis.Address); err != nil {
-			add("broker.store.redis.address: must be host:port")
+		r := c.Store.Redis
+		switch sn := r.Sentinel; {
+		case sn != nil && r.Address != "":
+			add("broker.store.redis: set address or sentinel, not both")
+		case sn != nil:
+			if sn.MasterName == "" {
+				add("broker.store.redis.sentinel.master_name: required")
+			}
+			if len(sn.Addresses) == 0 {
+				add("broker.store.redis.sentinel.addresses: at least one Sentinel")
+			}
+			for i, a := range sn.Addresses {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					add("broker.store.redis.sentinel.addresses[%d]: must be host:port", i)
+				}
+			}
+		default:
+			if _, _, err := net.SplitHostPort(r.Address); err != nil {
+				add("broker.store.redis.address: must be host:port")
+			}
 		}
 		if c.Store.Redis.DB < 0 {
 			add("broker.store.redis.db: must not be negative")

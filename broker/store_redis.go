@@ -72,7 +72,26 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		}
 		opts.TLSConfig = tc
 	}
-	return &RedisStore{rdb: redis.NewClient(opts), prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}, nil
+	var rdb redis.UniversalClient
+	if sn := cfg.Sentinel; sn != nil {
+		// The failover client asks the Sentinels for the primary and
+		// follows a failover; writes then go to the promoted replica.
+		fo := &redis.FailoverOptions{MasterName: sn.MasterName, SentinelAddrs: sn.Addresses, SentinelUsername: sn.Username,
+			Username: opts.Username, Password: opts.Password, DB: opts.DB, TLSConfig: opts.TLSConfig,
+			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+			MaxRetries: opts.MaxRetries, PoolTimeout: opts.PoolTimeout}
+		if sn.PasswordFile != "" {
+			b, err := os.ReadFile(sn.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("broker.store.redis.sentinel.password_file: %w", err)
+			}
+			fo.SentinelPassword = strings.TrimSpace(string(b))
+		}
+		rdb = redis.NewFailoverClient(fo)
+	} else {
+		rdb = redis.NewClient(opts)
+	}
+	return &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}, nil
 }
 
 // Close closes the connection pool.
@@ -190,4 +209,19 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 	}
 	return nil
+}
+
+// Persistence reports how the Redis primary persists its data, for a
+// startup warning: "" when AOF is on; otherwise what a restart would lose.
+// Managed Redis that refuses CONFIG answers "" (unknown, not warned).
+func (s *RedisStore) Persistence(ctx context.Context) string {
+	v, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
+	if err != nil || v["appendonly"] == "yes" {
+		return ""
+	}
+	save, _ := s.rdb.ConfigGet(ctx, "save").Result()
+	if save["save"] != "" {
+		return "Redis runs with RDB snapshots but no AOF: a restart reloads an older snapshot, so revocations made since it are forgotten and those handles resolve again until they expire; enable appendonly yes (appendfsync everysec)"
+	}
+	return "Redis runs without persistence: a restart loses every live handle (plugins get handle_invalid until they ask for new ones) and every revocation record; enable appendonly yes (appendfsync everysec)"
 }

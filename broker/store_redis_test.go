@@ -206,3 +206,19 @@ func TestRedisIssueLimit(t *testing.T) {
 		t.Fatalf("3rd: %v", err)
 	}
 }
+
+// The startup warning says what a Redis without AOF loses.
+func TestRedisPersistenceWarning(t *testing.T) {
+	r := testenv.Redis(t) // started with --appendonly no --save ""
+	_, store := newRedisBroker(t, r.Addr, nil)
+	ctx := context.Background()
+	if w := store.Persistence(ctx); !strings.Contains(w, "loses every live handle") || !strings.Contains(w, "appendonly yes") {
+		t.Fatalf("warning without persistence: %q", w)
+	}
+	if err := store.rdb.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w := store.Persistence(ctx); w != "" {
+		t.Fatalf("warning with AOF on: %q", w)
+	}
+}

@@ -109,6 +109,11 @@ func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 			return nil, nil, nil, err
 		}
 		store, closer = rs, func() { rs.Close() }
+		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if w := rs.Persistence(pctx); w != "" {
+			log.Warn(w)
+		}
+		cancel()
 	default:
 		ms := broker.NewMemoryStore(bc.Store.MaxHandles, bc.ExpiredRetention, bc.MaxHandleLifetime, nil)
 		store = ms

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,10 +16,11 @@ import (
 type RedisServer struct {
 	Addr string // 127.0.0.1:PORT
 
-	bin  string
-	port int
-	dir  string
-	proc *process
+	bin   string
+	port  int
+	dir   string
+	proc  *process
+	extra []string // more arguments (replicaof, sentinel mode)
 }
 
 // Redis starts a redis-server for this test alone (it starts in
@@ -46,9 +49,9 @@ func (r *RedisServer) Start() error {
 	if r.proc != nil && !r.proc.exited() {
 		return nil
 	}
-	args := []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	args := append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no",
-		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning"}
+		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning"}, r.extra...)
 	p, err := startProcess(r.bin, args, []string{"PATH=" + os.Getenv("PATH")}, r.dir)
 	if err != nil {
 		return err
@@ -93,4 +96,78 @@ func (r *RedisServer) Stop() {
 	if r.proc != nil {
 		r.proc.stop(5 * time.Second)
 	}
+}
+
+// Kill ends the server at once (a crashed primary).
+func (r *RedisServer) Kill() {
+	if r.proc != nil && !r.proc.exited() {
+		_ = syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGKILL)
+		<-r.proc.done
+	}
+}
+
+// RedisFailover is a primary, a replica and three Sentinels watching them
+// (master name "airlock"): a real failover setup on loopback.
+type RedisFailover struct {
+	Primary, Replica *RedisServer
+	Sentinels        []string // host:port of each Sentinel
+	MasterName       string
+}
+
+// RedisSentinel starts a primary, a replica of it and three Sentinels
+// (quorum 2, down after 500 ms), all stopped at cleanup. Sentinel mode is
+// redis-server's own (--sentinel); Debian's redis-sentinel package is the
+// same binary.
+func RedisSentinel(tb testing.TB) *RedisFailover {
+	tb.Helper()
+	primary := Redis(tb)
+	replica := startRedis(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	f := &RedisFailover{Primary: primary, Replica: replica, MasterName: "airlock"}
+	for i := 0; i < 3; i++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		dir := tb.TempDir()
+		conf := filepath.Join(dir, "sentinel.conf")
+		body := fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %s\n"+
+			"sentinel monitor airlock 127.0.0.1 %d 2\nsentinel down-after-milliseconds airlock 500\n"+
+			"sentinel failover-timeout airlock 3000\nsentinel parallel-syncs airlock 1\n", port, dir, primary.port)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		p, err := startProcess(primary.bin, []string{conf, "--sentinel"}, []string{"PATH=" + os.Getenv("PATH")}, dir)
+		if err != nil {
+			tb.Fatalf("start sentinel: %v", err)
+		}
+		tb.Cleanup(func() { p.stop(5 * time.Second) })
+		s := &RedisServer{Addr: loopback(port)}
+		deadline := time.Now().Add(10 * time.Second)
+		for s.ping() != nil {
+			if time.Now().After(deadline) || p.exited() {
+				tb.Fatalf("sentinel not ready: %v", p.describe("redis-sentinel"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		f.Sentinels = append(f.Sentinels, s.Addr)
+	}
+	return f
+}
+
+func startRedis(tb testing.TB, extra ...string) *RedisServer {
+	tb.Helper()
+	bin, ok := findBinary("REDIS_SERVER_BIN", "redis-server", "")
+	if !ok {
+		missing(tb, "redis-server")
+	}
+	port, err := freePort()
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	r := &RedisServer{Addr: loopback(port), bin: bin, port: port, dir: tb.TempDir(), extra: extra}
+	if err := r.Start(); err != nil {
+		tb.Fatalf("start redis: %v", err)
+	}
+	tb.Cleanup(r.Stop)
+	return r
 }
