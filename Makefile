@@ -62,7 +62,7 @@ bench:
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy:
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)"
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)"
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler).

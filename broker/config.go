@@ -76,7 +76,15 @@ type RedisConfig struct {
 	TLS          bool            `yaml:"tls"`
 	CAFile       string          `yaml:"ca_file"`
 	KeyPrefix    string          `yaml:"key_prefix"`
+	// LocalCache is how many grants each replica keeps in memory so a
+	// resolve needs no round trip (default 100,000; -1 turns it off).
+	// Revocations reach every replica's cache over Redis pub/sub; while
+	// that feed is down the cache is bypassed.
+	LocalCache int `yaml:"local_cache"`
 }
+
+// DefaultLocalCache is the default size of a replica's grant cache.
+const DefaultLocalCache = 100000
 
 // SentinelConfig locates the primary through Redis Sentinel.
 type SentinelConfig struct {
@@ -259,6 +267,9 @@ func (c Config) Validate() error {
 		}
 		if c.Store.Redis.DB < 0 {
 			add("broker.store.redis.db: must not be negative")
+		}
+		if c.Store.Redis.LocalCache < -1 {
+			add("broker.store.redis.local_cache: a size, or -1 for none")
 		}
 	default:
 		add("broker.store.type: %q is not one of: memory, redis", c.Store.Type)

@@ -34,6 +34,7 @@ type RedisStore struct {
 	prefix    string
 	retention time.Duration
 	tombstone time.Duration
+	cache     *grantCache // nil: every Get is a round trip
 }
 
 // NewRedisStore connects per cfg. Expired grants stay for retention;
@@ -91,8 +92,19 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 	} else {
 		rdb = redis.NewClient(opts)
 	}
-	return &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}, nil
+	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}
+	if cfg.LocalCache >= 0 {
+		size := cfg.LocalCache
+		if size == 0 {
+			size = DefaultLocalCache
+		}
+		st.cache = newGrantCache(size)
+	}
+	return st, nil
 }
+
+// channel is where revocations are announced to every replica's cache.
+func (s *RedisStore) channel() string { return s.prefix + "revocations" }
 
 // Close closes the connection pool.
 func (s *RedisStore) Close() error { return s.rdb.Close() }
@@ -139,9 +151,26 @@ func (s *RedisStore) Put(ctx context.Context, k HandleKey, g *Grant, maxPerInvoc
 	return nil
 }
 
-// Get implements Store: one round trip.
+// Get implements Store: from the local grant cache when it holds the
+// grant and its invalidation feed is live, else one round trip.
 func (s *RedisStore) Get(ctx context.Context, k HandleKey) (*Grant, error) {
-	vals, err := s.rdb.HMGet(ctx, s.key("h:", k.String()), "g", "r").Result()
+	hk := k.String()
+	gen, ok := s.cache.begin()
+	if ok {
+		if g := s.cache.get(hk); g != nil {
+			return g, nil
+		}
+	}
+	g, err := s.get(ctx, hk)
+	if err == nil && ok {
+		s.cache.put(gen, hk, g)
+	}
+	return g, err
+}
+
+func (s *RedisStore) get(ctx context.Context, hk string) (*Grant, error) {
+	k := hk
+	vals, err := s.rdb.HMGet(ctx, s.key("h:", k), "g", "r").Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 	}
@@ -166,6 +195,7 @@ for _, hk in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local k = ARGV[2] .. 'h:' .. hk
   if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
 end
+redis.call('PUBLISH', ARGV[3], 'inv:' .. ARGV[4])
 return n
 `)
 
@@ -173,7 +203,8 @@ return n
 func (s *RedisStore) RevokeInvocation(ctx context.Context, id string) (int, error) {
 	n, err := revokeInvocationScript.Run(ctx, s.rdb,
 		[]string{s.key("inv:", id), s.key("invrev:", id)},
-		s.tombstone.Milliseconds(), s.prefix).Int()
+		s.tombstone.Milliseconds(), s.prefix, s.channel(), id).Int()
+	s.cache.invalidate("inv:" + id)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 	}
@@ -189,6 +220,7 @@ for _, inv in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
   end
 end
+redis.call('PUBLISH', ARGV[4], 'plg:' .. ARGV[5])
 return n
 `)
 
@@ -196,7 +228,8 @@ return n
 func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
 	n, err := revokePluginScript.Run(ctx, s.rdb,
 		[]string{s.key("plg:", id), s.key("plgrev:", id)},
-		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix).Int()
+		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id).Int()
+	s.cache.invalidate("plg:" + id)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 	}

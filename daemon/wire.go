@@ -108,7 +108,7 @@ func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		store, closer = rs, func() { rs.Close() }
+		store, closer, run = rs, func() { rs.Close() }, rs.Run
 		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if w := rs.Persistence(pctx); w != "" {
 			log.Warn(w)

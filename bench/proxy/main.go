@@ -44,6 +44,8 @@ func main() {
 	concs := flag.String("c", "1,16,64", "concurrencies")
 	bodySize := flag.Int("body", 512, "upstream response body size")
 	only := flag.String("only", "", "measure only targets whose name contains one of these (comma-separated)")
+	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure Airlock with the Redis handle store (skipped when empty)")
+	redisAddr := flag.String("redis", "", "internal: the Redis handle store's address")
 	flag.Parse()
 
 	switch *role {
@@ -54,7 +56,7 @@ func main() {
 		runGoproxy(*dir, *upstreamAddr)
 		return
 	case "airlock":
-		runAirlock(*dir, *upstreamAddr)
+		runAirlock(*dir, *upstreamAddr, *redisAddr)
 		return
 	case "floor":
 		runFloor(*dir, *upstreamAddr)
@@ -125,6 +127,18 @@ func main() {
 		{"floor (raw TLS forwarder)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: flOut[0]})
 		}, flPid},
+	}
+	if *redisServer != "" {
+		port := freePort()
+		c := exec.Command(*redisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		c.Stdout, c.Stderr = io.Discard, io.Discard
+		check(c.Start())
+		children = append(children, c)
+		time.Sleep(300 * time.Millisecond)
+		rl, rlPid := start("-role", "airlock", "-dir", work, "-upstream", up, "-redis", "127.0.0.1:"+strconv.Itoa(port))
+		targets = append(targets, target{"airlock (redis store)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: rl[0], User: url.User(rl[1])})
+		}, rlPid})
 	}
 	if *smokescreen != "" {
 		port := freePort()
@@ -206,6 +220,7 @@ func main() {
 	ratio("floor / smokescreen", "floor (raw TLS forwarder)", "smokescreen (CONNECT)")
 	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
+	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
 	ratio("airlock / direct", "airlock", "direct HTTPS")
 	var added []string
 	for _, c := range cs {

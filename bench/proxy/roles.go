@@ -97,9 +97,10 @@ func runGoproxy(dir, upstream string) {
 	check(http.Serve(l, gp))
 }
 
-// runAirlock runs the real proxy with a memory broker, a header-injected
-// intent and the echo guard on; it prints its address and a handle.
-func runAirlock(dir, upstream string) {
+// runAirlock runs the real proxy with a memory broker (or, with redisAddr,
+// the Redis store and its local grant cache), a header-injected intent and
+// the echo guard on; it prints its address and a handle.
+func runAirlock(dir, upstream, redisAddr string) {
 	secrets := path(dir, "secrets.yaml")
 	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+"}\n"), 0o600))
 	bc := broker.Config{Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
@@ -109,7 +110,15 @@ func runAirlock(dir, upstream string) {
 	check(bc.Validate())
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}},
 		bc.Secrets.CacheTTL, 0, nil, nil)
-	b := broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, nil), cache, broker.Options{})
+	var store broker.Store = broker.NewMemoryStore(1000, time.Minute, time.Hour, nil)
+	if redisAddr != "" {
+		rs, err := broker.NewRedisStore(broker.RedisConfig{Address: redisAddr}, time.Minute, time.Hour)
+		check(err)
+		go rs.Run(context.Background())
+		time.Sleep(200 * time.Millisecond) // the invalidation feed goes live
+		store = rs
+	}
+	b := broker.New(bc, store, cache, broker.Options{})
 	host, port, _ := net.SplitHostPort(upstream)
 	var p int
 	fmt.Sscan(port, &p)
