@@ -241,3 +241,6 @@ func (b *Broker) RefreshSecrets() {
 
 // Ping checks the handle store.
 func (b *Broker) Ping(ctx context.Context) error { return b.store.Ping(ctx) }
+
+// Store is the handle store (the Redis one also enforces global rates).
+func (b *Broker) Store() Store { return b.store }

@@ -198,7 +198,11 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if parts.proxyConfig != nil {
 		parts.proxyConfig(&pc)
 	}
-	px, err := proxy.New(pc, b, proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg})
+	popts := proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg}
+	if gl, ok := b.Store().(proxy.GlobalLimiter); ok {
+		popts.GlobalLimits = gl
+	}
+	px, err := proxy.New(pc, b, popts)
 	if err != nil {
 		return nil, err
 	}

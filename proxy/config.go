@@ -56,11 +56,23 @@ type LimitsConfig struct {
 	PerPluginRPS         float64       `yaml:"per_plugin_rps"`
 	PerPluginBurst       int           `yaml:"per_plugin_burst"`
 	PerPluginConcurrency int           `yaml:"per_plugin_concurrency"`
+	// Scope is where the rates hold: "replica" (each airlock serve on its
+	// own: behind N replicas a plugin gets N times the rate) or "global"
+	// (across every replica sharing the Redis handle store, one Redis
+	// round trip per request; Redis down refuses with 503
+	// limits_unavailable). Default replica.
+	Scope string `yaml:"scope"`
 	MaxHeaderBytes       int           `yaml:"max_header_bytes"`
 	MaxRequestBody       int64         `yaml:"max_request_body"`
 	ReadHeaderTimeout    time.Duration `yaml:"read_header_timeout"`
 	IdleTimeout          time.Duration `yaml:"idle_timeout"`
 }
+
+// Limit scopes.
+const (
+	LimitsReplica = "replica"
+	LimitsGlobal  = "global"
+)
 
 // UpstreamConfig tunes connections to upstream APIs.
 type UpstreamConfig struct {
@@ -155,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if l.PerPluginConcurrency < 0 {
 		add("proxy.limits.per_plugin_concurrency: must not be negative")
+	}
+	if l.Scope != "" && l.Scope != LimitsReplica && l.Scope != LimitsGlobal {
+		add("proxy.limits.scope: must be replica or global")
 	}
 	if l.MaxHeaderBytes < 4<<10 || l.MaxHeaderBytes > 1<<20 {
 		add("proxy.limits.max_header_bytes: must be between 4 KiB and 1 MiB")

@@ -36,6 +36,7 @@ const (
 	CodeUnscannable          = "response_encoding_unsupported" // 502
 	CodeStoreUnavailable     = "handle_store_unavailable"      // 503
 	CodeHeadersTooLarge      = "request_headers_too_large"     // 431
+	CodeLimitsUnavailable    = "limits_unavailable"            // 503
 )
 
 var codeStatus = map[string]int{
@@ -50,7 +51,7 @@ var codeStatus = map[string]int{
 	CodeSecretInvalid: http.StatusBadGateway, CodeUpstreamTLS: http.StatusBadGateway,
 	CodeUpstreamUnreachable: http.StatusBadGateway, CodeUpstreamTimeout: http.StatusGatewayTimeout,
 	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
-	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge,
+	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +16,17 @@ import (
 // swept, so the maps stay bounded by the live handles and plugins.
 type limiter struct {
 	cfg     LimitsConfig
-	handles sync.Map // handle fingerprint -> *rateEntry
-	plugins sync.Map // plugin id -> *pluginEntry
+	global  GlobalLimiter // nil: the rates hold per replica
+	handles sync.Map      // handle fingerprint -> *rateEntry
+	plugins sync.Map      // plugin id -> *pluginEntry
 }
+
+// GlobalLimiter enforces rates across replicas (broker.RedisStore).
+type GlobalLimiter interface {
+	AllowRates(ctx context.Context, rates ...broker.Rate) (ok bool, refused int, retry time.Duration, err error)
+}
+
+var _ GlobalLimiter = (*broker.RedisStore)(nil)
 
 type rateEntry struct {
 	lim  *rate.Limiter
@@ -32,8 +41,9 @@ type pluginEntry struct {
 func newLimiter(cfg LimitsConfig) *limiter { return &limiter{cfg: cfg} }
 
 // admit checks g's rates and takes a concurrency slot; the returned
-// release must be called once when the request is over.
-func (l *limiter) admit(g *broker.Grant, now time.Time) (func(), *denial) {
+// release must be called once when the request is over. The local rates
+// are a first stage; with a global limiter the request must pass it too.
+func (l *limiter) admit(ctx context.Context, g *broker.Grant, now time.Time) (func(), *denial) {
 	h := l.handleEntry(g.Fingerprint)
 	p := l.pluginEntry(g.PluginID)
 	ns := now.UnixNano()
@@ -44,6 +54,19 @@ func (l *limiter) admit(g *broker.Grant, now time.Time) (func(), *denial) {
 	}
 	if !p.lim.AllowN(now, 1) {
 		return nil, deny(CodeRateLimited, "too many requests for this plugin").withReason("per-plugin rate")
+	}
+	if l.global != nil {
+		ok, refused, _, err := l.global.AllowRates(ctx,
+			broker.Rate{Key: "h:" + g.Fingerprint, RPS: l.cfg.PerHandleRPS, Burst: l.cfg.PerHandleBurst},
+			broker.Rate{Key: "p:" + g.PluginID, RPS: l.cfg.PerPluginRPS, Burst: l.cfg.PerPluginBurst})
+		switch {
+		case err != nil:
+			return nil, deny(CodeLimitsUnavailable, "the shared rate limits cannot be checked; no request was sent").withReason("global limits: store unavailable")
+		case !ok && refused == 0:
+			return nil, deny(CodeRateLimited, "too many requests for this handle").withReason("global per-handle rate")
+		case !ok:
+			return nil, deny(CodeRateLimited, "too many requests for this plugin").withReason("global per-plugin rate")
+		}
 	}
 	if max := l.cfg.PerPluginConcurrency; max > 0 {
 		if p.inflight.Add(1) > int32(max) {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 func TestRateLimits(t *testing.T) {
@@ -73,13 +77,13 @@ func TestConcurrencyCap(t *testing.T) {
 	}
 
 	lim := newLimiter(LimitsConfig{PerHandleRPS: 100, PerHandleBurst: 100, PerPluginRPS: 100, PerPluginBurst: 100, PerPluginConcurrency: 1})
-	release, _ := lim.admit(grantFor("p"), time.Now())
+	release, _ := lim.admit(context.Background(), grantFor("p"), time.Now())
 	release()
 	release() // a second release must not free a slot it does not hold
-	if _, d := lim.admit(grantFor("p"), time.Now()); d != nil {
+	if _, d := lim.admit(context.Background(), grantFor("p"), time.Now()); d != nil {
 		t.Fatalf("after release: %v", d)
 	}
-	if _, d := lim.admit(grantFor("p"), time.Now()); d == nil {
+	if _, d := lim.admit(context.Background(), grantFor("p"), time.Now()); d == nil {
 		t.Fatal("double release freed a second slot")
 	}
 }
@@ -144,4 +148,39 @@ func TestSlowlorisCutOff(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// Rates with scope global hold across replicas: two proxies' limiters on
+// one real Redis admit a handle's burst once between them, not once each;
+// Redis down refuses with limits_unavailable (closed).
+func TestGlobalLimitsAcrossReplicas(t *testing.T) {
+	r := testenv.Redis(t)
+	store, err := broker.NewRedisStore(broker.RedisConfig{Address: r.Addr, KeyPrefix: "gl-test:"}, time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := LimitsConfig{PerHandleRPS: 1, PerHandleBurst: 5, PerPluginRPS: 1000, PerPluginBurst: 1000, Scope: LimitsGlobal}
+	replicas := []*limiter{newLimiter(cfg), newLimiter(cfg)}
+	for _, l := range replicas {
+		l.global = store
+	}
+	g := grantFor("p")
+	admitted := 0
+	for i := 0; i < 20; i++ {
+		release, d := replicas[i%2].admit(context.Background(), g, time.Now())
+		if d == nil {
+			admitted++
+			release()
+		} else if d.code != CodeRateLimited {
+			t.Fatalf("request %d: %s", i, d.code)
+		}
+	}
+	if admitted < 5 || admitted > 6 {
+		t.Fatalf("%d of 20 admitted across two replicas, want the burst of 5 (6 with a refill)", admitted)
+	}
+	r.Stop()
+	if _, d := replicas[0].admit(context.Background(), grantFor("q"), time.Now()); d == nil || d.code != CodeLimitsUnavailable {
+		t.Fatalf("with Redis down: %+v", d)
+	}
 }

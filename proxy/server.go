@@ -39,6 +39,9 @@ type Options struct {
 	Audit  *slog.Logger
 	// Registerer for metrics; none when nil.
 	Registerer prometheus.Registerer
+	// GlobalLimits enforces the rates across replicas when
+	// limits.scope is global (the Redis handle store).
+	GlobalLimits GlobalLimiter
 }
 
 // Server is the egress proxy.
@@ -106,7 +109,14 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	up := newUpstreamClient(cfg, d, tlsConfig)
-	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: newLimiter(cfg.Limits),
+	lim := newLimiter(cfg.Limits)
+	if cfg.Limits.Scope == LimitsGlobal {
+		if opts.GlobalLimits == nil {
+			return nil, errors.New("proxy.limits.scope global needs the Redis handle store (broker.store.type redis)")
+		}
+		lim.global = opts.GlobalLimits
+	}
+	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	gp := goproxy.NewProxyHttpServer()
 	// Never used (each request sets its RoundTripper), but never goproxy's
@@ -225,7 +235,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
 	}
-	release, d := s.limits.admit(g, a.start)
+	release, d := s.limits.admit(r.Context(), g, a.start)
 	if d != nil {
 		return nil, d
 	}

@@ -247,6 +247,9 @@ func (c *Config) Validate() error {
 	if err := c.Host.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Proxy.Limits.Scope == proxy.LimitsGlobal && c.Broker.Store.Type != broker.StoreRedis {
+		add("proxy.limits.scope: global needs broker.store.type redis (the replicas share their rates there)")
+	}
 	if !c.Vault.Configured() {
 		for _, name := range c.Broker.IntentNames() {
 			if c.Broker.Intents[name].Secret.Source == broker.SourceVault {
