@@ -83,20 +83,13 @@ type hostNode struct {
 	log     *slog.Logger
 	h       *host.Host
 	control string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closers []func()
-
-	stopOnce sync.Once
-	mu       sync.Mutex
-	err      error
+	*node
 }
 
 func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostDeps) (_ *hostNode, err error) {
 	log := opts.Log
-	ctx, cancel := context.WithCancel(ctx)
-	n := &hostNode{log: log, ctx: ctx, cancel: cancel}
+	n := &hostNode{log: log, node: newNode(ctx)}
+	ctx = n.ctx
 	defer func() {
 		if err != nil {
 			n.stop()
@@ -122,15 +115,13 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 			log.Error("evidence checkpoint at shutdown", "err", err)
 		}
 	})
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.goRun(func(ctx context.Context) {
 		serve.Every(ctx, cfg.Host.CheckpointInterval, func(time.Time) {
 			if _, err := ev.Checkpoint(evKey); err != nil {
 				log.Error("evidence checkpoint", "err", err)
 			}
 		})
-	}()
+	})
 	policy := deps.policy
 	if policy == nil && cfg.Host.Policy != "" {
 		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
@@ -253,41 +244,6 @@ func providerLauncher(name string, e host.LockedEntry, h *host.Host) host.Launch
 		}
 		return host.Launch(ctx, inst, h.Options())
 	}
-}
-
-// serve runs a listener's loop; its failure stops the node.
-func (n *hostNode) serve(what string, f func(context.Context) error) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		err := f(n.ctx)
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, http.ErrServerClosed) {
-			n.mu.Lock()
-			if n.err == nil {
-				n.err = fmt.Errorf("%s: %w", what, err)
-			}
-			n.mu.Unlock()
-		}
-		n.cancel()
-	}()
-}
-
-func (n *hostNode) wait() error {
-	<-n.ctx.Done()
-	return n.stop()
-}
-
-func (n *hostNode) stop() error {
-	n.stopOnce.Do(func() {
-		n.cancel()
-		n.wg.Wait()
-		for i := len(n.closers) - 1; i >= 0; i-- {
-			n.closers[i]()
-		}
-	})
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
 }
 
 func listenControl(addr string) (net.Listener, error) {

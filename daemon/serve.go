@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,30 +93,21 @@ type serveNode struct {
 	adminL    net.Listener
 	adminAddr string
 	proxyAddr string
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closers   []func()
-
-	stopOnce sync.Once
-	mu       sync.Mutex
-	err      error
+	*node
 }
 
 func startServe(ctx context.Context, cfg *config.Config, opts Options, parts serveParts) (_ *serveNode, err error) {
 	opts = opts.withDefaults()
 	log := opts.Log
-	ctx, cancel := context.WithCancel(ctx)
-	n := &serveNode{cfg: cfg, log: log, ctx: ctx, cancel: cancel}
+	n := &serveNode{cfg: cfg, log: log, node: newNode(ctx)}
+	ctx = n.ctx
+	n.closers = append(n.closers, func() { log.Info("airlock stopped") })
 	defer func() {
 		if err != nil {
 			n.stop()
 		}
 	}()
-	goRun := func(f func(context.Context)) {
-		n.wg.Add(1)
-		go func() { defer n.wg.Done(); f(ctx) }()
-	}
+	goRun := n.goRun
 
 	vc, err := ConnectVault(ctx, cfg, log)
 	if err != nil {
@@ -211,8 +201,7 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		return nil, fmt.Errorf("proxy listener: %w", err)
 	}
 	n.proxyAddr = pl.Addr().String()
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.fail("egress proxy", px.Serve(ctx, pl)) }()
+	n.serve("egress proxy", func(ctx context.Context) error { return px.Serve(ctx, pl) })
 
 	if n.adminL, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
@@ -223,46 +212,8 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
 		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
 		"egress_proxy", n.proxyAddr, "echo_guard", *pc.EchoGuard)
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.fail("admin listener", n.admin.Serve(ctx, n.adminL)) }()
+	n.serve("admin listener", func(ctx context.Context) error { return n.admin.Serve(ctx, n.adminL) })
 	return n, nil
-}
-
-// wait blocks until the node's context ends (or a listener fails), then
-// stops it.
-func (n *serveNode) wait() error {
-	<-n.ctx.Done()
-	return n.stop()
-}
-
-// stop ends everything the node started and returns the first failure of
-// a listener.
-func (n *serveNode) stop() error {
-	n.stopOnce.Do(func() {
-		n.cancel()
-		n.wg.Wait()
-		for i := len(n.closers) - 1; i >= 0; i-- {
-			n.closers[i]()
-		}
-		n.log.Info("airlock stopped")
-	})
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
-}
-
-// fail records a listener's failure and stops the node.
-func (n *serveNode) fail(what string, err error) {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
-		n.cancel()
-		return
-	}
-	n.mu.Lock()
-	if n.err == nil {
-		n.err = fmt.Errorf("%s: %w", what, err)
-	}
-	n.mu.Unlock()
-	n.cancel()
 }
 
 // refreshHandler invalidates the secret cache, at most once a second so

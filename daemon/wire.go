@@ -94,12 +94,13 @@ func secretSources(cfg *config.Config, vc *vault.Client) map[string]broker.Secre
 }
 
 // NewBroker builds the broker and returns a function that runs its
-// background work (memory-store sweeping) until ctx ends, and a closer.
+// background work until ctx ends (memory-store sweeping, or the Redis
+// store's cache invalidation feed), and a closer.
 func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger) (*broker.Broker, func(context.Context), func(), error) {
 	bc := cfg.Broker
 	m := broker.NewMetrics(reg)
 	var store broker.Store
-	run := func(context.Context) {}
+	var run func(context.Context)
 	closer := func() {}
 	switch bc.Store.Type {
 	case broker.StoreRedis:

@@ -51,21 +51,21 @@ type Config struct {
 
 // LimitsConfig bounds what a plugin may do through the proxy.
 type LimitsConfig struct {
-	PerHandleRPS         float64       `yaml:"per_handle_rps"`
-	PerHandleBurst       int           `yaml:"per_handle_burst"`
-	PerPluginRPS         float64       `yaml:"per_plugin_rps"`
-	PerPluginBurst       int           `yaml:"per_plugin_burst"`
-	PerPluginConcurrency int           `yaml:"per_plugin_concurrency"`
+	PerHandleRPS         float64 `yaml:"per_handle_rps"`
+	PerHandleBurst       int     `yaml:"per_handle_burst"`
+	PerPluginRPS         float64 `yaml:"per_plugin_rps"`
+	PerPluginBurst       int     `yaml:"per_plugin_burst"`
+	PerPluginConcurrency int     `yaml:"per_plugin_concurrency"`
 	// Scope is where the rates hold: "replica" (each airlock serve on its
 	// own: behind N replicas a plugin gets N times the rate) or "global"
 	// (across every replica sharing the Redis handle store, one Redis
 	// round trip per request; Redis down refuses with 503
 	// limits_unavailable). Default replica.
-	Scope string `yaml:"scope"`
-	MaxHeaderBytes       int           `yaml:"max_header_bytes"`
-	MaxRequestBody       int64         `yaml:"max_request_body"`
-	ReadHeaderTimeout    time.Duration `yaml:"read_header_timeout"`
-	IdleTimeout          time.Duration `yaml:"idle_timeout"`
+	Scope             string        `yaml:"scope"`
+	MaxHeaderBytes    int           `yaml:"max_header_bytes"`
+	MaxRequestBody    int64         `yaml:"max_request_body"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 }
 
 // Limit scopes.

@@ -27,20 +27,7 @@ type RedisServer struct {
 // milliseconds, so sharing would buy nothing), stopped at cleanup.
 func Redis(tb testing.TB) *RedisServer {
 	tb.Helper()
-	bin, ok := findBinary("REDIS_SERVER_BIN", "redis-server", "")
-	if !ok {
-		missing(tb, "redis-server")
-	}
-	port, err := freePort()
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	r := &RedisServer{Addr: loopback(port), bin: bin, port: port, dir: tb.TempDir()}
-	if err := r.Start(); err != nil {
-		tb.Fatalf("start redis: %v", err)
-	}
-	tb.Cleanup(r.Stop)
-	return r
+	return startRedis(tb)
 }
 
 // Start (re)starts the server on its address, for tests of recovery after
