@@ -142,3 +142,41 @@ func errorFromStatus(err error) error {
 	}
 	return fmt.Errorf("broker: %s (%s)", st.Message(), st.Code())
 }
+
+// Inspect shows the grant behind a handle fingerprint.
+func (c *Client) Inspect(ctx context.Context, fingerprint string) (Inspection, error) {
+	r, err := c.api.InspectHandle(ctx, &brokerv1.InspectHandleRequest{Fingerprint: fingerprint})
+	if err != nil {
+		return Inspection{}, errorFromStatus(err)
+	}
+	g := Grant{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(), Class: Class(r.GetClass()),
+		DryRun: r.GetDryRun(), IssuedAt: r.GetIssuedAt().AsTime(), ExpiresAt: r.GetExpiresAt().AsTime(), Fingerprint: r.GetFingerprint()}
+	for _, d := range r.GetDestinations() {
+		g.Destinations = append(g.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(),
+			Methods: d.GetMethods()})
+	}
+	return Inspection{Grant: g, Revoked: r.GetRevoked(), Expired: r.GetExpired()}, nil
+}
+
+// RevokeHandle revokes one handle by fingerprint.
+func (c *Client) RevokeHandle(ctx context.Context, fingerprint string) (int, error) {
+	r, err := c.api.RevokeHandle(ctx, &brokerv1.RevokeHandleRequest{Fingerprint: fingerprint})
+	if err != nil {
+		return 0, errorFromStatus(err)
+	}
+	return int(r.GetRevoked()), nil
+}
+
+// Explain asks what the egress proxy would decide for method and url
+// under the handle with fingerprint, or under intent.
+func (c *Client) Explain(ctx context.Context, fingerprint, intent, method, url string) (Explanation, error) {
+	r, err := c.api.Explain(ctx, &brokerv1.ExplainRequest{Fingerprint: fingerprint, Intent: intent, Method: method, Url: url})
+	if err != nil {
+		return Explanation{}, errorFromStatus(err)
+	}
+	ex := Explanation{Allowed: r.GetAllowed(), Code: r.GetCode()}
+	for _, s := range r.GetSteps() {
+		ex.Steps = append(ex.Steps, ExplainStep{Check: s.GetCheck(), OK: s.GetOk(), Detail: s.GetDetail()})
+	}
+	return ex, nil
+}

@@ -25,6 +25,7 @@ var reasons = []struct {
 	{ErrInvocationRevoked, "revoked", codes.PermissionDenied},
 	{ErrStoreFull, "store_full", codes.ResourceExhausted},
 	{ErrStoreUnavailable, "store_unavailable", codes.Unavailable},
+	{ErrHandleUnknown, "handle_unknown", codes.NotFound},
 	{tokens.ErrDeadlinePassed, "token_deadline_passed", codes.FailedPrecondition},
 	{tokens.ErrInvalidBinding, "token_binding", codes.InvalidArgument},
 }

@@ -24,6 +24,8 @@ type Server struct {
 	StoreType string
 	Version   string
 	Log       *slog.Logger
+	// Explainer answers Explain (the egress proxy); Unimplemented when nil.
+	Explainer Explainer
 }
 
 // Register adds the service to s.

@@ -26,6 +26,12 @@ type Store interface {
 	RevokePlugin(ctx context.Context, pluginID string) (int, error)
 	// Ping reports whether the store can serve.
 	Ping(ctx context.Context) error
+	// Find returns the key and grant whose key starts with the
+	// fingerprint (the first bytes of the key, hex), with Get's errors.
+	// For operators: it may scan.
+	Find(ctx context.Context, fingerprint string) (HandleKey, *Grant, error)
+	// RevokeKey revokes one grant; it reports whether a live one was.
+	RevokeKey(ctx context.Context, k HandleKey) (bool, error)
 }
 
 var (

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,6 +95,36 @@ func (s *MemoryStore) Get(_ context.Context, k HandleKey) (*Grant, error) {
 		return g, ErrHandleRevoked
 	}
 	return g, nil
+}
+
+// Find implements Store: a scan of the grants.
+func (s *MemoryStore) Find(ctx context.Context, fp string) (HandleKey, *Grant, error) {
+	s.mu.RLock()
+	var found *HandleKey
+	for k := range s.grants {
+		if strings.HasPrefix(k.String(), fp) {
+			found = &k
+			break
+		}
+	}
+	s.mu.RUnlock()
+	if found == nil {
+		return HandleKey{}, nil, ErrHandleUnknown
+	}
+	g, err := s.Get(ctx, *found)
+	return *found, g, err
+}
+
+// RevokeKey implements Store.
+func (s *MemoryStore) RevokeKey(_ context.Context, k HandleKey) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.grants[k]
+	if e == nil || e.revoked {
+		return false, nil
+	}
+	e.revoked = true
+	return true, nil
 }
 
 // RevokeInvocation implements Store.

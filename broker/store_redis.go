@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,6 +235,49 @@ func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
 		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
 	}
 	return n, nil
+}
+
+// Find implements Store: a SCAN for the key's prefix.
+func (s *RedisStore) Find(ctx context.Context, fp string) (HandleKey, *Grant, error) {
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, s.key("h:", fp)+"*", 1000).Result()
+		if err != nil {
+			return HandleKey{}, nil, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+		}
+		if len(keys) > 0 {
+			hk := strings.TrimPrefix(keys[0], s.key("h:"))
+			var k HandleKey
+			if b, err := hex.DecodeString(hk); err != nil || len(b) != len(k) {
+				return HandleKey{}, nil, ErrHandleUnknown
+			} else {
+				copy(k[:], b)
+			}
+			g, err := s.get(ctx, hk)
+			return k, g, err
+		}
+		if cursor = next; cursor == 0 {
+			return HandleKey{}, nil, ErrHandleUnknown
+		}
+	}
+}
+
+var revokeKeyScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'r') ~= '0' then return 0 end
+redis.call('HSET', KEYS[1], 'r', '1')
+redis.call('PUBLISH', ARGV[1], 'h:' .. ARGV[2])
+return 1
+`)
+
+// RevokeKey implements Store.
+func (s *RedisStore) RevokeKey(ctx context.Context, k HandleKey) (bool, error) {
+	hk := k.String()
+	n, err := revokeKeyScript.Run(ctx, s.rdb, []string{s.key("h:", hk)}, s.channel(), hk).Int()
+	s.cache.invalidate("h:" + hk)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	return n == 1, nil
 }
 
 // Ping implements Store.

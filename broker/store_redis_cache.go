@@ -127,6 +127,8 @@ func (c *grantCache) invalidate(msg string) {
 		keys = c.byInv[strings.TrimPrefix(msg, "inv:")]
 	case strings.HasPrefix(msg, "plg:"):
 		keys = c.byPlugin[strings.TrimPrefix(msg, "plg:")]
+	case strings.HasPrefix(msg, "h:"):
+		keys = map[string]struct{}{strings.TrimPrefix(msg, "h:"): {}}
 	default:
 		c.resetLocked()
 		return

@@ -174,16 +174,6 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		}
 	})
 
-	if parts.brokerAPI {
-		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: ring, StoreType: cfg.Broker.Store.Type,
-			Version: opts.Version, Log: log}
-		stopAPI, err := serveAPI(cfg.Broker.API, api, log)
-		if err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, stopAPI)
-	}
-
 	pc := cfg.Proxy
 	if parts.proxyConfig != nil {
 		parts.proxyConfig(&pc)
@@ -196,6 +186,16 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if err != nil {
 		return nil, err
 	}
+	if parts.brokerAPI {
+		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: ring, StoreType: cfg.Broker.Store.Type,
+			Version: opts.Version, Log: log, Explainer: px}
+		stopAPI, err := serveAPI(cfg.Broker.API, api, log)
+		if err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, stopAPI)
+	}
+
 	pl, err := net.Listen("tcp", pc.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy listener: %w", err)

@@ -721,6 +721,410 @@ func (x *StatusResponse) GetIntents() []string {
 	return nil
 }
 
+type InspectHandleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First 8 bytes of the handle's SHA-256, hex (16 characters).
+	Fingerprint   string `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectHandleRequest) Reset() {
+	*x = InspectHandleRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectHandleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectHandleRequest) ProtoMessage() {}
+
+func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectHandleRequest.ProtoReflect.Descriptor instead.
+func (*InspectHandleRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InspectHandleRequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+type InspectHandleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	PluginId      string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	InvocationId  string                 `protobuf:"bytes,3,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	Intent        string                 `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
+	Class         string                 `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
+	Destinations  []*Destination         `protobuf:"bytes,6,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	IssuedAt      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Revoked       bool                   `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Expired       bool                   `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	DryRun        bool                   `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectHandleResponse) Reset() {
+	*x = InspectHandleResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectHandleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectHandleResponse) ProtoMessage() {}
+
+func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectHandleResponse.ProtoReflect.Descriptor instead.
+func (*InspectHandleResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *InspectHandleResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetIntent() string {
+	if x != nil {
+		return x.Intent
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetDestinations() []*Destination {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetIssuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IssuedAt
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *InspectHandleResponse) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *InspectHandleResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type RevokeHandleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeHandleRequest) Reset() {
+	*x = RevokeHandleRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeHandleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeHandleRequest) ProtoMessage() {}
+
+func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeHandleRequest.ProtoReflect.Descriptor instead.
+func (*RevokeHandleRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RevokeHandleRequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+type ExplainRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Either the handle (by fingerprint) the request would carry, or an
+	// intent (as if a handle were issued for it with its own destinations).
+	Fingerprint   string `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Intent        string `protobuf:"bytes,2,opt,name=intent,proto3" json:"intent,omitempty"`
+	Method        string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	Url           string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainRequest) Reset() {
+	*x = ExplainRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainRequest) ProtoMessage() {}
+
+func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
+func (*ExplainRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ExplainRequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetIntent() string {
+	if x != nil {
+		return x.Intent
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+type ExplainStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Check         string                 `protobuf:"bytes,1,opt,name=check,proto3" json:"check,omitempty"`
+	Ok            bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainStep) Reset() {
+	*x = ExplainStep{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainStep) ProtoMessage() {}
+
+func (x *ExplainStep) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainStep.ProtoReflect.Descriptor instead.
+func (*ExplainStep) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExplainStep) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *ExplainStep) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *ExplainStep) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ExplainResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// The denial code the proxy would answer with, when not allowed.
+	Code          string         `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	Steps         []*ExplainStep `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainResponse) Reset() {
+	*x = ExplainResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainResponse) ProtoMessage() {}
+
+func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
+func (*ExplainResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExplainResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *ExplainResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetSteps() []*ExplainStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
 var File_airlock_broker_v1_broker_proto protoreflect.FileDescriptor
 
 const file_airlock_broker_v1_broker_proto_rawDesc = "" +
@@ -774,17 +1178,51 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\bstore_ok\x18\x03 \x01(\bR\astoreOk\x12\x1f\n" +
 	"\vsigning_kid\x18\x04 \x01(\tR\n" +
 	"signingKid\x12\x18\n" +
-	"\aintents\x18\x05 \x03(\tR\aintents*X\n" +
+	"\aintents\x18\x05 \x03(\tR\aintents\"8\n" +
+	"\x14InspectHandleRequest\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xae\x03\n" +
+	"\x15InspectHandleResponse\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12#\n" +
+	"\rinvocation_id\x18\x03 \x01(\tR\finvocationId\x12\x16\n" +
+	"\x06intent\x18\x04 \x01(\tR\x06intent\x12\x14\n" +
+	"\x05class\x18\x05 \x01(\tR\x05class\x12B\n" +
+	"\fdestinations\x18\x06 \x03(\v2\x1e.airlock.broker.v1.DestinationR\fdestinations\x127\n" +
+	"\tissued_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\bissuedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x18\n" +
+	"\arevoked\x18\t \x01(\bR\arevoked\x12\x18\n" +
+	"\aexpired\x18\n" +
+	" \x01(\bR\aexpired\x12\x17\n" +
+	"\adry_run\x18\v \x01(\bR\x06dryRun\"7\n" +
+	"\x13RevokeHandleRequest\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"t\n" +
+	"\x0eExplainRequest\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x16\n" +
+	"\x06intent\x18\x02 \x01(\tR\x06intent\x12\x16\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\x12\x10\n" +
+	"\x03url\x18\x04 \x01(\tR\x03url\"K\n" +
+	"\vExplainStep\x12\x14\n" +
+	"\x05check\x18\x01 \x01(\tR\x05check\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"u\n" +
+	"\x0fExplainResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x124\n" +
+	"\x05steps\x18\x03 \x03(\v2\x1e.airlock.broker.v1.ExplainStepR\x05steps*X\n" +
 	"\tTokenKind\x12\x1a\n" +
 	"\x16TOKEN_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TOKEN_KIND_SAMPLING\x10\x01\x12\x16\n" +
-	"\x12TOKEN_KIND_STORAGE\x10\x022\xd2\x03\n" +
+	"\x12TOKEN_KIND_STORAGE\x10\x022\xe3\x05\n" +
 	"\rBrokerService\x12\\\n" +
 	"\vIssueHandle\x12%.airlock.broker.v1.IssueHandleRequest\x1a&.airlock.broker.v1.IssueHandleResponse\x12a\n" +
 	"\x10RevokeInvocation\x12*.airlock.broker.v1.RevokeInvocationRequest\x1a!.airlock.broker.v1.RevokeResponse\x12Y\n" +
 	"\fRevokePlugin\x12&.airlock.broker.v1.RevokePluginRequest\x1a!.airlock.broker.v1.RevokeResponse\x12V\n" +
 	"\tMintToken\x12#.airlock.broker.v1.MintTokenRequest\x1a$.airlock.broker.v1.MintTokenResponse\x12M\n" +
-	"\x06Status\x12 .airlock.broker.v1.StatusRequest\x1a!.airlock.broker.v1.StatusResponseBAZ?github.com/airlock-dev/airlock/proto/airlock/broker/v1;brokerv1b\x06proto3"
+	"\x06Status\x12 .airlock.broker.v1.StatusRequest\x1a!.airlock.broker.v1.StatusResponse\x12b\n" +
+	"\rInspectHandle\x12'.airlock.broker.v1.InspectHandleRequest\x1a(.airlock.broker.v1.InspectHandleResponse\x12Y\n" +
+	"\fRevokeHandle\x12&.airlock.broker.v1.RevokeHandleRequest\x1a!.airlock.broker.v1.RevokeResponse\x12P\n" +
+	"\aExplain\x12!.airlock.broker.v1.ExplainRequest\x1a\".airlock.broker.v1.ExplainResponseBAZ?github.com/airlock-dev/airlock/proto/airlock/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_airlock_broker_v1_broker_proto_rawDescOnce sync.Once
@@ -799,7 +1237,7 @@ func file_airlock_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(TokenKind)(0),                  // 0: airlock.broker.v1.TokenKind
 	(*Destination)(nil),             // 1: airlock.broker.v1.Destination
@@ -812,30 +1250,46 @@ var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(*MintTokenResponse)(nil),       // 8: airlock.broker.v1.MintTokenResponse
 	(*StatusRequest)(nil),           // 9: airlock.broker.v1.StatusRequest
 	(*StatusResponse)(nil),          // 10: airlock.broker.v1.StatusResponse
-	(*timestamppb.Timestamp)(nil),   // 11: google.protobuf.Timestamp
+	(*InspectHandleRequest)(nil),    // 11: airlock.broker.v1.InspectHandleRequest
+	(*InspectHandleResponse)(nil),   // 12: airlock.broker.v1.InspectHandleResponse
+	(*RevokeHandleRequest)(nil),     // 13: airlock.broker.v1.RevokeHandleRequest
+	(*ExplainRequest)(nil),          // 14: airlock.broker.v1.ExplainRequest
+	(*ExplainStep)(nil),             // 15: airlock.broker.v1.ExplainStep
+	(*ExplainResponse)(nil),         // 16: airlock.broker.v1.ExplainResponse
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 }
 var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: airlock.broker.v1.IssueHandleRequest.destinations:type_name -> airlock.broker.v1.Destination
-	11, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
-	11, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
+	17, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
-	11, // 4: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
-	11, // 5: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 6: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	4,  // 7: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	5,  // 8: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	7,  // 9: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	9,  // 10: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	3,  // 11: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	6,  // 12: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	6,  // 13: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	8,  // 14: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	10, // 15: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 4: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
+	17, // 5: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 6: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
+	17, // 7: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
+	17, // 8: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 9: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	2,  // 10: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	4,  // 11: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	5,  // 12: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	7,  // 13: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	9,  // 14: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	11, // 15: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	13, // 16: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	14, // 17: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	3,  // 18: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	6,  // 19: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	6,  // 20: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	8,  // 21: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	10, // 22: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	12, // 23: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	6,  // 24: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	16, // 25: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
@@ -849,7 +1303,7 @@ func file_airlock_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_broker_v1_broker_proto_rawDesc), len(file_airlock_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

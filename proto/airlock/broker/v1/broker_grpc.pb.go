@@ -34,6 +34,9 @@ const (
 	BrokerService_RevokePlugin_FullMethodName     = "/airlock.broker.v1.BrokerService/RevokePlugin"
 	BrokerService_MintToken_FullMethodName        = "/airlock.broker.v1.BrokerService/MintToken"
 	BrokerService_Status_FullMethodName           = "/airlock.broker.v1.BrokerService/Status"
+	BrokerService_InspectHandle_FullMethodName    = "/airlock.broker.v1.BrokerService/InspectHandle"
+	BrokerService_RevokeHandle_FullMethodName     = "/airlock.broker.v1.BrokerService/RevokeHandle"
+	BrokerService_Explain_FullMethodName          = "/airlock.broker.v1.BrokerService/Explain"
 )
 
 // BrokerServiceClient is the client API for BrokerService service.
@@ -51,6 +54,14 @@ type BrokerServiceClient interface {
 	MintToken(ctx context.Context, in *MintTokenRequest, opts ...grpc.CallOption) (*MintTokenResponse, error)
 	// Status reports what the broker serves and whether its store is up.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// InspectHandle shows the grant behind a handle fingerprint (never a
+	// secret, never the handle).
+	InspectHandle(ctx context.Context, in *InspectHandleRequest, opts ...grpc.CallOption) (*InspectHandleResponse, error)
+	// RevokeHandle revokes one handle by its fingerprint, on every replica.
+	RevokeHandle(ctx context.Context, in *RevokeHandleRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
+	// Explain says which check the egress proxy would allow or deny a
+	// request on, and why; nothing is sent.
+	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
 }
 
 type brokerServiceClient struct {
@@ -111,6 +122,36 @@ func (c *brokerServiceClient) Status(ctx context.Context, in *StatusRequest, opt
 	return out, nil
 }
 
+func (c *brokerServiceClient) InspectHandle(ctx context.Context, in *InspectHandleRequest, opts ...grpc.CallOption) (*InspectHandleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InspectHandleResponse)
+	err := c.cc.Invoke(ctx, BrokerService_InspectHandle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) RevokeHandle(ctx context.Context, in *RevokeHandleRequest, opts ...grpc.CallOption) (*RevokeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeResponse)
+	err := c.cc.Invoke(ctx, BrokerService_RevokeHandle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExplainResponse)
+	err := c.cc.Invoke(ctx, BrokerService_Explain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServiceServer is the server API for BrokerService service.
 // All implementations must embed UnimplementedBrokerServiceServer
 // for forward compatibility.
@@ -126,6 +167,14 @@ type BrokerServiceServer interface {
 	MintToken(context.Context, *MintTokenRequest) (*MintTokenResponse, error)
 	// Status reports what the broker serves and whether its store is up.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// InspectHandle shows the grant behind a handle fingerprint (never a
+	// secret, never the handle).
+	InspectHandle(context.Context, *InspectHandleRequest) (*InspectHandleResponse, error)
+	// RevokeHandle revokes one handle by its fingerprint, on every replica.
+	RevokeHandle(context.Context, *RevokeHandleRequest) (*RevokeResponse, error)
+	// Explain says which check the egress proxy would allow or deny a
+	// request on, and why; nothing is sent.
+	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
 	mustEmbedUnimplementedBrokerServiceServer()
 }
 
@@ -150,6 +199,15 @@ func (UnimplementedBrokerServiceServer) MintToken(context.Context, *MintTokenReq
 }
 func (UnimplementedBrokerServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedBrokerServiceServer) InspectHandle(context.Context, *InspectHandleRequest) (*InspectHandleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InspectHandle not implemented")
+}
+func (UnimplementedBrokerServiceServer) RevokeHandle(context.Context, *RevokeHandleRequest) (*RevokeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeHandle not implemented")
+}
+func (UnimplementedBrokerServiceServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
 }
 func (UnimplementedBrokerServiceServer) mustEmbedUnimplementedBrokerServiceServer() {}
 func (UnimplementedBrokerServiceServer) testEmbeddedByValue()                       {}
@@ -262,6 +320,60 @@ func _BrokerService_Status_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BrokerService_InspectHandle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InspectHandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).InspectHandle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_InspectHandle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).InspectHandle(ctx, req.(*InspectHandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_RevokeHandle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeHandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).RevokeHandle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_RevokeHandle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).RevokeHandle(ctx, req.(*RevokeHandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_Explain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).Explain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_Explain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).Explain(ctx, req.(*ExplainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BrokerService_ServiceDesc is the grpc.ServiceDesc for BrokerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +400,18 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _BrokerService_Status_Handler,
+		},
+		{
+			MethodName: "InspectHandle",
+			Handler:    _BrokerService_InspectHandle_Handler,
+		},
+		{
+			MethodName: "RevokeHandle",
+			Handler:    _BrokerService_RevokeHandle_Handler,
+		},
+		{
+			MethodName: "Explain",
+			Handler:    _BrokerService_Explain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// Inspection is what an operator may see of a handle: its grant and
+// state, never the handle or a secret.
+type Inspection struct {
+	Grant   Grant
+	Revoked bool
+	Expired bool
+}
+
+// Inspect finds the grant of the handle with this fingerprint (16 hex
+// characters, as evidence and audit lines show it).
+func (b *Broker) Inspect(ctx context.Context, fingerprint string) (Inspection, error) {
+	if !fingerprintRE.MatchString(fingerprint) {
+		return Inspection{}, fmt.Errorf("%w: fingerprint: 16 lower-case hex characters", ErrBadRequest)
+	}
+	_, g, err := b.store.Find(ctx, fingerprint)
+	if err != nil && !errors.Is(err, ErrHandleRevoked) {
+		return Inspection{}, err
+	}
+	return Inspection{Grant: *g, Revoked: errors.Is(err, ErrHandleRevoked), Expired: !b.now().Before(g.ExpiresAt)}, nil
+}
+
+// RevokeHandle revokes the one handle with this fingerprint, on every
+// replica sharing the store; it returns how many live handles it revoked
+// (0 or 1).
+func (b *Broker) RevokeHandle(ctx context.Context, fingerprint string) (int, error) {
+	if !fingerprintRE.MatchString(fingerprint) {
+		return 0, fmt.Errorf("%w: fingerprint: 16 lower-case hex characters", ErrBadRequest)
+	}
+	k, _, err := b.store.Find(ctx, fingerprint)
+	if err != nil && !errors.Is(err, ErrHandleRevoked) {
+		return 0, err
+	}
+	ok, err := b.store.RevokeKey(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	if ok {
+		n = 1
+	}
+	b.metrics.revoke("handle", n)
+	b.log.Info("handle revoked by an operator", "handle_fp", fingerprint, "handles", n)
+	return n, nil
+}

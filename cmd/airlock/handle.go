@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+)
+
+const handleUsage = `usage: airlock handle <issue|inspect|revoke> [flags]
+
+  issue    --plugin P --invocation I --intent N [--dest URL]… [--ttl D] [--dry-run]
+           mint a handle (printed once, with its fingerprint): to try an intent, or break-glass
+  inspect  FINGERPRINT
+           the grant behind a handle: plugin, invocation, intent, class, destinations, expiry, revoked
+  revoke   --invocation I | --plugin P | FINGERPRINT
+           revoke on every replica sharing the handle store
+
+Each talks to airlock serve's broker API (broker.api.socket, or --broker unix:/path),
+with the same authorization as airlock host. No secret is ever shown.`
+
+// brokerFlags adds --config and --broker and returns a dialer.
+func brokerFlags(fs *flag.FlagSet) func() (*broker.Client, error) {
+	path := configFlag(fs)
+	addr := fs.String("broker", "", "the broker API socket (default: broker.api.socket of the config)")
+	return func() (*broker.Client, error) {
+		target := *addr
+		if target == "" {
+			cfg, err := loadConfig(*path)
+			if err != nil {
+				return nil, err
+			}
+			target = cfg.Broker.API.Socket
+		}
+		return broker.Dial("unix://"+strings.TrimPrefix(target, "unix:"), nil)
+	}
+}
+
+func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, handleUsage)
+		return errUsage
+	}
+	fs := newFlags("handle "+args[0], stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, handleUsage); fs.PrintDefaults() }
+	dial := brokerFlags(fs)
+	switch args[0] {
+	case "issue":
+		plugin := fs.String("plugin", "", "plugin id the handle is bound to (required)")
+		inv := fs.String("invocation", "", "invocation id (required)")
+		intent := fs.String("intent", "", "broker intent (required)")
+		ttl := fs.Duration("ttl", 5*time.Minute, "lifetime (at most broker.max_handle_lifetime)")
+		dryRun := fs.Bool("dry-run", false, "a dry-run handle (read-class intents only)")
+		var dests multiFlag
+		fs.Var(&dests, "dest", "a destination https://host[:port][/prefix] (repeatable; default: the intent's)")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if *plugin == "" || *inv == "" || *intent == "" || fs.NArg() != 0 {
+			fs.Usage()
+			return errUsage
+		}
+		req := broker.IssueRequest{PluginID: *plugin, InvocationID: *inv, Intent: *intent, DryRun: *dryRun,
+			Deadline: time.Now().Add(*ttl)}
+		for _, d := range dests {
+			p, err := broker.ParseDestination(d)
+			if err != nil {
+				return fmt.Errorf("--dest: %w", err)
+			}
+			req.Destinations = append(req.Destinations, p)
+		}
+		bc, err := dial()
+		if err != nil {
+			return err
+		}
+		defer bc.Close()
+		iss, err := bc.Issue(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "handle:       %s\nfingerprint:  %s\nexpires at:   %s\negress proxy: %s\n(the handle is shown once; it is bearer material)\n",
+			iss.Handle, iss.Fingerprint, iss.ExpiresAt.UTC().Format(time.RFC3339), iss.EgressProxy)
+		return err
+	case "inspect":
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			fs.Usage()
+			return errUsage
+		}
+		bc, err := dial()
+		if err != nil {
+			return err
+		}
+		defer bc.Close()
+		in, err := bc.Inspect(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(map[string]any{"grant": in.Grant, "revoked": in.Revoked, "expired": in.Expired})
+		}
+		g := in.Grant
+		state := "live"
+		switch {
+		case in.Revoked:
+			state = "revoked"
+		case in.Expired:
+			state = "expired"
+		}
+		fmt.Fprintf(stdout, "fingerprint:  %s\nstate:        %s\nplugin:       %s\ninvocation:   %s\nintent:       %s (class %s)\nissued at:    %s\nexpires at:   %s\n",
+			g.Fingerprint, state, g.PluginID, g.InvocationID, g.Intent, g.Class, g.IssuedAt.UTC().Format(time.RFC3339),
+			g.ExpiresAt.UTC().Format(time.RFC3339))
+		for _, d := range g.Destinations {
+			methods := "any method"
+			if len(d.Methods) > 0 {
+				methods = strings.Join(d.Methods, ",")
+			}
+			fmt.Fprintf(stdout, "destination:  https://%s:%d%s (%s)\n", d.Host, d.Port, d.PathPrefix, methods)
+		}
+		return nil
+	case "revoke":
+		inv := fs.String("invocation", "", "revoke every handle of this invocation")
+		plugin := fs.String("plugin", "", "revoke every handle of this plugin")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		n := 0
+		if *inv != "" {
+			n++
+		}
+		if *plugin != "" {
+			n++
+		}
+		if fs.NArg() == 1 {
+			n++
+		}
+		if n != 1 || fs.NArg() > 1 {
+			fs.Usage()
+			return errUsage
+		}
+		bc, err := dial()
+		if err != nil {
+			return err
+		}
+		defer bc.Close()
+		var revoked int
+		switch {
+		case *inv != "":
+			revoked, err = bc.RevokeInvocation(ctx, *inv)
+		case *plugin != "":
+			revoked, err = bc.RevokePlugin(ctx, *plugin)
+		default:
+			revoked, err = bc.RevokeHandle(ctx, fs.Arg(0))
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "revoked %d live handle(s)\n", revoked)
+		return err
+	}
+	fmt.Fprintf(stderr, "airlock handle: unknown subcommand %q\n\n%s\n", args[0], handleUsage)
+	return errUsage
+}
+
+const explainUsage = `usage: airlock explain (--handle-fp FP | --intent N) METHOD URL
+
+Which check of the egress proxy would allow or deny this request, and why —
+the decision path, with nothing sent: the target, the intent's binding, the
+declared destinations and methods, and the addresses the host resolves to.
+URL is what the plugin sends (http://…; the proxy adds TLS).`
+
+func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("explain", stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, explainUsage); fs.PrintDefaults() }
+	dial := brokerFlags(fs)
+	fp := fs.String("handle-fp", "", "the handle's fingerprint (from evidence or the audit log)")
+	intent := fs.String("intent", "", "an intent, as a handle issued with its own destinations")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 || (*fp == "") == (*intent == "") {
+		fs.Usage()
+		return errUsage
+	}
+	bc, err := dial()
+	if err != nil {
+		return err
+	}
+	defer bc.Close()
+	ex, err := bc.Explain(ctx, *fp, *intent, fs.Arg(0), fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	for _, s := range ex.Steps {
+		mark := "ok  "
+		if !s.OK {
+			mark = "DENY"
+		}
+		fmt.Fprintf(stdout, "%s %-12s %s\n", mark, s.Check, s.Detail)
+	}
+	if !ex.Allowed {
+		fmt.Fprintf(stdout, "denied: %s\n", ex.Code)
+		return errors.New("the proxy would refuse this request")
+	}
+	_, err = fmt.Fprintln(stdout, "allowed: the proxy would send it (rate limits and the secret are checked at request time)")
+	return err
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
