@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto proto-check tools clean
+.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto proto-check deploy-check tools clean
 
 all: build
 
@@ -33,8 +33,9 @@ tools:
 	@./tools/ensure-vault.sh >/dev/null
 
 # All tests, race detector on, real Vault and Redis required (a missing one
-# fails instead of skipping); then the linters and the generated-code check.
-test: tools lint proto-check
+# fails instead of skipping); before them the linters, the generated-code
+# check and the deployment-file checks.
+test: tools lint proto-check deploy-check
 	VAULT_BIN="$$(./tools/ensure-vault.sh)" \
 	REDIS_SERVER_BIN="$$(./tools/ensure-redis.sh)" \
 	AIRLOCK_REQUIRE_SERVICES=1 \
@@ -68,6 +69,10 @@ bench-proxy:
 # plugin versions (protoc itself from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+# The shipped systemd units and scripts (tools/check-deploy.sh).
+deploy-check:
+	@./tools/check-deploy.sh
+
 proto-check:
 	@PROTOC_GEN_GO=$(PROTOC_GEN_GO) PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) GO=$(GO) ./tools/check-proto.sh
 
