@@ -29,6 +29,8 @@ tools:
 	@./tools/ensure-pkg.sh python3 python3
 	@./tools/ensure-pkg.sh node nodejs
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
+	@./tools/ensure-pkg.sh promtool prometheus
+	@./tools/ensure-pkg.sh systemd-analyze systemd
 	@./tools/ensure-redis.sh >/dev/null
 	@./tools/ensure-vault.sh >/dev/null
 

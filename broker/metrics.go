@@ -21,6 +21,7 @@ type Metrics struct {
 	hits, misses  prometheus.Counter
 	stale         prometheus.Counter
 	secretVersion *prometheus.GaugeVec
+	minted        *prometheus.CounterVec
 }
 
 // NewMetrics registers the broker metrics with reg.
@@ -35,6 +36,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		issueErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_broker_issue_errors_total", Help: "Refused or failed issues, by reason.",
 		}, []string{"reason"}),
+		minted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_tokens_minted_total", Help: "Executa tokens minted over the broker API, by audience.",
+		}, []string{"audience"}),
 		resolveOK:  resolves.WithLabelValues("ok"),
 		resolveUnk: resolves.WithLabelValues("unknown"),
 		resolveExp: resolves.WithLabelValues("expired"),
@@ -63,9 +67,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"intent"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.issued, m.issueErrors, resolves, m.revoked, m.reads, m.readErrors, m.hits, m.misses, m.stale, m.secretVersion)
+		reg.MustRegister(m.issued, m.issueErrors, resolves, m.revoked, m.reads, m.readErrors, m.hits, m.misses, m.stale, m.secretVersion, m.minted)
 	}
 	return m
+}
+
+// Minted counts a token minted for audience (a fixed pair of names).
+func (m *Metrics) Minted(audience string) {
+	if m != nil {
+		m.minted.WithLabelValues(audience).Inc()
+	}
 }
 
 func (m *Metrics) issue(intent string) {

@@ -93,6 +93,7 @@ func (s *Server) MintToken(_ context.Context, r *brokerv1.MintTokenRequest) (*br
 	if err != nil {
 		return nil, s.fail(err)
 	}
+	s.Broker.metrics.Minted(req.Audience)
 	return &brokerv1.MintTokenResponse{Token: t.Raw, ExpiresAt: timestamppb.New(t.ExpiresAt), Jti: t.ID}, nil
 }
 

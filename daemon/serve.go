@@ -150,15 +150,27 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		}
 		return nil
 	})
-	n.admin.AddCheck("handle_store", b.Ping)
+	storeCheck := admin.Cached(VaultReadyTTL, b.Ping)
+	n.admin.AddCheck("handle_store", storeCheck)
+	reg.MustRegister(upGauge("airlock_handle_store_up", "1 when the handle store (memory or Redis) answers.", storeCheck))
 	if vc != nil {
 		// The token is valid and Vault answers (unsealed): probed at most
 		// every VaultReadyTTL.
-		n.admin.AddCheck("vault", admin.Cached(VaultReadyTTL, func(ctx context.Context) error {
+		vaultCheck := admin.Cached(VaultReadyTTL, func(ctx context.Context) error {
 			_, err := vc.API.Auth().Token().LookupSelfWithContext(ctx)
 			return err
-		}))
+		})
+		n.admin.AddCheck("vault", vaultCheck)
+		reg.MustRegister(upGauge("airlock_vault_up", "1 when Vault answers and Airlock's token is valid.", vaultCheck))
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_token_signing_key_age_seconds", Help: "Age of the active token signing key.",
+	}, func() float64 {
+		if k := ring.Active(); k != nil {
+			return time.Since(k.Created).Seconds()
+		}
+		return 0
+	}))
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -278,4 +290,16 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 		log.Info("broker API on TCP with mutual TLS", "listen", tl.Addr().String())
 	}
 	return stop, nil
+}
+
+// upGauge reports a readiness check as 1 or 0 at scrape time.
+func upGauge(name, help string, check admin.Check) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if check(ctx) != nil {
+			return 0
+		}
+		return 1
+	})
 }

@@ -3,7 +3,10 @@
 # must pass systemd-analyze verify (with the binary and config paths
 # pointed at stand-ins, since the check runs before anything is
 # installed) and carry every hardening directive docs/operations.md
-# promises; the Vault bootstrap script must parse.
+# promises; the Vault bootstrap script must parse; the alert rules must
+# pass promtool and the dashboard must be JSON with queries. (That every
+# metric they use is exported is a Go test: daemon's
+# TestDashboardAndAlertMetricsExist.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -31,5 +34,12 @@ grep -q '^ExecReload=/bin/kill -HUP \$MAINPID' deploy/systemd/airlock-serve.serv
 grep -q '^RuntimeDirectory=airlock' deploy/systemd/airlock-serve.service || fail "airlock-serve.service has no RuntimeDirectory for the broker socket"
 grep -q '^u airlock ' deploy/systemd/airlock.sysusers || fail "airlock.sysusers creates no airlock user"
 bash -n deploy/vault/bootstrap.sh || fail "deploy/vault/bootstrap.sh does not parse"
+if command -v promtool >/dev/null 2>&1; then
+	promtool check rules deploy/prometheus/alerts.yaml >/dev/null || fail "promtool check rules deploy/prometheus/alerts.yaml"
+else
+	echo "check-deploy: promtool is not installed; alert rules not checked" >&2
+fi
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and all(p["targets"] for p in d["panels"])' \
+	deploy/grafana/airlock.json || fail "deploy/grafana/airlock.json is not a dashboard with queries"
 [ "$status" -eq 0 ] && echo "check-deploy: deployment files are valid" >&2
 exit "$status"
