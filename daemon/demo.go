@@ -38,6 +38,7 @@ func demoUpstream(secret, fp string, out io.Writer) http.Handler {
 
 type banner struct {
 	proxy, control, admin, upstream string
+	brokerAPI                       string
 	upPort                          int
 	secrets, secretFP, kid          string
 	evidence, invoke                string
@@ -67,6 +68,7 @@ airlock dev is running:
   egress proxy     http://%s   (plugins get HTTP_PROXY pointing here)
   control API      http://%s   (POST /v1/invocations, GET /v1/plugins)
   admin            http://%s   (/readyz, /metrics, JWKS)
+  broker API       unix:%s   (airlock handle, airlock explain)
   demo upstream    https://%s:%d   (local TLS, trusted through upstream_ca_file)
   demo secret      in %s, sha256 %s (only the proxy and the upstream see it)
   signing key      %s
@@ -80,5 +82,5 @@ Try a credentialed call end to end, in another terminal:
 
 Ctrl-C stops everything.
 
-`, b.proxy, b.control, b.admin, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke)
+`, b.proxy, b.control, b.admin, b.brokerAPI, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke)
 }

@@ -94,7 +94,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if err := devConfig(cfg, dir, secrets, upPort, opts); err != nil {
 		return err
 	}
-	sn, err := startServe(ctx, cfg, opts.Options, serveParts{proxyConfig: func(pc *proxy.Config) {
+	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, proxyConfig: func(pc *proxy.Config) {
 		pc.AllowCIDRs = append(pc.AllowCIDRs, "127.0.0.0/8")
 		pc.UpstreamCAFile = ca.PEMFile
 		pc.Resolve = map[string][]string{DemoHost: {"127.0.0.1"}}
@@ -135,7 +135,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
 	}
-	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, admin: sn.adminAddr, upstream: DemoHost, upPort: upPort,
+	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
 		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status()})
 
