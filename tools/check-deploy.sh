@@ -41,5 +41,22 @@ else
 fi
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and all(p["targets"] for p in d["panels"])' \
 	deploy/grafana/airlock.json || fail "deploy/grafana/airlock.json is not a dashboard with queries"
+# Kubernetes: kustomize renders base and overlays; its own Go module
+# decodes every object strictly into k8s.io/api types.
+if command -v kubectl >/dev/null 2>&1; then
+	(cd deploy/kubernetes && ${GO:-go} test -count=1 ./...) >/dev/null || fail "deploy/kubernetes: the manifests do not render, decode strictly or keep their promises (cd deploy/kubernetes && go test ./...)"
+else
+	echo "check-deploy: kubectl is not installed; Kubernetes manifests not checked" >&2
+fi
+# The Dockerfile: multi-stage, a static binary, a non-root user, no shell
+# in the final image (distroless), exec-form entrypoint.
+df=Dockerfile
+[ "$(grep -c '^FROM ' "$df")" -ge 2 ] || fail "$df is not multi-stage"
+grep -q 'CGO_ENABLED=0' "$df" || fail "$df does not build a static binary"
+tail_stage=$(awk '/^FROM /{s=""} {s=s $0 "\n"} END{printf "%s", s}' "$df")
+printf '%b' "$tail_stage" | grep -q '^FROM .*distroless/static' || fail "$df: the final image must be distroless static (no shell)"
+printf '%b' "$tail_stage" | grep -Eq '^USER [0-9]+' || fail "$df: the final image must run as a numeric non-root user"
+printf '%b' "$tail_stage" | grep -Eq '^(RUN|SHELL)' && fail "$df: the final stage must not run commands (it has no shell)"
+grep -Eq '^ENTRYPOINT \["' "$df" || fail "$df: ENTRYPOINT must be exec form"
 [ "$status" -eq 0 ] && echo "check-deploy: deployment files are valid" >&2
 exit "$status"
