@@ -75,7 +75,7 @@ func TestBootstrapThenAppRoleLogin(t *testing.T) {
 	}
 
 	// The wrapping token is single-use: a second process cannot unwrap it.
-	if _, err := Connect(ctx, appRoleConfig(v, dir), nil); err == nil || !strings.Contains(err.Error(), "unwrap") {
+	if _, err := Connect(ctx, appRoleConfig(v, dir), nil); err == nil || !strings.Contains(err.Error(), "single-use") || !strings.Contains(err.Error(), "bootstrap.sh") {
 		t.Fatalf("second unwrap: %v", err)
 	}
 }

@@ -184,7 +184,7 @@ func (c *Client) appRoleSecretID(ctx context.Context) (string, error) {
 	}
 	s, err := unwrapper.Logical().UnwrapWithContext(ctx, v)
 	if err != nil {
-		return "", fmt.Errorf("vault: unwrap AppRole secret id (the wrapping token may be used or expired): %w", redactVaultError(err))
+		return "", fmt.Errorf("vault: unwrap AppRole secret id: the wrapping token is single-use and was used already (a restart needs a new one: run deploy/vault/bootstrap.sh again, or use Kubernetes auth or an unwrapped secret id; see docs/operations.md) or it expired: %w", redactVaultError(err))
 	}
 	id, _ := s.Data["secret_id"].(string)
 	if id == "" {
