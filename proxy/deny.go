@@ -37,6 +37,7 @@ const (
 	CodeStoreUnavailable     = "handle_store_unavailable"      // 503
 	CodeHeadersTooLarge      = "request_headers_too_large"     // 431
 	CodeLimitsUnavailable    = "limits_unavailable"            // 503
+	CodeUpgradeNotSupported  = "upgrade_not_supported"         // 501
 )
 
 var codeStatus = map[string]int{
@@ -52,6 +53,7 @@ var codeStatus = map[string]int{
 	CodeUpstreamUnreachable: http.StatusBadGateway, CodeUpstreamTimeout: http.StatusGatewayTimeout,
 	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
+	CodeUpgradeNotSupported: http.StatusNotImplemented,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

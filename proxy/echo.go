@@ -76,10 +76,11 @@ func redactHeaders(h http.Header, ef *echoForms) int {
 	return hits
 }
 
-// redactor streams src with every pattern overwritten. It holds back the
-// last maxLen-1 bytes of what it has read until more arrives (or EOF), so
-// a secret split across reads is still caught; memory is bounded by one
-// chunk plus that tail.
+// redactor streams src with every pattern overwritten. Of what it has
+// read it holds back only a tail that could begin a secret (heldTail, at
+// most the longest form minus one byte) until more arrives or the stream
+// ends, so a secret split across reads is still caught; memory is bounded
+// by one chunk plus that tail.
 type redactor struct {
 	src    io.Reader
 	pats   [][]byte
@@ -107,7 +108,7 @@ func newRedactor(src io.Reader, ef *echoForms) *redactor {
 type echoForms struct {
 	strs []string // distinct forms at least minEchoLen long
 	pats [][]byte // the same, as bytes
-	keep int      // longest form minus one: the tail a stream holds back
+	keep int      // longest form minus one: the most a stream holds back
 }
 
 func newEchoForms(forms []string) *echoForms {
@@ -177,18 +178,32 @@ func (r *redactor) next() ([]byte, error) {
 		if len(r.pats) > 0 {
 			r.hits += redactInPlace(r.buf, r.pats)
 		}
-		keep := r.keep
-		if r.done {
-			keep = 0
+		hold := 0
+		if !r.done {
+			hold = r.heldTail(r.buf)
 		}
-		if len(r.buf) > keep {
-			r.end = len(r.buf) - keep
-		}
+		r.end = len(r.buf) - hold
 	}
 	out := r.buf[r.start:r.end]
 	r.start = r.end
 	r.nbytes += int64(len(out))
 	return out, nil
+}
+
+// heldTail is how many bytes at the end of b must wait for more input:
+// the longest suffix of b that is a proper prefix of a form, since only
+// such a suffix can be the start of a secret split across reads. A
+// stream that does not contain the secret is handed out read by read.
+func (r *redactor) heldTail(b []byte) int {
+	for i := max(0, len(b)-r.keep); i < len(b); i++ {
+		t := b[i:]
+		for _, p := range r.pats {
+			if len(t) < len(p) && t[0] == p[0] && bytes.HasPrefix(p, t) {
+				return len(t)
+			}
+		}
+	}
+	return 0
 }
 
 // Read implements io.Reader on top of next.
@@ -219,7 +234,13 @@ func (r *redactor) peek() ([]byte, error) {
 // WriteTo writes the guarded stream to w without an intermediate copy.
 // io.Copy prefers it to the destination's ReadFrom, which for a TCP
 // connection would allocate a 32 KiB buffer per response.
-func (r *redactor) WriteTo(w io.Writer) (int64, error) {
+func (r *redactor) WriteTo(w io.Writer) (int64, error) { return r.copyTo(w, nil) }
+
+// copyTo is WriteTo that, when f is set, flushes after every write: each
+// write is what one upstream read made safe to hand out, so a stream's
+// events reach the client as the upstream sends them, and a bulk body
+// costs one flush per chunk, which a full buffer would cost anyway.
+func (r *redactor) copyTo(w io.Writer, f http.Flusher) (int64, error) {
 	var total int64
 	for {
 		chunk, err := r.next()
@@ -228,6 +249,9 @@ func (r *redactor) WriteTo(w io.Writer) (int64, error) {
 			total += int64(n)
 			if werr != nil {
 				return total, werr
+			}
+			if f != nil {
+				f.Flush()
 			}
 		}
 		if err == io.EOF {

@@ -66,9 +66,9 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 			return d.response(req), nil
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body, resp: resp}
+		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
 	} else {
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body}
+		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body, stream: resp.ContentLength < 0}
 	}
 	x.audit.Status = resp.StatusCode
 	return resp, nil
@@ -117,13 +117,28 @@ type guardedBody struct {
 	rd     *redactor
 	closer io.Closer
 	resp   *http.Response
+	stream bool // the upstream sent no Content-Length
 	once   sync.Once
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
 
 // WriteTo lets io.Copy stream the body without a per-response buffer.
-func (b *guardedBody) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(w) }
+// A body without a length (a stream: SSE, chunked) gets its head sent at
+// once, before the first byte of body arrives; every chunk is flushed.
+// goproxy hands text/event-stream bodies a writer that is no Flusher but
+// flushes on every Write, so an empty Write is how the head is pushed
+// through it.
+func (b *guardedBody) WriteTo(w io.Writer) (int64, error) {
+	f, _ := w.(http.Flusher)
+	if b.stream {
+		_, _ = w.Write(nil)
+		if f != nil {
+			f.Flush()
+		}
+	}
+	return b.rd.copyTo(w, f)
+}
 
 func (b *guardedBody) Close() error {
 	err := b.closer.Close()

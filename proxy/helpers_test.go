@@ -83,6 +83,9 @@ type upstream struct {
 	rotated string
 	// hold blocks /slow until it is closed.
 	hold chan struct{}
+	// events feeds /events: each string is written and flushed as it
+	// arrives; the body ends when the channel is closed.
+	events chan string
 }
 
 func (u *upstream) last(t *testing.T) seenRequest {
@@ -103,7 +106,7 @@ func (u *upstream) count() int {
 
 func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 	t.Helper()
-	u := &upstream{hold: make(chan struct{})}
+	u := &upstream{hold: make(chan struct{}), events: make(chan string)}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
@@ -129,6 +132,25 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 			for i := range 3 {
 				_, _ = fmt.Fprintf(w, "chunk %d;", i)
 				w.(http.Flusher).Flush()
+			}
+		case r.URL.Path == "/events":
+			// A stream paced by the test, as an LLM API streams tokens.
+			if r.URL.Query().Has("sse") {
+				w.Header().Set("Content-Type", "text/event-stream")
+			}
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case ev, ok := <-u.events:
+					if !ok {
+						return
+					}
+					_, _ = io.WriteString(w, ev)
+					w.(http.Flusher).Flush()
+				case <-r.Context().Done():
+					return
+				}
 			}
 		case r.URL.Path == "/slow":
 			<-u.hold

@@ -16,6 +16,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/serve"
@@ -144,12 +145,22 @@ func (s *Server) AddSelf(addr net.Addr) {
 	s.policy.addSelf(ap)
 }
 
-// ServeHTTP refuses CONNECT and origin-form requests itself and hands
-// absolute-form ones to goproxy.
+// ServeHTTP refuses CONNECT, protocol upgrades and origin-form requests
+// itself and hands absolute-form ones to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodConnect {
 		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
 		d := deny(CodeConnectNotAllowed, "CONNECT is not supported: send http://… requests through the proxy; it adds TLS")
+		s.finish(a, d)
+		d.write(w, r)
+		return
+	}
+	if httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+		// A protocol switch (WebSocket) would leave a byte stream the
+		// proxy cannot hold to per-request checks, limits or the echo
+		// guard; it is refused before any handle is looked at.
+		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
+		d := deny(CodeUpgradeNotSupported, "protocol upgrades (WebSocket) are not supported through the proxy")
 		s.finish(a, d)
 		d.write(w, r)
 		return
