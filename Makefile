@@ -63,9 +63,9 @@ bench:
 # Proxy load benchmark: direct HTTPS, bare goproxy, Airlock and smokescreen
 # (installed into the tool cache), each in its own process.
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
-bench-proxy:
+bench-proxy: build
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)"
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN)
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler).

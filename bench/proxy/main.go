@@ -46,6 +46,7 @@ func main() {
 	only := flag.String("only", "", "measure only targets whose name contains one of these (comma-separated)")
 	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure Airlock with the Redis handle store (skipped when empty)")
 	redisAddr := flag.String("redis", "", "internal: the Redis handle store's address")
+	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
 	flag.Parse()
 
 	switch *role {
@@ -140,6 +141,14 @@ func main() {
 			return pinned(c, &url.URL{Scheme: "http", Host: rl[0], User: url.User(rl[1])})
 		}, rlPid})
 	}
+	if *airlockBin != "" {
+		sa, sh, sc := startServeBinary(*airlockBin, work, up)
+		children = append(children, sc)
+		targets = append(targets, target{"airlock serve (binary, audit file)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: sa, User: url.User(sh)})
+		}, sc.Process.Pid})
+		defer func() { fmt.Fprintf(os.Stderr, "airlock serve wrote %d audit lines\n", auditLines(work)) }()
+	}
 	if *smokescreen != "" {
 		port := freePort()
 		c := exec.Command(*smokescreen, "--listen-ip", "127.0.0.1", "--listen-port", strconv.Itoa(port),
@@ -221,6 +230,9 @@ func main() {
 	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
 	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
+	ratio("airlock serve binary / smokescreen", "airlock serve (binary, audit file)", "smokescreen (CONNECT)")
+	ratio("airlock serve binary / in-process, audit discarded", "airlock serve (binary, audit file)", "airlock")
+	cpuRatio("proxy CPU per request, serve binary / in-process", "airlock serve (binary, audit file)", "airlock")
 	ratio("airlock / direct", "airlock", "direct HTTPS")
 	var added []string
 	for _, c := range cs {

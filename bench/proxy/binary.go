@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// startServeBinary runs the airlock binary as users run it: `airlock
+// serve` with its config file, JSON logging at info level and every audit
+// line written to a file (audit.log in dir). It issues a handle with
+// `airlock handle issue` and returns the proxy's address, the handle and
+// the serve process.
+func startServeBinary(bin, dir, upstream string) (addr, handle string, cmd *exec.Cmd) {
+	secrets := path(dir, "serve-secrets.yaml")
+	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+"}\n"), 0o600))
+	host, port, _ := strings.Cut(upstream, ":")
+	addr = fmt.Sprintf("127.0.0.1:%d", freePort())
+	cfg := path(dir, "serve.yaml")
+	check(os.WriteFile(cfg, []byte(fmt.Sprintf(`version: v1
+state_dir: %q
+log: {format: json, level: info}
+admin: {listen: "127.0.0.1:%d"}
+broker:
+  api: {socket: %q}
+  secrets: {file: %q}
+  intents:
+    bench:
+      class: read
+      secret: {source: file, path: bench/api, field: token}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
+      destinations: ["https://%s:%s/"]
+proxy:
+  listen: %q
+  allow_cidrs: [127.0.0.0/8]
+  upstream_ca_file: %q
+  resolve: {%s: [%s]}
+  limits: {per_handle_rps: 1000000000, per_handle_burst: 1000000000, per_plugin_rps: 1000000000,
+           per_plugin_burst: 1000000000, per_plugin_concurrency: 1048576}
+`, path(dir, "serve-state"), freePort(), path(dir, "broker.sock"), secrets, benchHost, port, addr,
+		path(dir, "ca.pem"), benchHost, host)), 0o600))
+	audit, err := os.Create(path(dir, "audit.log"))
+	check(err)
+	cmd = exec.Command(bin, "serve", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = audit, audit
+	check(cmd.Start())
+	waitListening(addr)
+	var out []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err = exec.Command(bin, "handle", "issue", "--config", cfg, "--plugin", "bench", "--invocation", "bench",
+			"--intent", "bench", "--ttl", "1h").CombinedOutput()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	check(err)
+	m := regexp.MustCompile(`handle:\s+(alh_\S+)`).FindSubmatch(out)
+	if m == nil {
+		check(fmt.Errorf("airlock handle issue printed no handle"))
+	}
+	return addr, string(m[1]), cmd
+}
+
+// auditLines counts the audit records the serve binary wrote.
+func auditLines(dir string) int {
+	f, err := os.Open(path(dir, "audit.log"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"log":"audit"`) {
+			n++
+		}
+	}
+	return n
+}
