@@ -60,12 +60,14 @@ vet:
 bench:
 	AIRLOCK_REQUIRE_SERVICES=1 $(GO) test -run='^$$' -bench=. -benchmem ./...
 
-# Proxy load benchmark: direct HTTPS, bare goproxy, Airlock and smokescreen
-# (installed into the tool cache), each in its own process.
+# Proxy load benchmark: direct HTTPS, bare goproxy, Airlock (in-process and
+# the serve binary), smokescreen (installed into the tool cache) and, with
+# TOKENIZER=path, superfly/tokenizer, each in its own process.
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy: build
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN)
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) \
+		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)")
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler).

@@ -3,9 +3,10 @@
 // goproxy forwarder doing the same http->https upgrade with no checks;
 // Airlock's egress proxy with a credentialed handle (injection and echo
 // guard on); the floor, a raw TLS-originating forwarder that does no
-// checks (see runFloor); and smokescreen (CONNECT), when its binary is
-// given. Upstream, proxies and the load generator run as separate
-// processes.
+// checks (see runFloor); and, when their binaries are given, smokescreen
+// (CONNECT), superfly/tokenizer (the same-job peer) and the airlock binary
+// running `airlock serve` with its JSON audit log written to a file.
+// Upstream, proxies and the load generator run as separate processes.
 //
 //	go run ./bench/proxy -smokescreen ~/.cache/airlock-tools/bin/smokescreen
 package main
@@ -46,6 +47,7 @@ func main() {
 	only := flag.String("only", "", "measure only targets whose name contains one of these (comma-separated)")
 	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure Airlock with the Redis handle store (skipped when empty)")
 	redisAddr := flag.String("redis", "", "internal: the Redis handle store's address")
+	tokenizerBin := flag.String("tokenizer", "", "a superfly/tokenizer binary: also measure it, the same-job peer (skipped when empty)")
 	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
 	flag.Parse()
 
@@ -149,6 +151,15 @@ func main() {
 		}, sc.Process.Pid})
 		defer func() { fmt.Fprintf(os.Stderr, "airlock serve wrote %d audit lines\n", auditLines(work)) }()
 	}
+	if *tokenizerBin != "" {
+		ta, th, tc := startTokenizer(*tokenizerBin, work, "127.0.0.1:"+upPort)
+		children = append(children, tc)
+		targets = append(targets, target{"tokenizer", "http://127.0.0.1:" + upPort + "/", func(c int) *http.Client {
+			cl := pinned(c, &url.URL{Scheme: "http", Host: ta})
+			cl.Transport = withHeaders{rt: cl.Transport, h: th}
+			return cl
+		}, tc.Process.Pid})
+	}
 	if *smokescreen != "" {
 		port := freePort()
 		c := exec.Command(*smokescreen, "--listen-ip", "127.0.0.1", "--listen-port", strconv.Itoa(port),
@@ -231,6 +242,8 @@ func main() {
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
 	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
 	ratio("airlock serve binary / smokescreen", "airlock serve (binary, audit file)", "smokescreen (CONNECT)")
+	ratio("airlock serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")
+	cpuRatio("proxy CPU per request, serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")
 	ratio("airlock serve binary / in-process, audit discarded", "airlock serve (binary, audit file)", "airlock")
 	cpuRatio("proxy CPU per request, serve binary / in-process", "airlock serve (binary, audit file)", "airlock")
 	ratio("airlock / direct", "airlock", "direct HTTPS")
