@@ -4,7 +4,8 @@
 # pointed at stand-ins, since the check runs before anything is
 # installed) and carry every hardening directive docs/operations.md
 # promises; the Vault bootstrap script must parse; the alert rules must
-# pass promtool and the dashboard must be JSON with queries. (That every
+# pass promtool and the dashboard must be JSON with queries; the
+# Dockerfile must keep its promises and pass a linter. (That every
 # metric they use is exported is a Go test: daemon's
 # TestDashboardAndAlertMetricsExist.)
 set -euo pipefail
@@ -58,5 +59,22 @@ printf '%b' "$tail_stage" | grep -q '^FROM .*distroless/static' || fail "$df: th
 printf '%b' "$tail_stage" | grep -Eq '^USER [0-9]+' || fail "$df: the final image must run as a numeric non-root user"
 printf '%b' "$tail_stage" | grep -Eq '^(RUN|SHELL)' && fail "$df: the final stage must not run commands (it has no shell)"
 grep -Eq '^ENTRYPOINT \["' "$df" || fail "$df: ENTRYPOINT must be exec form"
+# ...and a Dockerfile linter (dockerfile-utils, the language server's
+# validator, from npm into the tool cache): any warning fails. No
+# container engine runs here, so the image itself is not built.
+if command -v npm >/dev/null 2>&1; then
+	cache=${AIRLOCK_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/airlock-tools}
+	dfu="$cache/npm/node_modules/.bin/dockerfile-utils"
+	if [ ! -x "$dfu" ]; then
+		mkdir -p "$cache/npm"
+		npm install --prefix "$cache/npm" --silent --no-audit --no-fund dockerfile-utils@0.16.3 >&2 || fail "could not install dockerfile-utils"
+	fi
+	if [ -x "$dfu" ]; then
+		out=$("$dfu" lint "$df" 2>&1) || true
+		[ -z "$out" ] || fail "dockerfile-utils lint $df: $out"
+	fi
+else
+	echo "check-deploy: npm is not installed; the Dockerfile was not linted" >&2
+fi
 [ "$status" -eq 0 ] && echo "check-deploy: deployment files are valid" >&2
 exit "$status"
