@@ -45,8 +45,19 @@ type Config struct {
 	// the address policy (loopback needs allow_cidrs).
 	Resolve map[string][]string `yaml:"resolve"`
 
-	Limits   LimitsConfig   `yaml:"limits"`
-	Upstream UpstreamConfig `yaml:"upstream"`
+	Limits    LimitsConfig    `yaml:"limits"`
+	Upstream  UpstreamConfig  `yaml:"upstream"`
+	Intercept InterceptConfig `yaml:"intercept"`
+}
+
+// InterceptConfig turns on CONNECT with TLS interception: the proxy
+// terminates the plugin's TLS with a certificate from this CA and runs
+// every request inside the tunnel through the same checks as an
+// absolute-form request. Both files are created (key mode 0600) when
+// neither exists; replicas must share them.
+type InterceptConfig struct {
+	CAFile    string `yaml:"ca_file"`
+	CAKeyFile string `yaml:"ca_key_file"`
 }
 
 // LimitsConfig bounds what a plugin may do through the proxy.
@@ -150,6 +161,9 @@ func (c Config) Validate() error {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			add("proxy.allow_cidrs[%d]: not a CIDR prefix", i)
 		}
+	}
+	if (c.Intercept.CAFile == "") != (c.Intercept.CAKeyFile == "") {
+		add("proxy.intercept: ca_file and ca_key_file go together")
 	}
 	for host, addrs := range c.Resolve {
 		if host == "" || len(addrs) == 0 {

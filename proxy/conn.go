@@ -57,6 +57,9 @@ type clientConn struct {
 	// head collects the bytes read while parsing a request head, for the
 	// checks http.ReadRequest does not allow (it drops the Host header).
 	head []byte
+	// tunnel is set for the TLS connection inside a CONNECT (intercept.go);
+	// such a connection is not tracked on its own: its CONNECT's is.
+	tunnel *tunnel
 }
 
 var (
@@ -115,7 +118,9 @@ func (c *clientConn) serve() {
 		brPool.Put(c.br)
 		c.bw.Reset(nil)
 		bwPool.Put(c.bw)
-		c.cs.untrack(c)
+		if c.tunnel == nil {
+			c.cs.untrack(c)
+		}
 	}()
 	first := true
 	for {
@@ -129,7 +134,7 @@ func (c *clientConn) serve() {
 			}
 			_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 			_, err := c.br.Peek(1)
-			c.idle.Store(false)
+			c.idleFlag().Store(false)
 			if err != nil {
 				return
 			}
@@ -373,7 +378,16 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 			req.Body = ec
 		}
 	}
+	if c.tunnel != nil {
+		if d := c.tunnel.adopt(req); d != nil {
+			c.refuse(&auditRecord{start: time.Now(), Method: req.Method, Host: c.tunnel.host}, d, 0)
+			return false
+		}
+	}
 	c.cs.s.ServeHTTP(w, req)
+	if w.hijacked {
+		return false
+	}
 	w.finish()
 	if w.closeAfter || w.err != nil {
 		return false

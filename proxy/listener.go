@@ -88,8 +88,18 @@ func (cs *connServer) track(c *clientConn) bool {
 // sets shutting before it looks at each connection's idle flag, so either
 // c sees shutting here or shutdown sees c idle and closes it.
 func (c *clientConn) setIdle() bool {
-	c.idle.Store(true)
+	c.idleFlag().Store(true)
 	return !c.cs.shutting.Load()
+}
+
+// idleFlag is where shutdown looks: a connection inside a CONNECT tunnel
+// is idle or busy on its CONNECT's behalf, so an idle tunnel closes at
+// once on shutdown as an idle connection does.
+func (c *clientConn) idleFlag() *atomic.Bool {
+	if c.tunnel != nil {
+		return &c.tunnel.outer.idle
+	}
+	return &c.idle
 }
 
 func (cs *connServer) untrack(c *clientConn) {

@@ -48,6 +48,18 @@ func matchAny(ds []broker.Destination, method string, t target) *denial {
 }
 
 // hostMatches: exact, or "*.example.com" for exactly one more label.
+// declaresPlace reports whether some destination covers host and port,
+// whatever its path and methods: what a CONNECT must show before the
+// requests inside it are checked one by one.
+func declaresPlace(ds []broker.Destination, host string, port int) bool {
+	for _, d := range ds {
+		if hostMatches(d.Host, host) && d.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
 func hostMatches(pattern, host string) bool {
 	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
 		label, parent, found := strings.Cut(host, ".")

@@ -64,6 +64,7 @@ type respWriter struct {
 	clen       int64 // declared Content-Length, -1 when none
 	written    int64
 	closeAfter bool
+	hijacked   bool // a CONNECT tunnel took the connection over
 	trailers   []string
 	err        error
 	scratch    []byte
@@ -77,7 +78,7 @@ var (
 func (w *respWriter) reset(req *http.Request) {
 	clear(w.header)
 	w.req = req
-	w.wrote, w.chunked, w.noBody = false, false, false
+	w.wrote, w.chunked, w.noBody, w.hijacked = false, false, false, false
 	w.clen, w.written, w.trailers, w.err = -1, 0, w.trailers[:0], nil
 	w.closeAfter = req.Close || req.ProtoMinor == 0
 }

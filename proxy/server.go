@@ -58,6 +58,7 @@ type Server struct {
 	audit   *slog.Logger
 	metrics *metrics
 	echo    bool
+	ca      *interceptCA // nil: CONNECT is refused
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -119,6 +120,11 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
+	if cfg.Intercept.CAFile != "" {
+		if s.ca, err = loadOrCreateCA(cfg.Intercept.CAFile, cfg.Intercept.CAKeyFile); err != nil {
+			return nil, err
+		}
+	}
 	gp := goproxy.NewProxyHttpServer()
 	// Never used (each request sets its RoundTripper), but never goproxy's
 	// default, which skips TLS verification and honours HTTPS_PROXY.
@@ -148,9 +154,13 @@ func (s *Server) AddSelf(addr net.Addr) {
 // ServeHTTP refuses CONNECT, protocol upgrades and origin-form requests
 // itself and hands absolute-form ones to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect && s.ca != nil {
+		s.connect(w, r)
+		return
+	}
 	if r.Method == http.MethodConnect {
 		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
-		d := deny(CodeConnectNotAllowed, "CONNECT is not supported: send http://… requests through the proxy; it adds TLS")
+		d := deny(CodeConnectNotAllowed, "CONNECT is not enabled (proxy.intercept): send http://… requests through the proxy; it adds TLS")
 		s.finish(a, d)
 		d.write(w, r)
 		return
@@ -216,12 +226,10 @@ func (s *Server) filter(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, 
 	return r, nil
 }
 
-func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
-	handle, ok := extractHandle(r)
-	if !ok {
-		return nil, deny(CodeHandleMissing, "no credential handle: send it as Proxy-Authorization (Bearer, or Basic with the handle as user name)")
-	}
-	g, err := s.broker.Resolve(r.Context(), handle)
+// attribute resolves a handle to its live grant and intent, and names
+// them in the audit record.
+func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (*broker.Grant, broker.Intent, *denial) {
+	g, err := s.broker.Resolve(ctx, handle)
 	if g != nil {
 		a.Plugin, a.Invocation, a.Intent, a.HandleFP = g.PluginID, g.InvocationID, g.Intent, g.Fingerprint
 	} else {
@@ -229,14 +237,26 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	}
 	switch {
 	case errors.Is(err, broker.ErrStoreUnavailable):
-		return nil, deny(CodeStoreUnavailable, "the handle store is unavailable; try again").withReason(err.Error())
+		return nil, broker.Intent{}, deny(CodeStoreUnavailable, "the handle store is unavailable; try again").withReason(err.Error())
 	case err != nil:
 		// Unknown, expired and revoked look the same to the plugin.
-		return nil, deny(CodeHandleInvalid, "the credential handle is not valid").withReason(err.Error())
+		return nil, broker.Intent{}, deny(CodeHandleInvalid, "the credential handle is not valid").withReason(err.Error())
 	}
 	in, ok := s.broker.Intent(g.Intent)
 	if !ok {
-		return nil, deny(CodeHandleInvalid, "the credential handle is not valid").withReason("intent no longer configured")
+		return nil, broker.Intent{}, deny(CodeHandleInvalid, "the credential handle is not valid").withReason("intent no longer configured")
+	}
+	return g, in, nil
+}
+
+func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
+	handle, ok := extractHandle(r)
+	if !ok {
+		return nil, deny(CodeHandleMissing, "no credential handle: send it as Proxy-Authorization (Bearer, or Basic with the handle as user name)")
+	}
+	g, in, d := s.attribute(r.Context(), handle, a)
+	if d != nil {
+		return nil, d
 	}
 	t, d := parseTarget(r)
 	if d != nil {

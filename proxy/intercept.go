@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// CONNECT with TLS interception. A CONNECT is attributed before anything
+// else: its Proxy-Authorization must carry a live handle whose grant
+// declares the CONNECT host and port, or it is refused before any TLS and
+// no certificate is minted. Then the proxy answers 200, terminates the
+// plugin's TLS with a leaf for that host alone, and serves the HTTP/1.1
+// requests inside the tunnel with the same client loop as plain requests:
+// each is turned into the absolute-form request it stands for and goes
+// through every check, the injection, the echo guard, the limits and the
+// audit, with its handle resolved again (a handle revoked or expired
+// mid-tunnel stops the next request). Only HTTP/1.1 is offered inside
+// the tunnel (ALPN "http/1.1").
+
+// tunnel is what a CONNECT established for the requests inside it.
+type tunnel struct {
+	host   string // normalized
+	port   int
+	handle string
+	outer  *clientConn // the connection the CONNECT came on
+}
+
+var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
+
+// connect handles a CONNECT when interception is configured.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
+	rw, ok := w.(*respWriter)
+	if !ok {
+		d := deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener")
+		s.finish(a, d)
+		d.write(w, r)
+		return
+	}
+	t, d := s.admitConnect(r, a)
+	if d != nil {
+		s.finish(a, d)
+		d.write(w, r)
+		return
+	}
+	a.Status = http.StatusOK
+	s.finish(a, nil)
+	c := rw.c
+	rw.hijacked = true
+	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil || c.bw.Flush() != nil {
+		return
+	}
+	s.serveTunnel(c, t)
+}
+
+// admitConnect checks a CONNECT: host:port form, not port 80 (plain
+// HTTP goes as absolute-form requests), a live handle, and a grant that
+// declares the host and port.
+func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial) {
+	hh, hp, err := net.SplitHostPort(r.Host)
+	port, perr := strconv.Atoi(hp)
+	if err != nil || perr != nil || port < 1 || port > 65535 {
+		return nil, deny(CodeBadRequest, "the CONNECT target must be host:port")
+	}
+	if port == 80 {
+		return nil, deny(CodeBadRequest, "CONNECT to port 80: send plain http:// requests through the proxy instead")
+	}
+	host, err := normalizeHost(hh)
+	if err != nil {
+		return nil, deny(CodeBadRequest, "the CONNECT target's host is not a valid DNS name")
+	}
+	a.Host = host
+	handle, ok := extractHandle(r)
+	if !ok {
+		return nil, deny(CodeHandleMissing, "no credential handle on the CONNECT: put it in the proxy URL (HTTPS_PROXY=http://<handle>@proxy) or Proxy-Authorization")
+	}
+	g, in, d := s.attribute(r.Context(), handle, a)
+	if d != nil {
+		return nil, d
+	}
+	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
+		return nil, deny(CodeDestination, "the CONNECT host and port are not declared for this handle")
+	}
+	return &tunnel{host: host, port: port, handle: handle}, nil
+}
+
+// serveTunnel terminates the plugin's TLS on c and serves the requests
+// inside it until the tunnel closes.
+func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
+	raw := &bufferedConn{Conn: c.conn, r: c.br}
+	tc := tls.Server(raw, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if hi.ServerName != "" {
+				if sn, err := normalizeHost(hi.ServerName); err != nil || sn != t.host {
+					return nil, errSNIMismatch
+				}
+			}
+			return s.ca.leaf(t.host)
+		},
+	})
+	_ = c.conn.SetDeadline(time.Now().Add(c.cs.readHeaderTimeout))
+	ctx, cancel := context.WithTimeout(c.ctx, c.cs.readHeaderTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	_ = c.conn.SetDeadline(time.Time{})
+	if err != nil {
+		s.log.Debug("proxy: TLS handshake inside a CONNECT tunnel failed", "error", err.Error())
+		return
+	}
+	inner := newClientConn(c.cs, tc, c.ctx)
+	t.outer = c
+	inner.tunnel = t
+	inner.serve()
+}
+
+// adopt turns a request read inside the tunnel into the absolute-form
+// request it stands for. Its Host must name the CONNECT target; a
+// request without its own handle uses the CONNECT's.
+func (t *tunnel) adopt(req *http.Request) *denial {
+	if req.Method == http.MethodConnect {
+		return deny(CodeBadRequest, "CONNECT inside a CONNECT tunnel")
+	}
+	if req.URL.IsAbs() || req.URL.Host != "" {
+		return deny(CodeBadRequest, "requests inside a CONNECT tunnel must be origin-form (GET /path)")
+	}
+	hh, hp, err := splitHostPortDefault(req.Host)
+	nh, nerr := normalizeHost(hh)
+	if err != nil || nerr != nil || nh != t.host || !(hp == "" && t.port == 443 || hp == strconv.Itoa(t.port)) {
+		return deny(CodeHostMismatch, "the Host header inside the tunnel differs from the CONNECT target")
+	}
+	u := *req.URL
+	u.Scheme, u.Host = "http", t.host
+	if t.port != 443 {
+		u.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	}
+	req.URL, req.Host = &u, u.Host
+	if req.Header.Get("Proxy-Authorization") == "" {
+		req.Header.Set("Proxy-Authorization", "Bearer "+t.handle)
+	}
+	return nil
+}
+
+// bufferedConn reads through the client loop's reader first, so bytes
+// the client sent right after its CONNECT (the TLS ClientHello) are not
+// lost.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }

@@ -1,0 +1,325 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// newInterceptFixture is a fixture with CONNECT interception on; the CA is
+// created in a temporary directory, and its certificate's path returned.
+func newInterceptFixture(t *testing.T) (*fixture, string) {
+	t.Helper()
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "intercept-ca.pem")
+	f := newFixture(t, func(c *Config) {
+		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: filepath.Join(dir, "intercept-ca.key")}
+	})
+	return f, caFile
+}
+
+func (f *fixture) httpsURL(path string) string {
+	return "https://api.example.com:" + strconv.Itoa(f.up.port) + path
+}
+
+// httpsClient is a Go client with the proxy as HTTPS_PROXY would set it
+// and the intercept CA trusted, as SSL_CERT_FILE would.
+func (f *fixture) httpsClient(t *testing.T, handle, caFile string) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("the intercept CA file holds no certificate")
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(handle)}),
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+	}}
+}
+
+// rawConnect sends a CONNECT for target and returns the connection, the
+// status and the X-Airlock-Error code.
+func rawConnect(t *testing.T, addr, target, handle string) (net.Conn, int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	req := "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n"
+	if handle != "" {
+		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(handle+":")) + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c, resp.StatusCode, resp.Header.Get(HeaderError)
+}
+
+// A plain Go client with an https:// URL: the secret is injected inside
+// the tunnel, the echo is redacted, and the tunnel carries several
+// requests, each audited.
+func TestInterceptGoClient(t *testing.T) {
+	f, caFile := newInterceptFixture(t)
+	c := f.httpsClient(t, f.issue(t, "api.write", "inv-https"), caFile)
+	for i := range 2 {
+		code, errCode, body := do(t, c, http.MethodGet, f.httpsURL("/echo"), nil, "")
+		if code != http.StatusOK || errCode != "" {
+			t.Fatalf("request %d: status %d, code %q: %s", i, code, errCode, body)
+		}
+		if strings.Contains(body, testSecret) || !strings.Contains(body, Redaction) {
+			t.Fatalf("request %d: the echo was not redacted: %s", i, body)
+		}
+		if got := f.up.last(t).Header.Get("Authorization"); got != "Bearer "+testSecret {
+			t.Fatalf("upstream saw Authorization %q", got)
+		}
+	}
+	if n := strings.Count(f.audit.String(), `"method":"GET"`); n != 2 {
+		t.Fatalf("%d audited GETs, want 2:\n%s", n, f.audit.String())
+	}
+}
+
+// What a plugin must not be able to do through CONNECT.
+func TestInterceptRefusals(t *testing.T) {
+	f, caFile := newInterceptFixture(t)
+	h := f.issue(t, "api.write", "inv-refuse")
+	port := strconv.Itoa(f.up.port)
+	for _, tc := range []struct {
+		name, target, handle string
+		status               int
+		code                 string
+	}{
+		{"undeclared host", "other.example.net:" + port, h, 403, CodeDestination},
+		{"undeclared port", "api.example.com:" + strconv.Itoa(f.up.port^1), h, 403, CodeDestination},
+		{"IP literal", "127.0.0.1:" + port, h, 403, CodeDestination},
+		{"port 80", "api.example.com:80", h, 400, CodeBadRequest},
+		{"no port", "api.example.com", h, 400, CodeBadRequest},
+		{"no handle", "api.example.com:" + port, "", 407, CodeHandleMissing},
+		{"unknown handle", "api.example.com:" + port, flipLastByte(h), 403, CodeHandleInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, status, code := rawConnect(t, f.addr, tc.target, tc.handle)
+			if status != tc.status || code != tc.code {
+				t.Fatalf("status %d code %q, want %d %q", status, code, tc.status, tc.code)
+			}
+		})
+	}
+	if n := f.proxy.ca.n.Load(); n != 0 {
+		t.Fatalf("%d certificates minted for refused CONNECTs", n)
+	}
+
+	t.Run("internal address inside the tunnel", func(t *testing.T) {
+		f.res.set("internal.example.org", "10.1.2.3")
+		c := f.httpsClient(t, h, caFile)
+		code, errCode, _ := do(t, c, http.MethodGet, "https://internal.example.org:"+port+"/", nil, "")
+		if code != http.StatusForbidden || errCode != CodeAddressNotAllowed {
+			t.Fatalf("status %d code %q", code, errCode)
+		}
+	})
+
+	t.Run("another Host inside the tunnel", func(t *testing.T) {
+		conn, status, _ := rawConnect(t, f.addr, "api.example.com:"+port, h)
+		if status != http.StatusOK {
+			t.Fatalf("CONNECT: %d", status)
+		}
+		tc := tls.Client(conn, &tls.Config{ServerName: "api.example.com", RootCAs: poolOf(t, caFile)})
+		if _, err := io.WriteString(tc, "GET /echo HTTP/1.1\r\nHost: b.a.example.org:"+port+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeHostMismatch {
+			t.Fatalf("status %d code %q", resp.StatusCode, resp.Header.Get(HeaderError))
+		}
+	})
+
+	t.Run("another TLS server name", func(t *testing.T) {
+		conn, status, _ := rawConnect(t, f.addr, "api.example.com:"+port, h)
+		if status != http.StatusOK {
+			t.Fatalf("CONNECT: %d", status)
+		}
+		tc := tls.Client(conn, &tls.Config{ServerName: "b.a.example.org", RootCAs: poolOf(t, caFile)})
+		if err := tc.Handshake(); err == nil {
+			t.Fatal("a handshake for another name inside the tunnel succeeded")
+		}
+	})
+
+	t.Run("handle revoked mid-tunnel", func(t *testing.T) {
+		h2 := f.issue(t, "api.write", "inv-revoke-mid")
+		c := f.httpsClient(t, h2, caFile)
+		if code, errCode, _ := do(t, c, http.MethodGet, f.httpsURL("/ok"), nil, ""); code != http.StatusOK {
+			t.Fatalf("before revocation: %d %q", code, errCode)
+		}
+		if _, err := f.b.RevokeInvocation(context.Background(), "inv-revoke-mid"); err != nil {
+			t.Fatal(err)
+		}
+		// The same kept-alive tunnel carries the next request.
+		if code, errCode, _ := do(t, c, http.MethodGet, f.httpsURL("/ok"), nil, ""); code != http.StatusForbidden || errCode != CodeHandleInvalid {
+			t.Fatalf("after revocation: %d %q", code, errCode)
+		}
+	})
+}
+
+func poolOf(t *testing.T, caFile string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := x509.NewCertPool()
+	p.AppendCertsFromPEM(pem)
+	return p
+}
+
+// flipLastByte keeps a handle's shape but not its value.
+func flipLastByte(h string) string {
+	b := []byte(h)
+	b[len(b)-1] ^= 0x01
+	return string(b)
+}
+
+// Unmodified clients with an https:// URL, configured only through the
+// environment a plugin gets: HTTPS_PROXY with the handle, and the
+// intercept CA in SSL_CERT_FILE / CURL_CA_BUNDLE.
+func TestRealClientsIntercept(t *testing.T) {
+	f, caFile := newInterceptFixture(t)
+	clients := []struct {
+		name  string
+		proxy func(handle string) string
+		cmd   func(url string) *exec.Cmd
+	}{
+		{"go net/http", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
+			c := exec.Command(os.Args[0], "-test.run=^$")
+			c.Env = append(c.Env, "AIRLOCK_TEST_GO_CLIENT_URL="+u)
+			return c
+		}},
+		{"curl", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
+			return exec.Command("curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", u)
+		}},
+		{"python3 urllib", func(h string) string { return "http://x:" + h + "@" + f.addr }, func(u string) *exec.Cmd {
+			return exec.Command("python3", "-c", `import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+    print(r.status); print(r.read().decode())`, u)
+		}},
+	}
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) {
+			bin := strings.Fields(c.name)[0]
+			if bin == "go" {
+				bin = os.Args[0]
+			}
+			if _, err := exec.LookPath(bin); err != nil {
+				testenv.Missing(t, bin)
+			}
+			h := f.issue(t, "api.write", "inv-https-"+strings.ReplaceAll(c.name, " ", "-"))
+			cmd := c.cmd(f.httpsURL("/echo"))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+			run.Env = append(cmd.Env, "HTTPS_PROXY="+c.proxy(h), "https_proxy="+c.proxy(h), "PATH="+os.Getenv("PATH"),
+				"HOME="+t.TempDir(), "NO_PROXY=", "no_proxy=", "SSL_CERT_FILE="+caFile, "CURL_CA_BUNDLE="+caFile)
+			out, err := run.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", c.name, err, out)
+			}
+			if !strings.Contains(string(out), "200") || strings.Contains(string(out), testSecret) || !strings.Contains(string(out), Redaction) {
+				t.Fatalf("%s: want 200 and a redacted echo:\n%s", c.name, out)
+			}
+			if got := f.up.last(t).Header.Get("Authorization"); got != "Bearer "+testSecret {
+				t.Fatalf("upstream saw Authorization %q", got)
+			}
+		})
+	}
+}
+
+// Events stream through the tunnel as they are sent, as through an
+// absolute-form request (TestStreamEventsPassAsSent).
+func TestInterceptStreamEvents(t *testing.T) {
+	f, caFile := newInterceptFixture(t)
+	resp := openEvents(t, f.httpsClient(t, f.issue(t, "api.write", "inv-https-stream"), caFile), f.httpsURL("/events?sse=1"))
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for i := range 3 {
+		ev := "data: t" + strconv.Itoa(i) + "\n\n"
+		f.up.events <- ev
+		got := make([]byte, len(ev))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != ev {
+			t.Fatalf("event %d: %q, %v", i, got, err)
+		}
+	}
+	close(f.up.events)
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after the last event: %q, %v", rest, err)
+	}
+}
+
+// The CA is created once with its key private, and read back unchanged
+// (a restart or a second replica sharing the files uses the same CA); a
+// key others can read is refused.
+func TestInterceptCAFiles(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")
+	a, err := loadOrCreateCA(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, %v", st.Mode().Perm(), err)
+	}
+	b, err := loadOrCreateCA(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.cert.Equal(b.cert) {
+		t.Fatal("a second load made a new CA")
+	}
+	leaf, err := b.leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leaf.Leaf.DNSNames; len(got) != 1 || got[0] != "api.example.com" || leaf.Leaf.NotAfter.Sub(leaf.Leaf.NotBefore) > 2*time.Hour {
+		t.Fatalf("leaf names %v, validity %v", got, leaf.Leaf.NotAfter.Sub(leaf.Leaf.NotBefore))
+	}
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: "api.example.com", Roots: poolOf(t, cert)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadOrCreateCA(cert, key); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a group-readable key: %v", err)
+	}
+	if err := os.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadOrCreateCA(cert, key); err == nil {
+		t.Fatal("a CA certificate without its key was accepted (or replaced)")
+	}
+}
