@@ -127,6 +127,9 @@ func main() {
 		{"airlock", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
 		}, alPid},
+		{"airlock (CONNECT intercept)", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
+		}, alPid},
 		{"floor (raw TLS forwarder)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: flOut[0]})
 		}, flPid},
@@ -240,6 +243,8 @@ func main() {
 	ratio("floor / smokescreen", "floor (raw TLS forwarder)", "smokescreen (CONNECT)")
 	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
 	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
+	ratio("airlock CONNECT intercept / smokescreen CONNECT", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
+	cpuRatio("proxy CPU per request, intercept / smokescreen", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
 	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
 	ratio("airlock serve binary / smokescreen", "airlock serve (binary, audit file)", "smokescreen (CONNECT)")
 	ratio("airlock serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")

@@ -41,6 +41,10 @@ func loadRoots(dir string) *x509.CertPool {
 	check(err)
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(pem)
+	// The airlock role's intercept CA, for clients that CONNECT to it.
+	if ic, err := os.ReadFile(path(dir, "intercept-ca.pem")); err == nil {
+		p.AppendCertsFromPEM(ic)
+	}
 	return p
 }
 
@@ -126,8 +130,9 @@ func runAirlock(dir, upstream, redisAddr string) {
 		Destinations: []broker.Destination{{Host: benchHost, Port: p}}, Deadline: time.Now().Add(time.Hour)})
 	check(err)
 	cfg := proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: path(dir, "ca.pem"),
-		Resolve: map[string][]string{benchHost: {host}},
-		Limits:  proxy.LimitsConfig{PerHandleRPS: 1e9, PerPluginRPS: 1e9, PerPluginConcurrency: 1 << 20}}.WithDefaults()
+		Resolve:   map[string][]string{benchHost: {host}},
+		Limits:    proxy.LimitsConfig{PerHandleRPS: 1e9, PerPluginRPS: 1e9, PerPluginConcurrency: 1 << 20},
+		Intercept: proxy.InterceptConfig{CAFile: path(dir, "intercept-ca.pem"), CAKeyFile: path(dir, "intercept-ca.key")}}.WithDefaults()
 	check(cfg.Validate())
 	px, err := proxy.New(cfg, b, proxy.Options{Logger: slog.New(slog.DiscardHandler), Audit: slog.New(slog.DiscardHandler)})
 	check(err)
