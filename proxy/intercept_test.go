@@ -98,8 +98,16 @@ func TestInterceptGoClient(t *testing.T) {
 			t.Fatalf("upstream saw Authorization %q", got)
 		}
 	}
-	if n := strings.Count(f.audit.String(), `"method":"GET"`); n != 2 {
-		t.Fatalf("%d audited GETs, want 2:\n%s", n, f.audit.String())
+	// A request's audit line is written when the proxy has finished the
+	// response, which may be just after the client has read it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n := strings.Count(f.audit.String(), `"method":"GET"`)
+		if n == 2 {
+			break
+		}
+		if n > 2 || time.Now().After(deadline) {
+			t.Fatalf("%d audited GETs, want 2:\n%s", n, f.audit.String())
+		}
 	}
 }
 
@@ -321,5 +329,21 @@ func TestInterceptCAFiles(t *testing.T) {
 	}
 	if _, err := loadOrCreateCA(cert, key); err == nil {
 		t.Fatal("a CA certificate without its key was accepted (or replaced)")
+	}
+}
+
+// An SDK-style client for a placeholder intent: an https:// base URL and
+// "Authorization: Bearer <handle>" as its API key, the handle also in
+// HTTPS_PROXY so the CONNECT is attributed. The upstream gets the secret.
+func TestInterceptPlaceholderClient(t *testing.T) {
+	f, caFile := newInterceptFixture(t)
+	h := f.issue(t, "api.placeholder", "inv-https-ph")
+	code, errCode, body := do(t, f.httpsClient(t, h, caFile), http.MethodPost, f.httpsURL("/v1/chat"),
+		http.Header{"Authorization": {"Bearer " + h}}, `{"model":"m"}`)
+	if code != http.StatusOK || errCode != "" {
+		t.Fatalf("status %d code %q: %s", code, errCode, body)
+	}
+	if got := f.up.last(t).Header.Get("Authorization"); got != "Bearer "+testSecret {
+		t.Fatalf("upstream Authorization = %q", got)
 	}
 }
