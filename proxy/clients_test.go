@@ -32,31 +32,39 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Each client is configured only through the environment: the handle is
-// the proxy URL's user name. The upstream must see the secret, the client
-// never (the upstream echoes the request).
-func TestRealClients(t *testing.T) {
-	f := newFixture(t, nil)
-	clients := []struct {
-		name  string
-		proxy func(handle string) string
-		cmd   func(url string) *exec.Cmd
-	}{
-		{"go net/http", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
+// realClient is a stock HTTP client run as its own process, configured
+// only through the environment a plugin gets.
+type realClient struct {
+	name  string
+	proxy func(addr, handle string) string // the proxy URL with the handle
+	cmd   func(url string) *exec.Cmd
+}
+
+func realClients() []realClient {
+	return []realClient{
+		{"go net/http", func(a, h string) string { return "http://" + h + "@" + a }, func(u string) *exec.Cmd {
 			c := exec.Command(os.Args[0], "-test.run=^$")
 			c.Env = append(c.Env, "AIRLOCK_TEST_GO_CLIENT_URL="+u)
 			return c
 		}},
-		{"curl", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
+		{"curl", func(a, h string) string { return "http://" + h + "@" + a }, func(u string) *exec.Cmd {
 			return exec.Command("curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", u)
 		}},
-		{"python3 urllib", func(h string) string { return "http://" + h + ":x@" + f.addr }, func(u string) *exec.Cmd {
+		// urllib sends proxy credentials only with a password.
+		{"python3 urllib", func(a, h string) string { return "http://x:" + h + "@" + a }, func(u string) *exec.Cmd {
 			return exec.Command("python3", "-c", `import sys, urllib.request
 with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
     print(r.status); print(r.read().decode())`, u)
 		}},
 	}
-	for _, c := range clients {
+}
+
+// runRealClients has each client fetch u (the upstream's /echo) with a
+// fresh handle; env gives the proxy variables for a proxy URL. The
+// upstream must see the secret, the client never (the upstream echoes
+// the request).
+func runRealClients(t *testing.T, f *fixture, u string, env func(proxyURL string) []string) {
+	for _, c := range realClients() {
 		t.Run(c.name, func(t *testing.T) {
 			bin := strings.Fields(c.name)[0]
 			if bin == "go" {
@@ -65,14 +73,14 @@ with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
 			if _, err := exec.LookPath(bin); err != nil {
 				testenv.Missing(t, bin)
 			}
-			h := f.issue(t, "api.write", "inv-"+strings.ReplaceAll(c.name, " ", "-"))
-			cmd := c.cmd(f.url("/echo"))
-			cmd.Env = append(cmd.Env, "HTTP_PROXY="+c.proxy(h), "http_proxy="+c.proxy(h), "PATH="+os.Getenv("PATH"),
-				"HOME="+t.TempDir(), "NO_PROXY=", "no_proxy=")
+			h := f.issue(t, "api.write", "inv-"+strings.ReplaceAll(c.name, " ", "-")+"-"+strings.SplitN(u, ":", 2)[0])
+			cmd := c.cmd(u)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-			run.Env = cmd.Env // only the proxy settings: never a direct request
+			// Only the proxy settings: never a direct request.
+			run.Env = append(append(cmd.Env, env(c.proxy(f.addr, h))...), "PATH="+os.Getenv("PATH"),
+				"HOME="+t.TempDir(), "NO_PROXY=", "no_proxy=")
 			out, err := run.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", c.name, err, out)
@@ -91,4 +99,11 @@ with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
 			}
 		})
 	}
+}
+
+// Each client is configured only through the environment: the handle is
+// in the proxy URL.
+func TestRealClients(t *testing.T) {
+	f := newFixture(t, nil)
+	runRealClients(t, f, f.url("/echo"), func(p string) []string { return []string{"HTTP_PROXY=" + p, "http_proxy=" + p} })
 }

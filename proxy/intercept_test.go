@@ -11,14 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // newInterceptFixture is a fixture with CONNECT interception on; the CA is
@@ -218,53 +215,9 @@ func flipLastByte(h string) string {
 // intercept CA in SSL_CERT_FILE / CURL_CA_BUNDLE.
 func TestRealClientsIntercept(t *testing.T) {
 	f, caFile := newInterceptFixture(t)
-	clients := []struct {
-		name  string
-		proxy func(handle string) string
-		cmd   func(url string) *exec.Cmd
-	}{
-		{"go net/http", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
-			c := exec.Command(os.Args[0], "-test.run=^$")
-			c.Env = append(c.Env, "AIRLOCK_TEST_GO_CLIENT_URL="+u)
-			return c
-		}},
-		{"curl", func(h string) string { return "http://" + h + "@" + f.addr }, func(u string) *exec.Cmd {
-			return exec.Command("curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", u)
-		}},
-		{"python3 urllib", func(h string) string { return "http://x:" + h + "@" + f.addr }, func(u string) *exec.Cmd {
-			return exec.Command("python3", "-c", `import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
-    print(r.status); print(r.read().decode())`, u)
-		}},
-	}
-	for _, c := range clients {
-		t.Run(c.name, func(t *testing.T) {
-			bin := strings.Fields(c.name)[0]
-			if bin == "go" {
-				bin = os.Args[0]
-			}
-			if _, err := exec.LookPath(bin); err != nil {
-				testenv.Missing(t, bin)
-			}
-			h := f.issue(t, "api.write", "inv-https-"+strings.ReplaceAll(c.name, " ", "-"))
-			cmd := c.cmd(f.httpsURL("/echo"))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-			run.Env = append(cmd.Env, "HTTPS_PROXY="+c.proxy(h), "https_proxy="+c.proxy(h), "PATH="+os.Getenv("PATH"),
-				"HOME="+t.TempDir(), "NO_PROXY=", "no_proxy=", "SSL_CERT_FILE="+caFile, "CURL_CA_BUNDLE="+caFile)
-			out, err := run.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", c.name, err, out)
-			}
-			if !strings.Contains(string(out), "200") || strings.Contains(string(out), testSecret) || !strings.Contains(string(out), Redaction) {
-				t.Fatalf("%s: want 200 and a redacted echo:\n%s", c.name, out)
-			}
-			if got := f.up.last(t).Header.Get("Authorization"); got != "Bearer "+testSecret {
-				t.Fatalf("upstream saw Authorization %q", got)
-			}
-		})
-	}
+	runRealClients(t, f, f.httpsURL("/echo"), func(p string) []string {
+		return []string{"HTTPS_PROXY=" + p, "https_proxy=" + p, "SSL_CERT_FILE=" + caFile, "CURL_CA_BUNDLE=" + caFile}
+	})
 }
 
 // Events stream through the tunnel as they are sent, as through an
