@@ -139,7 +139,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		reg = ownRegistry
 	}
 	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
-	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, Policy: policy, Ports: Ports(),
+	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
 	if dir := cfg.Host.Artifacts; dir != "" {
@@ -278,7 +278,7 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer ev.Close()
-	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, Ports: Ports(), Log: opts.Log}
+	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log}
 	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err

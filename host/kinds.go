@@ -26,6 +26,9 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 	if opts.EgressProxy == "" {
 		opts.EgressProxy = h.opts.EgressProxy
 	}
+	if opts.InterceptCAFile == "" {
+		opts.InterceptCAFile = h.opts.InterceptCAFile
+	}
 	if opts.Broker == nil {
 		opts.Broker = h.opts.Broker
 	}

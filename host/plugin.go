@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/egressenv"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -66,6 +67,10 @@ type Options struct {
 	// served at GET /v1/evidence/jwks.json.
 	EvidenceKey *EvidenceKey
 	EgressProxy string // host:port, put in HTTP_PROXY
+	// InterceptCAFile is the egress proxy's intercept CA certificate
+	// (proxy.intercept.ca_file): when set, each plugin gets a copy in its
+	// private directory, HTTPS_PROXY and the CA variables (egressenv).
+	InterceptCAFile string
 	// Ports are the host's compiled port files by package name
 	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
 	// govern every call.
@@ -184,7 +189,11 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		plugin.HostAddrEnv + "=unix:" + hostSock,
 	}
 	if opts.EgressProxy != "" {
-		cmd.Env = append(cmd.Env, "HTTP_PROXY=http://"+opts.EgressProxy, "http_proxy=http://"+opts.EgressProxy)
+		ca, err := egressenv.InstallCA(opts.InterceptCAFile, work)
+		if err != nil {
+			return nil, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
+		}
+		cmd.Env = append(cmd.Env, egressenv.Vars(opts.EgressProxy, ca)...)
 	}
 	// Our own pipe, not StdoutPipe: cmd.Wait closes StdoutPipe's reader
 	// when the process exits, racing a handshake line still being read.

@@ -50,7 +50,7 @@ func newCompatServices(t *testing.T, f *fixture) *compatServices {
 		t.Fatal(err)
 	}
 	return &compatServices{files: files, opts: Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer},
-		Verifier: f.verifier, EgressProxy: f.proxy, KV: kv, Files: files, Sampling: backend}}
+		Verifier: f.verifier, EgressProxy: f.proxy, InterceptCAFile: f.caFile, KV: kv, Files: files, Sampling: backend}}
 }
 
 func (cs *compatServices) start(t *testing.T, cfg PluginConfig) *Process {
@@ -112,7 +112,7 @@ func TestSDKStylePythonPlugin(t *testing.T) {
 		t.Fatalf("whoami: %v", who)
 	}
 	env := strings.Join(toStrings(who["env"]), " ")
-	for _, want := range []string{"HTTP_PROXY", "NO_PROXY", "TMPDIR", "PATH", "COMPAT_MODE"} {
+	for _, want := range []string{"HTTP_PROXY", "HTTPS_PROXY", "SSL_CERT_FILE", "NO_PROXY", "TMPDIR", "PATH", "COMPAT_MODE"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("%s missing from the plugin's environment: %s", want, env)
 		}
@@ -125,6 +125,14 @@ func TestSDKStylePythonPlugin(t *testing.T) {
 	fetched := invokeData(t, p, "fetch", `{"url":"`+f.apiURL+`"}`)
 	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
 		t.Fatalf("fetch: upstream saw %q, plugin got %v", got, fetched)
+	}
+	// An https:// URL through CONNECT interception: the host gave the
+	// plugin HTTPS_PROXY and the intercept CA (SSL_CERT_FILE, a copy in
+	// its private directory); the plugin puts its handle in the proxy URL.
+	httpsURL := strings.Replace(f.apiURL, "http://", "https://", 1)
+	fetched = invokeData(t, p, "fetch", `{"url":"`+httpsURL+`","handle_in_proxy":true}`)
+	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
+		t.Fatalf("https fetch: upstream saw %q, plugin got %v", got, fetched)
 	}
 	// A large answer through file transport, unnegotiated as the SDK does.
 	if big := invokeData(t, p, "big", `{"kb":700}`); len(big["blob"].(string)) != 700*1024 {

@@ -91,8 +91,11 @@ type Options struct {
 	// process, the broker API client from airlock host.
 	Tokens      broker.TokenMinter
 	EgressProxy string
-	Timeouts    Timeouts
-	Log         *slog.Logger
+	// InterceptCAFile is the egress proxy's intercept CA certificate; see
+	// host.Options.InterceptCAFile.
+	InterceptCAFile string
+	Timeouts        Timeouts
+	Log             *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.

@@ -3,6 +3,8 @@ package executa
 import (
 	"sort"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/egressenv"
 )
 
 // Variables that could hand a plugin a secret or authority: never passed.
@@ -20,6 +22,7 @@ type envSpec struct {
 	inheritAll bool              // the host's environment minus the deny list
 	deny       []string          // extra deny patterns (with inheritAll)
 	proxy      string            // egress proxy host:port
+	caFile     string            // the intercept CA certificate's copy in the plugin's directory
 	noProxy    []string          // host:port the plugin reaches directly (the host's files endpoint)
 	tmpdir     string
 }
@@ -33,7 +36,7 @@ type envSpec struct {
 func pluginEnv(user []string, spec envSpec) []string {
 	deny := append(append([]string(nil), defaultDeny...), spec.deny...)
 	keep := append(append([]string(nil), minimalKeep...), spec.inherit...)
-	owned := []string{"TMPDIR", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"}
+	owned := append([]string{"TMPDIR", "NO_PROXY", "no_proxy"}, egressenv.Names...)
 	var out []string
 	for _, kv := range user {
 		k, _, ok := strings.Cut(kv, "=")
@@ -49,9 +52,7 @@ func pluginEnv(user []string, spec envSpec) []string {
 			out = append(out, k+"="+spec.set[k])
 		}
 	}
-	if spec.proxy != "" {
-		out = append(out, "HTTP_PROXY=http://"+spec.proxy, "http_proxy=http://"+spec.proxy)
-	}
+	out = append(out, egressenv.Vars(spec.proxy, spec.caFile)...)
 	if len(spec.noProxy) > 0 {
 		np := strings.Join(spec.noProxy, ",")
 		out = append(out, "NO_PROXY="+np, "no_proxy="+np)

@@ -40,7 +40,7 @@ func TestPluginEnv(t *testing.T) {
 		{"minimal by default", func(s envSpec) envSpec { return s },
 			[]string{"PATH=/bin", "HOME=/h", "LANG=C", "HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899",
 				"NO_PROXY=127.0.0.1:9468", "no_proxy=127.0.0.1:9468", "TMPDIR=/priv"},
-			[]string{"EDITOR", "OPENAI_API_KEY", "VAULT_TOKEN", "PYTHONPATH", "TMPDIR=/tmp", "NO_PROXY=*"}},
+			[]string{"EDITOR", "OPENAI_API_KEY", "VAULT_TOKEN", "PYTHONPATH", "TMPDIR=/tmp", "NO_PROXY=*", "HTTPS_PROXY", "SSL_CERT_FILE"}},
 		{"explicit values and inherited names", func(s envSpec) envSpec {
 			s.set = map[string]string{"UNITS": "metric", "HTTP_PROXY": "http://evil"}
 			s.inherit = []string{"PYTHON*", "VAULT_TOKEN"}
@@ -48,6 +48,14 @@ func TestPluginEnv(t *testing.T) {
 		},
 			[]string{"UNITS=metric", "PYTHONPATH=/py", "HTTP_PROXY=http://127.0.0.1:8899"},
 			[]string{"EDITOR", "VAULT_TOKEN", "HTTP_PROXY=http://evil"}},
+		{"the intercept CA: HTTPS_PROXY and the CA variables, owned by the host", func(s envSpec) envSpec {
+			s.caFile = "/priv/ca.pem"
+			s.set = map[string]string{"SSL_CERT_FILE": "/evil.pem"}
+			return s
+		},
+			[]string{"HTTPS_PROXY=http://127.0.0.1:8899", "https_proxy=http://127.0.0.1:8899", "SSL_CERT_FILE=/priv/ca.pem",
+				"REQUESTS_CA_BUNDLE=/priv/ca.pem", "CURL_CA_BUNDLE=/priv/ca.pem", "NODE_EXTRA_CA_CERTS=/priv/ca.pem"},
+			[]string{"SSL_CERT_FILE=/evil.pem", "HTTPS_PROXY=http://evil"}},
 		{"inherit all minus the deny list", func(s envSpec) envSpec {
 			s.inheritAll, s.deny = true, []string{"CUSTOM_*"}
 			return s

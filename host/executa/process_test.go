@@ -46,6 +46,7 @@ type fixture struct {
 	verifier *tokens.Verifier
 	proxy    string
 	apiURL   string
+	caFile   string // the proxy's intercept CA certificate
 	seen     chan string
 	// chat, when set, answers /v1/chat/completions instead of the echo.
 	chat     atomic.Pointer[http.HandlerFunc]
@@ -106,8 +107,11 @@ func newFixture(t *testing.T) *fixture {
 	f.port = p
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
 	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})
+	caDir := t.TempDir()
+	f.caFile = filepath.Join(caDir, "intercept-ca.pem")
 	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
-		Resolve: map[string][]string{"api.example.com": {"127.0.0.1"}}}.WithDefaults(), f.b, proxy.Options{})
+		Resolve:   map[string][]string{"api.example.com": {"127.0.0.1"}},
+		Intercept: proxy.InterceptConfig{CAFile: f.caFile, CAKeyFile: filepath.Join(caDir, "intercept-ca.key")}}.WithDefaults(), f.b, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

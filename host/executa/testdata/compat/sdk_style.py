@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import threading
+import urllib.parse
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -84,11 +85,17 @@ def tool(name, args, params):
         return {"invoke_id": invoke_id, "context_invoke_id": ctx.get("invoke_id"),
                 "credential_names": sorted(creds), "units": creds.get("UNITS"),
                 "key_is_handle": creds.get("API_KEY", "").startswith("alh_"),
-                "env": sorted(k for k in os.environ if k in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "TMPDIR", "COMPAT_MODE", "PATH", "HOME", "EDITOR", "OPENAI_API_KEY")),
+                "env": sorted(k for k in os.environ if k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "SSL_CERT_FILE", "NO_PROXY", "no_proxy", "TMPDIR", "COMPAT_MODE", "PATH", "HOME", "EDITOR", "OPENAI_API_KEY")),
                 "compat_mode": os.environ.get("COMPAT_MODE")}
     if name == "fetch":
-        req = urllib.request.Request(args["url"], headers={"Authorization": "Bearer " + creds.get("API_KEY", "")})
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        key = creds.get("API_KEY", "")
+        req = urllib.request.Request(args["url"], headers={"Authorization": "Bearer " + key})
+        opener = urllib.request.build_opener()
+        if args.get("handle_in_proxy"):
+            # The CONNECT must carry the handle: add it to the host's HTTPS_PROXY.
+            p = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({"https": "http://x:" + key + "@" + p.netloc}))
+        with opener.open(req, timeout=10) as resp:
             return {"status": resp.status, "body": resp.read().decode()}
     if name == "big":
         return {"blob": "z" * (int(args.get("kb", 700)) * 1024)}

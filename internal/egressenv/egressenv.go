@@ -1,0 +1,51 @@
+// Package egressenv is the environment that sends a plugin's HTTP through
+// the egress proxy, for both plugin kinds: HTTP_PROXY always, and with
+// the proxy's intercept CA, HTTPS_PROXY and the variables that make the
+// common TLS stacks trust that CA (Go and OpenSSL: SSL_CERT_FILE; Python
+// requests: REQUESTS_CA_BUNDLE; curl: CURL_CA_BUNDLE; Node:
+// NODE_EXTRA_CA_CERTS).
+package egressenv
+
+import (
+	"path/filepath"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
+)
+
+// CAName is the file name of the intercept CA certificate in a plugin's
+// private directory.
+const CAName = "airlock-intercept-ca.pem"
+
+// Names are the variables Vars may set; the host owns them, so a
+// plugin's configured environment cannot override them.
+var Names = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
+	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
+
+// Vars returns the environment for proxy (host:port) and, when caFile is
+// set, the intercept CA certificate at caFile.
+func Vars(proxy, caFile string) []string {
+	if proxy == "" {
+		return nil
+	}
+	u := "http://" + proxy
+	out := []string{"HTTP_PROXY=" + u, "http_proxy=" + u}
+	if caFile != "" {
+		out = append(out, "HTTPS_PROXY="+u, "https_proxy="+u, "SSL_CERT_FILE="+caFile, "REQUESTS_CA_BUNDLE="+caFile,
+			"CURL_CA_BUNDLE="+caFile, "NODE_EXTRA_CA_CERTS="+caFile)
+	}
+	return out
+}
+
+// InstallCA copies the intercept CA certificate into dir (a plugin's
+// private directory) and returns the copy's path; "" when caFile is "".
+// Only the certificate is ever copied: the key stays with the proxy.
+func InstallCA(caFile, dir string) (string, error) {
+	if caFile == "" {
+		return "", nil
+	}
+	dst := filepath.Join(dir, CAName)
+	if err := fsutil.CopyFile(caFile, dst, 0o644); err != nil {
+		return "", err
+	}
+	return dst, nil
+}

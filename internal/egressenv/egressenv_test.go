@@ -1,0 +1,53 @@
+package egressenv
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestVars(t *testing.T) {
+	if v := Vars("", "/ca.pem"); v != nil {
+		t.Fatalf("no proxy, yet %v", v)
+	}
+	if v := Vars("127.0.0.1:8899", ""); !slices.Equal(v, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
+		t.Fatalf("without the CA: %v", v)
+	}
+	v := Vars("127.0.0.1:8899", "/p/ca.pem")
+	for _, want := range []string{"HTTPS_PROXY=http://127.0.0.1:8899", "https_proxy=http://127.0.0.1:8899", "SSL_CERT_FILE=/p/ca.pem",
+		"REQUESTS_CA_BUNDLE=/p/ca.pem", "CURL_CA_BUNDLE=/p/ca.pem", "NODE_EXTRA_CA_CERTS=/p/ca.pem"} {
+		if !slices.Contains(v, want) {
+			t.Errorf("%s missing: %v", want, v)
+		}
+	}
+	for _, kv := range v {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(Names, name) {
+			t.Errorf("%s set but not in Names, so a plugin's configuration could override it", name)
+		}
+	}
+}
+
+func TestInstallCA(t *testing.T) {
+	if p, err := InstallCA("", t.TempDir()); p != "" || err != nil {
+		t.Fatalf("no CA: %q %v", p, err)
+	}
+	src := filepath.Join(t.TempDir(), "ca.pem")
+	body := []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n")
+	if err := os.WriteFile(src, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := InstallCA(src, dir)
+	if err != nil || p != filepath.Join(dir, CAName) {
+		t.Fatalf("%q %v", p, err)
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != string(body) {
+		t.Fatalf("copy %q %v", got, err)
+	}
+	if _, err := InstallCA(filepath.Join(t.TempDir(), "missing.pem"), dir); err == nil {
+		t.Fatal("a missing CA file was not an error")
+	}
+}
