@@ -68,11 +68,7 @@ func (lf *Lockfile) Write(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // Load returns the installed plugin, checking that its manifest still has

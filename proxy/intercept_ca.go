@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // interceptCA mints the leaf certificates the proxy shows a plugin inside
@@ -113,23 +115,7 @@ func writeAtomic(name string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(name), ".airlock-ca-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
+	return fsutil.WriteFile(name, data, mode)
 }
 
 // leaf returns a certificate for host alone, minting it when the cache

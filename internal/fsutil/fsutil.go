@@ -5,6 +5,7 @@ package fsutil
 import (
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // CopyFile copies src to dst with mode, atomically: the bytes go to a
@@ -37,4 +38,33 @@ func CopyFile(src, dst string, mode os.FileMode) (err error) {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+// WriteFile writes data to name with mode, atomically as CopyFile does:
+// a temporary file beside name, synced, then renamed over it. On any
+// error name is untouched and the temporary file is removed.
+func WriteFile(name string, data []byte, mode os.FileMode) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
 }

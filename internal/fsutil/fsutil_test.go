@@ -38,3 +38,24 @@ func TestCopyFile(t *testing.T) {
 		t.Fatal("copying a missing file succeeded")
 	}
 }
+
+func TestWriteFile(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	if err := WriteFile(name, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(name, []byte("two"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(name)
+	got, rerr := os.ReadFile(name)
+	if err != nil || rerr != nil || string(got) != "two" || st.Mode().Perm() != 0o640 {
+		t.Fatalf("%q %v %v %v", got, st.Mode().Perm(), err, rerr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(name), ".f.tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	if err := WriteFile(filepath.Join(t.TempDir(), "missing", "f"), []byte("x"), 0o600); err == nil {
+		t.Fatal("a missing directory was not an error")
+	}
+}
