@@ -125,17 +125,21 @@ func (b *guardedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
 
 // WriteTo lets io.Copy stream the body without a per-response buffer.
 // A body without a length (a stream: SSE, chunked) gets its head sent at
-// once, before the first byte of body arrives; every chunk is flushed.
+// once, before the first byte of body arrives, and every chunk flushed.
 // goproxy hands text/event-stream bodies a writer that is no Flusher but
 // flushes on every Write, so an empty Write is how the head is pushed
 // through it.
 func (b *guardedBody) WriteTo(w io.Writer) (int64, error) {
+	if !b.stream {
+		// A body of known length is sent as buffers fill, its end
+		// with the response's final flush, after Close has written the
+		// audit line.
+		return b.rd.copyTo(w, nil)
+	}
 	f, _ := w.(http.Flusher)
-	if b.stream {
-		_, _ = w.Write(nil)
-		if f != nil {
-			f.Flush()
-		}
+	_, _ = w.Write(nil)
+	if f != nil {
+		f.Flush()
 	}
 	return b.rd.copyTo(w, f)
 }
