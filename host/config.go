@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,7 +179,7 @@ func (c ExecutaConfig) Validate() error {
 		if !filepath.IsAbs(p.Command) {
 			add("%s.command: must be an absolute path, got %q", at, p.Command)
 		}
-		for _, k := range sortedKeys(p.Credentials) {
+		for _, k := range slices.Sorted(maps.Keys(p.Credentials)) {
 			if !envName.MatchString(k) {
 				add("%s.credentials: %q is not an environment variable name", at, k)
 			}
@@ -189,12 +190,12 @@ func (c ExecutaConfig) Validate() error {
 				add("%s.settings.%s: also bound to a broker intent; a credential is one or the other", at, k)
 			}
 		}
-		for _, k := range sortedKeys(p.Settings) {
+		for _, k := range slices.Sorted(maps.Keys(p.Settings)) {
 			if !envName.MatchString(k) {
 				add("%s.settings: %q is not a credential name", at, k)
 			}
 		}
-		for _, k := range sortedKeys(p.Env) {
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			if !envName.MatchString(k) {
 				add("%s.env: %q is not an environment variable name", at, k)
 			}
@@ -206,15 +207,6 @@ func (c ExecutaConfig) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // DefaultControl is the control API's default listen address.

@@ -38,15 +38,12 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
 	rw, ok := w.(*respWriter)
 	if !ok {
-		d := deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener")
-		s.finish(a, d)
-		d.write(w, r)
+		s.answer(w, r, a, deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener"))
 		return
 	}
 	t, d := s.admitConnect(r, a)
 	if d != nil {
-		s.finish(a, d)
-		d.write(w, r)
+		s.answer(w, r, a, d)
 		return
 	}
 	a.Status = http.StatusOK

@@ -105,17 +105,15 @@ func createCA(certFile, keyFile string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: caKeyPEMBlock, Bytes: kder}), 0o600); err != nil {
+	for _, f := range []string{keyFile, certFile} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := fsutil.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: caKeyPEMBlock, Bytes: kder}), 0o600); err != nil {
 		return err
 	}
-	return writeAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-}
-
-func writeAtomic(name string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFile(name, data, mode)
+	return fsutil.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
 
 // leaf returns a certificate for host alone, minting it when the cache

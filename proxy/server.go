@@ -159,28 +159,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodConnect {
-		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
-		d := deny(CodeConnectNotAllowed, "CONNECT is not enabled (proxy.intercept): send http://… requests through the proxy; it adds TLS")
-		s.finish(a, d)
-		d.write(w, r)
+		s.refuseEarly(w, r, deny(CodeConnectNotAllowed, "CONNECT is not enabled (proxy.intercept): send http://… requests through the proxy; it adds TLS"))
 		return
 	}
 	if httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
 		// A protocol switch (WebSocket) would leave a byte stream the
 		// proxy cannot hold to per-request checks, limits or the echo
 		// guard; it is refused before any handle is looked at.
-		a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
-		d := deny(CodeUpgradeNotSupported, "protocol upgrades (WebSocket) are not supported through the proxy")
-		s.finish(a, d)
-		d.write(w, r)
+		s.refuseEarly(w, r, deny(CodeUpgradeNotSupported, "protocol upgrades (WebSocket) are not supported through the proxy"))
 		return
 	}
 	s.gp.ServeHTTP(w, r)
 }
 
 func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
-	d := deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY")
+	s.refuseEarly(w, r, deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY"))
+}
+
+// refuseEarly answers r with d before any handle is looked at, and
+// audits it.
+func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) {
+	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}, d)
+}
+
+// answer finishes a's record with d and writes d as the response.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, d *denial) {
 	s.finish(a, d)
 	d.write(w, r)
 }

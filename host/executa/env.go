@@ -1,7 +1,8 @@
 package executa
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/egressenv"
@@ -40,15 +41,15 @@ func pluginEnv(user []string, spec envSpec) []string {
 	var out []string
 	for _, kv := range user {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || contains(owned, k) || spec.set[k] != "" {
+		if !ok || slices.Contains(owned, k) || spec.set[k] != "" {
 			continue
 		}
 		if spec.inheritAll && !denied(deny, k) || !spec.inheritAll && denied(keep, k) && !denied(defaultDeny, k) {
 			out = append(out, kv)
 		}
 	}
-	for _, k := range sortedKeys(spec.set) {
-		if !contains(owned, k) {
+	for _, k := range slices.Sorted(maps.Keys(spec.set)) {
+		if !slices.Contains(owned, k) {
 			out = append(out, k+"="+spec.set[k])
 		}
 	}
@@ -63,27 +64,9 @@ func pluginEnv(user []string, spec envSpec) []string {
 	return out
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func denied(patterns []string, k string) bool {
 	for _, p := range patterns {
 		if p == k || strings.HasSuffix(p, "*") && strings.HasPrefix(k, strings.TrimSuffix(p, "*")) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
 			return true
 		}
 	}

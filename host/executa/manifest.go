@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -205,7 +206,7 @@ func (m *Manifest) Tool(name string) (Tool, bool) {
 }
 
 // Has reports whether the manifest declares capability c.
-func (m *Manifest) Has(c string) bool { return contains(m.HostCapabilities, c) }
+func (m *Manifest) Has(c string) bool { return slices.Contains(m.HostCapabilities, c) }
 
 // wantsStorageToken is the one predicate the mint gate and every storage
 // validation share: aps.kv, aps.files, or any aps.scope.* declaration.
