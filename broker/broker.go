@@ -47,6 +47,11 @@ type IssueRequest struct {
 	Destinations []Destination
 	Deadline     time.Time // the invocation deadline
 	DryRun       bool
+	// Pass asks for a plugin pass instead of a handle (see IssuePass):
+	// Intent stays empty; Destinations, or when none the bindings of
+	// PassIntents, are where the pass may open tunnels.
+	Pass        bool
+	PassIntents []string
 }
 
 // Issued is a minted handle. Handle goes to the plugin and nowhere else.
@@ -59,6 +64,9 @@ type Issued struct {
 
 // Issue mints a handle for req.
 func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
+	if req.Pass {
+		return b.issuePass(ctx, req)
+	}
 	iss, err := b.issue(ctx, req)
 	if err != nil {
 		reason, _ := reasonOf(err)
@@ -81,21 +89,8 @@ const (
 )
 
 func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
-	switch {
-	case req.PluginID == "" || len(req.PluginID) > MaxIDBytes:
-		return Issued{}, fmt.Errorf("%w: plugin id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
-	case req.InvocationID == "" || len(req.InvocationID) > MaxIDBytes:
-		return Issued{}, fmt.Errorf("%w: invocation id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
-	case len(req.Intent) > MaxIDBytes:
-		return Issued{}, fmt.Errorf("%w: intent: at most %d bytes", ErrBadRequest, MaxIDBytes)
-	case len(req.Destinations) > MaxDestinations:
-		return Issued{}, fmt.Errorf("%w: destinations: at most %d", ErrBadRequest, MaxDestinations)
-	}
-	for i, d := range req.Destinations {
-		if len(d.Host)+len(d.PathPrefix) > MaxDestinationBytes || len(d.Methods) > MaxMethods {
-			return Issued{}, fmt.Errorf("%w: destinations[%d]: host and path prefix at most %d bytes, at most %d methods",
-				ErrBadRequest, i, MaxDestinationBytes, MaxMethods)
-		}
+	if err := checkIDs(req); err != nil {
+		return Issued{}, err
 	}
 	in, ok := b.cfg.Intents[req.Intent]
 	if !ok {
@@ -119,30 +114,67 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	if req.DryRun && in.Class != ClassRead {
 		return Issued{}, ErrDryRunWrite
 	}
-	dests := make([]Destination, 0, len(req.Destinations))
-	for i, d := range req.Destinations {
-		n, err := d.Normalize()
-		if err != nil {
-			return Issued{}, fmt.Errorf("%w: destinations[%d]: %v", ErrBadRequest, i, err)
-		}
-		dests = append(dests, n)
+	dests, err := normalizeAll(req.Destinations)
+	if err != nil {
+		return Issued{}, err
 	}
 	expires := req.Deadline
 	if capAt := now.Add(b.cfg.MaxHandleLifetime); capAt.Before(expires) {
 		expires = capAt
 	}
+	return b.put(ctx, &Grant{PluginID: req.PluginID, InvocationID: req.InvocationID, Intent: req.Intent, Class: in.Class,
+		Destinations: dests, DryRun: req.DryRun, IssuedAt: now, ExpiresAt: expires})
+}
+
+// checkIDs bounds the identifiers and lists of an issue request: every
+// field and list the broker stores in a grant and the proxy walks per
+// request.
+func checkIDs(req IssueRequest) error {
+	switch {
+	case req.PluginID == "" || len(req.PluginID) > MaxIDBytes:
+		return fmt.Errorf("%w: plugin id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case req.InvocationID == "" || len(req.InvocationID) > MaxIDBytes:
+		return fmt.Errorf("%w: invocation id: required, at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case len(req.Intent) > MaxIDBytes:
+		return fmt.Errorf("%w: intent: at most %d bytes", ErrBadRequest, MaxIDBytes)
+	case len(req.Destinations) > MaxDestinations:
+		return fmt.Errorf("%w: destinations: at most %d", ErrBadRequest, MaxDestinations)
+	case len(req.PassIntents) > MaxDestinations:
+		return fmt.Errorf("%w: pass intents: at most %d", ErrBadRequest, MaxDestinations)
+	}
+	for i, d := range req.Destinations {
+		if len(d.Host)+len(d.PathPrefix) > MaxDestinationBytes || len(d.Methods) > MaxMethods {
+			return fmt.Errorf("%w: destinations[%d]: host and path prefix at most %d bytes, at most %d methods",
+				ErrBadRequest, i, MaxDestinationBytes, MaxMethods)
+		}
+	}
+	return nil
+}
+
+// normalizeAll normalizes requested destinations.
+func normalizeAll(ds []Destination) ([]Destination, error) {
+	out := make([]Destination, 0, len(ds))
+	for i, d := range ds {
+		n, err := d.Normalize()
+		if err != nil {
+			return nil, fmt.Errorf("%w: destinations[%d]: %v", ErrBadRequest, i, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// put mints a handle for g and stores it.
+func (b *Broker) put(ctx context.Context, g *Grant) (Issued, error) {
 	h, key, err := newHandle()
 	if err != nil {
 		return Issued{}, fmt.Errorf("mint handle: %w", err)
 	}
-	g := &Grant{
-		PluginID: req.PluginID, InvocationID: req.InvocationID, Intent: req.Intent, Class: in.Class,
-		Destinations: dests, DryRun: req.DryRun, IssuedAt: now, ExpiresAt: expires, Fingerprint: key.Fingerprint(),
-	}
+	g.Fingerprint = key.Fingerprint()
 	if err := b.store.Put(ctx, key, g, b.cfg.MaxHandlesPerInvocation); err != nil {
 		return Issued{}, err
 	}
-	return Issued{Handle: h, ExpiresAt: expires, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
+	return Issued{Handle: h, ExpiresAt: g.ExpiresAt, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
 }
 
 // Resolve returns the grant a handle stands for. On ErrHandleExpired and
@@ -203,6 +235,9 @@ func (b *Broker) Intent(name string) (Intent, bool) {
 // bypasses the cache. Errors name the intent, never the secret's path or
 // value.
 func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, error) {
+	if g.Pass {
+		return Secret{}, fmt.Errorf("%w: a plugin pass grants no secret", ErrIntentUnbound)
+	}
 	return b.SecretFor(ctx, g.Intent, fresh)
 }
 

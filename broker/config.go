@@ -42,6 +42,9 @@ type Config struct {
 	EgressProxy string `yaml:"egress_proxy"`
 	// MaxHandleLifetime caps expires_at below the invocation deadline.
 	MaxHandleLifetime time.Duration `yaml:"max_handle_lifetime"`
+	// MaxPassLifetime caps a plugin pass (default 7 days); the host
+	// revokes a plugin's pass when the plugin exits.
+	MaxPassLifetime time.Duration `yaml:"max_pass_lifetime"`
 	// MaxHandlesPerInvocation is a safety cap behind the host's limit.
 	MaxHandlesPerInvocation int `yaml:"max_handles_per_invocation"`
 	// ExpiredRetention keeps an expired grant in the store this long so
@@ -178,6 +181,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxHandleLifetime == 0 {
 		c.MaxHandleLifetime = DefaultMaxHandleLifetime
 	}
+	if c.MaxPassLifetime == 0 {
+		c.MaxPassLifetime = DefaultMaxPassLifetime
+	}
 	if c.MaxHandlesPerInvocation == 0 {
 		c.MaxHandlesPerInvocation = DefaultMaxHandlesPerInvocation
 	}
@@ -228,6 +234,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxHandleLifetime <= 0 || c.MaxHandleLifetime > 24*time.Hour {
 		add("broker.max_handle_lifetime: must be between 1s and 24h")
+	}
+	if c.MaxPassLifetime < time.Minute || c.MaxPassLifetime > 90*24*time.Hour {
+		add("broker.max_pass_lifetime: must be between 1m and 90 days")
 	}
 	if c.MaxHandlesPerInvocation < 1 {
 		add("broker.max_handles_per_invocation: must be at least 1")

@@ -30,8 +30,10 @@ type Grant struct {
 	Class        Class         `json:"class"`
 	Destinations []Destination `json:"destinations"`
 	DryRun       bool          `json:"dry_run,omitempty"`
-	IssuedAt     time.Time     `json:"issued_at"`
-	ExpiresAt    time.Time     `json:"expires_at"`
+	// Pass marks a plugin pass: no intent, no secret, CONNECT only.
+	Pass      bool      `json:"pass,omitempty"`
+	IssuedAt  time.Time `json:"issued_at"`
+	ExpiresAt time.Time `json:"expires_at"`
 	// Fingerprint of the handle, for audit lines.
 	Fingerprint string `json:"fingerprint"`
 }

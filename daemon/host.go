@@ -139,7 +139,8 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		reg = ownRegistry
 	}
 	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
-	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Policy: policy, Ports: Ports(),
+	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
+		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
 	if dir := cfg.Host.Artifacts; dir != "" {

@@ -56,6 +56,11 @@ type Config struct {
 	// plugin stderr, HostService.Log fields and plugin evidence, besides
 	// the built-in handle, token and secret shapes.
 	Redact []string `yaml:"redact"`
+	// HTTPSProxyOptOut names plugins (either kind) that get only
+	// HTTP_PROXY when the proxy intercepts CONNECT: no HTTPS_PROXY, no
+	// CA variables, no pass. For a plugin whose TLS stack must not be
+	// pointed at the intercept CA.
+	HTTPSProxyOptOut []string `yaml:"https_proxy_opt_out"`
 	// Executa configures the Executa plugins this host runs beside the
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`

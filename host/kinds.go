@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/airlock-dev/airlock/host/executa"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -29,6 +30,7 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 	if opts.InterceptCAFile == "" {
 		opts.InterceptCAFile = h.opts.InterceptCAFile
 	}
+	opts.NoHTTPSProxy = opts.NoHTTPSProxy || slices.Contains(h.opts.HTTPSProxyOptOut, cfg.Name)
 	if opts.Broker == nil {
 		opts.Broker = h.opts.Broker
 	}

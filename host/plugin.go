@@ -30,7 +30,6 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/internal/egressenv"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -71,6 +70,9 @@ type Options struct {
 	// (proxy.intercept.ca_file): when set, each plugin gets a copy in its
 	// private directory, HTTPS_PROXY and the CA variables (egressenv).
 	InterceptCAFile string
+	// HTTPSProxyOptOut names plugins (of either kind) that get only
+	// HTTP_PROXY: no HTTPS_PROXY, no CA variables, no pass.
+	HTTPSProxyOptOut []string
 	// Ports are the host's compiled port files by package name
 	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
 	// govern every call.
@@ -189,11 +191,11 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		plugin.HostAddrEnv + "=unix:" + hostSock,
 	}
 	if opts.EgressProxy != "" {
-		ca, err := egressenv.InstallCA(opts.InterceptCAFile, work)
+		env, err := p.egressEnv(ctx, work)
 		if err != nil {
-			return nil, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
+			return nil, err
 		}
-		cmd.Env = append(cmd.Env, egressenv.Vars(opts.EgressProxy, ca)...)
+		cmd.Env = append(cmd.Env, env...)
 	}
 	// Our own pipe, not StdoutPipe: cmd.Wait closes StdoutPipe's reader
 	// when the process exits, racing a handshake line still being read.

@@ -38,6 +38,7 @@ const (
 	CodeHeadersTooLarge      = "request_headers_too_large"     // 431
 	CodeLimitsUnavailable    = "limits_unavailable"            // 503
 	CodeUpgradeNotSupported  = "upgrade_not_supported"         // 501
+	CodePassNotAHandle       = "pass_not_a_handle"             // 403
 )
 
 var codeStatus = map[string]int{
@@ -53,7 +54,7 @@ var codeStatus = map[string]int{
 	CodeUpstreamUnreachable: http.StatusBadGateway, CodeUpstreamTimeout: http.StatusGatewayTimeout,
 	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
-	CodeUpgradeNotSupported: http.StatusNotImplemented,
+	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

@@ -12,9 +12,9 @@ import (
 )
 
 // CONNECT with TLS interception. A CONNECT is attributed before anything
-// else: its Proxy-Authorization must carry a live handle whose grant
-// declares the CONNECT host and port, or it is refused before any TLS and
-// no certificate is minted. Then the proxy answers 200, terminates the
+// else: its Proxy-Authorization must carry a live handle, or the plugin
+// pass the host put in HTTPS_PROXY, whose grant declares the CONNECT host
+// and port, or it is refused before any TLS and no certificate is minted. Then the proxy answers 200, terminates the
 // plugin's TLS with a leaf for that host alone, and serves the HTTP/1.1
 // requests inside the tunnel with the same client loop as plain requests:
 // each is turned into the absolute-form request it stands for and goes
@@ -25,8 +25,11 @@ import (
 
 // tunnel is what a CONNECT established for the requests inside it.
 type tunnel struct {
-	host   string // normalized
-	port   int
+	host string // normalized
+	port int
+	// handle is the CONNECT's handle, used by requests inside that carry
+	// none of their own; "" when a plugin pass opened the tunnel (each
+	// request must then carry its handle, e.g. as a placeholder).
 	handle string
 	outer  *clientConn // the connection the CONNECT came on
 }
@@ -84,6 +87,9 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
 		return nil, deny(CodeDestination, "the CONNECT host and port are not declared for this handle")
 	}
+	if g.Pass {
+		handle = ""
+	}
 	return &tunnel{host: host, port: port, handle: handle}, nil
 }
 
@@ -139,7 +145,7 @@ func (t *tunnel) adopt(req *http.Request) *denial {
 		u.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
 	}
 	req.URL, req.Host = &u, u.Host
-	if req.Header.Get("Proxy-Authorization") == "" {
+	if req.Header.Get("Proxy-Authorization") == "" && t.handle != "" {
 		req.Header.Set("Proxy-Authorization", "Bearer "+t.handle)
 	}
 	return nil

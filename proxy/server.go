@@ -245,6 +245,9 @@ func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (
 		// Unknown, expired and revoked look the same to the plugin.
 		return nil, broker.Intent{}, deny(CodeHandleInvalid, "the credential handle is not valid").withReason(err.Error())
 	}
+	if g.Pass {
+		return g, broker.Intent{}, nil // the caller decides: only a CONNECT takes a pass
+	}
 	in, ok := s.broker.Intent(g.Intent)
 	if !ok {
 		return nil, broker.Intent{}, deny(CodeHandleInvalid, "the credential handle is not valid").withReason("intent no longer configured")
@@ -260,6 +263,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	g, in, d := s.attribute(r.Context(), handle, a)
 	if d != nil {
 		return nil, d
+	}
+	if g.Pass {
+		return nil, deny(CodePassNotAHandle, "the plugin pass in HTTPS_PROXY only opens CONNECT tunnels; send this request's own credential handle")
 	}
 	t, d := parseTarget(r)
 	if d != nil {

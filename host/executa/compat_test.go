@@ -134,6 +134,13 @@ func TestSDKStylePythonPlugin(t *testing.T) {
 	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
 		t.Fatalf("https fetch: upstream saw %q, plugin got %v", got, fetched)
 	}
+	// The same with the host's HTTPS_PROXY untouched: the plugin pass in
+	// its userinfo attributes the CONNECT, the handle (a placeholder API
+	// key) travels only inside the tunnel.
+	fetched = invokeData(t, p, "fetch", `{"url":"`+httpsURL+`"}`)
+	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
+		t.Fatalf("https fetch with the pass: upstream saw %q, plugin got %v", got, fetched)
+	}
 	// A large answer through file transport, unnegotiated as the SDK does.
 	if big := invokeData(t, p, "big", `{"kb":700}`); len(big["blob"].(string)) != 700*1024 {
 		t.Fatal("file transport answer lost")

@@ -94,8 +94,11 @@ type Options struct {
 	// InterceptCAFile is the egress proxy's intercept CA certificate; see
 	// host.Options.InterceptCAFile.
 	InterceptCAFile string
-	Timeouts        Timeouts
-	Log             *slog.Logger
+	// NoHTTPSProxy: this plugin opted out of CONNECT interception (it
+	// gets HTTP_PROXY only).
+	NoHTTPSProxy bool
+	Timeouts     Timeouts
+	Log          *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.

@@ -1,6 +1,8 @@
 package executa
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -24,6 +26,7 @@ type envSpec struct {
 	deny       []string          // extra deny patterns (with inheritAll)
 	proxy      string            // egress proxy host:port
 	caFile     string            // the intercept CA certificate's copy in the plugin's directory
+	pass       string            // the plugin's pass, for HTTPS_PROXY
 	noProxy    []string          // host:port the plugin reaches directly (the host's files endpoint)
 	tmpdir     string
 }
@@ -53,7 +56,7 @@ func pluginEnv(user []string, spec envSpec) []string {
 			out = append(out, k+"="+spec.set[k])
 		}
 	}
-	out = append(out, egressenv.Vars(spec.proxy, spec.caFile)...)
+	out = append(out, egressenv.Vars(spec.proxy, spec.caFile, spec.pass)...)
 	if len(spec.noProxy) > 0 {
 		np := strings.Join(spec.noProxy, ",")
 		out = append(out, "NO_PROXY="+np, "no_proxy="+np)
@@ -71,4 +74,23 @@ func denied(patterns []string, k string) bool {
 		}
 	}
 	return false
+}
+
+// egressSetup installs the intercept CA certificate in dir and mints the
+// plugin's pass for the hosts of the intents its credentials map to;
+// nothing when the proxy does not intercept or the plugin opted out.
+func egressSetup(ctx context.Context, cfg PluginConfig, opts Options, dir string) (ca, pass string, err error) {
+	if opts.EgressProxy == "" || opts.InterceptCAFile == "" || opts.NoHTTPSProxy {
+		return "", "", nil
+	}
+	if ca, err = egressenv.InstallCA(opts.InterceptCAFile, dir); err != nil {
+		return "", "", fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
+	}
+	intents := slices.Sorted(maps.Values(cfg.Credentials))
+	if len(intents) > 0 && opts.Broker != nil {
+		if pass, err = egressenv.Pass(ctx, opts.Broker, cfg.Name, nil, slices.Compact(intents)); err != nil {
+			return "", "", err
+		}
+	}
+	return ca, pass, nil
 }

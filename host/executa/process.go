@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/egressenv"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -80,16 +79,14 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	}
 	p := &Process{cfg: cfg, opts: opts, tmpdir: tmp, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
 		progress: newProgressLog(), log: opts.Log.With("plugin", cfg.Name, "kind", "executa")}
-	ca := ""
-	if opts.EgressProxy != "" {
-		if ca, err = egressenv.InstallCA(opts.InterceptCAFile, tmp); err != nil {
-			os.RemoveAll(tmp)
-			return nil, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
-		}
+	ca, pass, err := egressSetup(ctx, cfg, opts, tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
 	}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv,
-		deny: cfg.EnvDeny, proxy: opts.EgressProxy, caFile: ca, noProxy: opts.Files.directHosts(), tmpdir: tmp})
+		deny: cfg.EnvDeny, proxy: opts.EgressProxy, caFile: ca, pass: pass, noProxy: opts.Files.directHosts(), tmpdir: tmp})
 	if cfg.InheritAllEnv {
 		p.log.Warn("inherit_all_env: this plugin gets the host's whole environment minus a deny list; any API key in the host's environment reaches it")
 	}

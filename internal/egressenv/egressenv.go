@@ -7,8 +7,13 @@
 package egressenv
 
 import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"path/filepath"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
@@ -22,15 +27,24 @@ var Names = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
 	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
 
 // Vars returns the environment for proxy (host:port) and, when caFile is
-// set, the intercept CA certificate at caFile.
-func Vars(proxy, caFile string) []string {
+// set, the intercept CA certificate at caFile. pass, when set, is the
+// plugin's pass: it goes in HTTPS_PROXY's userinfo only, so every CONNECT
+// names the plugin, while plain http:// requests keep finding their
+// handle in their own headers.
+func Vars(proxy, caFile, pass string) []string {
 	if proxy == "" {
 		return nil
 	}
 	u := "http://" + proxy
 	out := []string{"HTTP_PROXY=" + u, "http_proxy=" + u}
 	if caFile != "" {
-		out = append(out, "HTTPS_PROXY="+u, "https_proxy="+u, "SSL_CERT_FILE="+caFile, "REQUESTS_CA_BUNDLE="+caFile,
+		su := u
+		if pass != "" {
+			// user:password, not the pass alone: Python's urllib sends
+			// proxy credentials only when both are present.
+			su = "http://airlock:" + pass + "@" + proxy
+		}
+		out = append(out, "HTTPS_PROXY="+su, "https_proxy="+su, "SSL_CERT_FILE="+caFile, "REQUESTS_CA_BUNDLE="+caFile,
 			"CURL_CA_BUNDLE="+caFile, "NODE_EXTRA_CA_CERTS="+caFile)
 	}
 	return out
@@ -48,4 +62,21 @@ func InstallCA(caFile, dir string) (string, error) {
 		return "", err
 	}
 	return dst, nil
+}
+
+// Pass asks the broker for a plugin's pass (see broker.IssueRequest.Pass)
+// covering dests, or when none the bindings of intents. The host puts it
+// in HTTPS_PROXY and revokes it with the plugin's handles when the plugin
+// exits. A plugin whose intents declare no destination gets no pass
+// ("", nil): it has nowhere to open a tunnel to.
+func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string) (string, error) {
+	iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-" + rand.Text(), Pass: true,
+		Destinations: dests, PassIntents: intents})
+	if errors.Is(err, broker.ErrBadRequest) && len(dests) == 0 {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the plugin's proxy pass: %w", err)
+	}
+	return iss.Handle, nil
 }

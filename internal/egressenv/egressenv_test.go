@@ -9,13 +9,13 @@ import (
 )
 
 func TestVars(t *testing.T) {
-	if v := Vars("", "/ca.pem"); v != nil {
+	if v := Vars("", "/ca.pem", ""); v != nil {
 		t.Fatalf("no proxy, yet %v", v)
 	}
-	if v := Vars("127.0.0.1:8899", ""); !slices.Equal(v, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
+	if v := Vars("127.0.0.1:8899", "", "alh_pass"); !slices.Equal(v, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
 		t.Fatalf("without the CA: %v", v)
 	}
-	v := Vars("127.0.0.1:8899", "/p/ca.pem")
+	v := Vars("127.0.0.1:8899", "/p/ca.pem", "")
 	for _, want := range []string{"HTTPS_PROXY=http://127.0.0.1:8899", "https_proxy=http://127.0.0.1:8899", "SSL_CERT_FILE=/p/ca.pem",
 		"REQUESTS_CA_BUNDLE=/p/ca.pem", "CURL_CA_BUNDLE=/p/ca.pem", "NODE_EXTRA_CA_CERTS=/p/ca.pem"} {
 		if !slices.Contains(v, want) {
@@ -26,6 +26,16 @@ func TestVars(t *testing.T) {
 		name, _, _ := strings.Cut(kv, "=")
 		if !slices.Contains(Names, name) {
 			t.Errorf("%s set but not in Names, so a plugin's configuration could override it", name)
+		}
+	}
+}
+
+func TestVarsPass(t *testing.T) {
+	v := Vars("127.0.0.1:8899", "/p/ca.pem", "alh_pass")
+	for _, want := range []string{"HTTPS_PROXY=http://airlock:alh_pass@127.0.0.1:8899", "https_proxy=http://airlock:alh_pass@127.0.0.1:8899",
+		"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"} {
+		if !slices.Contains(v, want) {
+			t.Errorf("%s missing: %v", want, v)
 		}
 	}
 }

@@ -94,7 +94,7 @@ def tool(name, args, params):
         if args.get("handle_in_proxy"):
             # The CONNECT must carry the handle: add it to the host's HTTPS_PROXY.
             p = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
-            opener = urllib.request.build_opener(urllib.request.ProxyHandler({"https": "http://x:" + key + "@" + p.netloc}))
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({"https": "http://x:" + key + "@" + p.hostname + ":" + str(p.port)}))
         with opener.open(req, timeout=10) as resp:
             return {"status": resp.status, "body": resp.read().decode()}
     if name == "big":

@@ -160,8 +160,13 @@ type IssueHandleRequest struct {
 	// The destinations the plugin's installed manifest declares.
 	Destinations []*Destination `protobuf:"bytes,4,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	// The invocation deadline; the handle never outlives it.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	DryRun        bool                   `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	DryRun   bool                   `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// A plugin pass: no intent and no secret; it lets the plugin open
+	// CONNECT tunnels to the destinations (or, when none are given, those
+	// of the pass_intents bindings) and nothing else.
+	Pass          bool     `protobuf:"varint,7,opt,name=pass,proto3" json:"pass,omitempty"`
+	PassIntents   []string `protobuf:"bytes,8,rep,name=pass_intents,json=passIntents,proto3" json:"pass_intents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +241,20 @@ func (x *IssueHandleRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *IssueHandleRequest) GetPass() bool {
+	if x != nil {
+		return x.Pass
+	}
+	return false
+}
+
+func (x *IssueHandleRequest) GetPassIntents() []string {
+	if x != nil {
+		return x.PassIntents
+	}
+	return nil
 }
 
 type IssueHandleResponse struct {
@@ -1135,14 +1154,16 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1f\n" +
 	"\vpath_prefix\x18\x03 \x01(\tR\n" +
 	"pathPrefix\x12\x18\n" +
-	"\amethods\x18\x04 \x03(\tR\amethods\"\x83\x02\n" +
+	"\amethods\x18\x04 \x03(\tR\amethods\"\xba\x02\n" +
 	"\x12IssueHandleRequest\x12\x1b\n" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12#\n" +
 	"\rinvocation_id\x18\x02 \x01(\tR\finvocationId\x12\x16\n" +
 	"\x06intent\x18\x03 \x01(\tR\x06intent\x12B\n" +
 	"\fdestinations\x18\x04 \x03(\v2\x1e.airlock.broker.v1.DestinationR\fdestinations\x126\n" +
 	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xad\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x12\n" +
+	"\x04pass\x18\a \x01(\bR\x04pass\x12!\n" +
+	"\fpass_intents\x18\b \x03(\tR\vpassIntents\"\xad\x01\n" +
 	"\x13IssueHandleResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x129\n" +
 	"\n" +

@@ -1,0 +1,73 @@
+package host
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/egressenv"
+	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+)
+
+// The proxy environment a plugin/v1 provider starts with: with the
+// intercept CA, a copy of it in the private directory, HTTPS_PROXY with a
+// pass for the hosts its manifest declares (and no others), the CA
+// variables; a plugin that opted out gets HTTP_PROXY alone.
+func TestProviderEgressEnv(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bc := broker.Config{Intents: map[string]broker.Intent{}}.WithDefaults()
+	b := broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
+	inst := Installed{Name: "tickets", Manifest: &pluginv1.Manifest{CredentialIntents: []*pluginv1.CredentialIntent{
+		{Name: "a", Class: "read", Destinations: []*pluginv1.Destination{{Host: "api.example.com", PathPrefix: "/v1/"}, {Host: "api.example.com"}}},
+		{Name: "b", Class: "write", Destinations: []*pluginv1.Destination{{Host: "up.example.net", Port: 8443}}},
+	}}}
+	p := &Plugin{inst: inst, opts: Options{Broker: b, EgressProxy: "127.0.0.1:8899", InterceptCAFile: ca}}
+	work := t.TempDir()
+	env, err := p.egressEnv(context.Background(), work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	copyPath := filepath.Join(work, egressenv.CAName)
+	if vars["SSL_CERT_FILE"] != copyPath || vars["NODE_EXTRA_CA_CERTS"] != copyPath || vars["HTTP_PROXY"] != "http://127.0.0.1:8899" {
+		t.Fatalf("env %v", env)
+	}
+	if _, err := os.Stat(copyPath); err != nil {
+		t.Fatal(err)
+	}
+	pass, ok := strings.CutPrefix(vars["HTTPS_PROXY"], "http://airlock:")
+	pass, _, _ = strings.Cut(pass, "@")
+	if !ok || !broker.LooksLikeHandle(pass) {
+		t.Fatalf("HTTPS_PROXY %q carries no pass", vars["HTTPS_PROXY"])
+	}
+	g, err := b.Resolve(context.Background(), pass)
+	if err != nil || !g.Pass || g.PluginID != "tickets" {
+		t.Fatalf("pass grant %+v, %v", g, err)
+	}
+	places := []string{}
+	for _, d := range g.Destinations {
+		places = append(places, d.Host+":"+strconv.Itoa(d.Port))
+	}
+	if !slices.Equal(places, []string{"api.example.com:443", "up.example.net:8443"}) {
+		t.Fatalf("the pass opens tunnels to %v", places)
+	}
+
+	p.opts.HTTPSProxyOptOut = []string{"other", "tickets"}
+	env, err = p.egressEnv(context.Background(), t.TempDir())
+	if err != nil || !slices.Equal(env, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
+		t.Fatalf("opted out: %v, %v", env, err)
+	}
+}
