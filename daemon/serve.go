@@ -194,6 +194,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if gl, ok := b.Store().(proxy.GlobalLimiter); ok {
 		popts.GlobalLimits = gl
 	}
+	if vc != nil {
+		popts.Vault = vc.API
+	}
 	px, err := proxy.New(pc, b, popts)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/vault"
+	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -131,4 +132,23 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn("redis: " + fmt.Sprintf(format, v...))
+}
+
+// InterceptCA runs a status, stage or promote action on the proxy's
+// intercept CA (see proxy.InterceptCA), connecting to Vault when the CA
+// lives there.
+func InterceptCA(ctx context.Context, cfg *config.Config, action string, log *slog.Logger) (proxy.CAStatus, error) {
+	ic := cfg.Proxy.WithDefaults().Intercept
+	var vc *vault.Client
+	if ic.Vault.Path != "" {
+		var err error
+		if vc, err = ConnectVault(ctx, cfg, log); err != nil {
+			return proxy.CAStatus{}, err
+		}
+		if vc == nil {
+			return proxy.CAStatus{}, fmt.Errorf("proxy.intercept.vault needs the vault section")
+		}
+		return proxy.InterceptCA(ctx, ic, vc.API, action)
+	}
+	return proxy.InterceptCA(ctx, ic, nil, action)
 }

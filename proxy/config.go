@@ -53,12 +53,32 @@ type Config struct {
 // InterceptConfig turns on CONNECT with TLS interception: the proxy
 // terminates the plugin's TLS with a certificate from this CA and runs
 // every request inside the tunnel through the same checks as an
-// absolute-form request. Both files are created (key mode 0600) when
-// neither exists; replicas must share them.
+// absolute-form request. The CA lives in CAFile (the trust bundle) and
+// CAKeyFile (mode 0600), created when neither exists; or, with Vault set,
+// in one Vault KV v2 secret that replicas share, the bundle then being
+// published to CAFile for the host.
 type InterceptConfig struct {
-	CAFile    string `yaml:"ca_file"`
-	CAKeyFile string `yaml:"ca_key_file"`
+	CAFile    string         `yaml:"ca_file"`
+	CAKeyFile string         `yaml:"ca_key_file"`
+	Vault     InterceptVault `yaml:"vault"`
+	// PermittedDomains, when set, limits the CA by name constraints to
+	// these DNS domains (and their subdomains), and the proxy refuses a
+	// CONNECT to any other host. Applies to CAs created or staged after
+	// it is set.
+	PermittedDomains []string `yaml:"permitted_domains"`
+	// Reload is how often the proxy rereads the CA to pick up a rotation
+	// (default 1m).
+	Reload time.Duration `yaml:"reload"`
 }
+
+// InterceptVault is the KV v2 secret that holds the intercept CA.
+type InterceptVault struct {
+	Mount string `yaml:"mount"`
+	Path  string `yaml:"path"`
+}
+
+// DefaultCAReload is how often the intercept CA is reread.
+const DefaultCAReload = time.Minute
 
 // LimitsConfig bounds what a plugin may do through the proxy.
 type LimitsConfig struct {
@@ -98,6 +118,9 @@ type UpstreamConfig struct {
 func (c Config) WithDefaults() Config {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
+	}
+	if c.Intercept.Reload == 0 {
+		c.Intercept.Reload = DefaultCAReload
 	}
 	if c.EchoGuard == nil {
 		on := true
@@ -162,8 +185,22 @@ func (c Config) Validate() error {
 			add("proxy.allow_cidrs[%d]: not a CIDR prefix", i)
 		}
 	}
-	if (c.Intercept.CAFile == "") != (c.Intercept.CAKeyFile == "") {
+	ic := c.Intercept
+	switch {
+	case ic.Vault.Path != "" && (ic.Vault.Mount == "" || ic.CAFile == "" || ic.CAKeyFile != ""):
+		add("proxy.intercept.vault: needs mount and path, and ca_file (where the CA bundle is published) without ca_key_file")
+	case ic.Vault.Path == "" && ic.Vault.Mount != "":
+		add("proxy.intercept.vault: path is required")
+	case ic.Vault.Path == "" && (ic.CAFile == "") != (ic.CAKeyFile == ""):
 		add("proxy.intercept: ca_file and ca_key_file go together")
+	}
+	for i, d := range ic.PermittedDomains {
+		if n, err := normalizeHost(d); err != nil || n != d {
+			add("proxy.intercept.permitted_domains[%d]: must be a lower-case DNS name", i)
+		}
+	}
+	if ic.Reload < 0 {
+		add("proxy.intercept.reload: must not be negative")
 	}
 	for host, addrs := range c.Resolve {
 		if host == "" || len(addrs) == 0 {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -76,6 +78,9 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 		return nil, deny(CodeBadRequest, "the CONNECT target's host is not a valid DNS name")
 	}
 	a.Host = host
+	if pd := s.cfg.Intercept.PermittedDomains; len(pd) > 0 && !slices.ContainsFunc(pd, func(d string) bool { return host == d || strings.HasSuffix(host, "."+d) }) {
+		return nil, deny(CodeDestination, "the CONNECT host is outside the intercept CA's permitted domains")
+	}
 	handle, ok := extractHandle(r)
 	if !ok {
 		return nil, deny(CodeHandleMissing, "no credential handle on the CONNECT: put it in the proxy URL (HTTPS_PROXY=http://<handle>@proxy) or Proxy-Authorization")
@@ -106,7 +111,7 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 					return nil, errSNIMismatch
 				}
 			}
-			return s.ca.leaf(t.host)
+			return s.ca.Load().leaf(t.host)
 		},
 	})
 	_ = c.conn.SetDeadline(time.Now().Add(c.cs.readHeaderTimeout))

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,8 +13,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,7 +30,9 @@ import (
 type interceptCA struct {
 	cert   *x509.Certificate
 	key    crypto.Signer
-	leaves sync.Map // host -> *tls.Certificate
+	state  caState           // as loaded, to notice changes
+	next   *x509.Certificate // the staged next CA, trusted but not yet signing
+	leaves sync.Map          // host -> *tls.Certificate
 	n      atomic.Int32
 }
 
@@ -41,79 +45,158 @@ const (
 	caKeyPEMBlock = "PRIVATE KEY"
 )
 
-// loadOrCreateCA reads the CA from certFile and keyFile, or creates both
-// when neither exists. The key file must not be readable by group or
-// others.
-func loadOrCreateCA(certFile, keyFile string) (*interceptCA, error) {
-	_, cerr := os.Stat(certFile)
-	_, kerr := os.Stat(keyFile)
-	if errors.Is(cerr, fs.ErrNotExist) && errors.Is(kerr, fs.ErrNotExist) {
-		if err := createCA(certFile, keyFile); err != nil {
-			return nil, fmt.Errorf("proxy.intercept: creating the CA: %w", err)
+// parseCA makes the signing CA of st: the bundle certificate whose public
+// key matches the key, which must be a CA allowed to sign certificates.
+func parseCA(st caState) (*interceptCA, error) {
+	certs, err := parseCerts(st.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	key, err := parseKey(st.Key)
+	if err != nil {
+		return nil, err
+	}
+	var cert *x509.Certificate
+	for _, c := range certs {
+		if pk, ok := c.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pk.Equal(key.Public()) {
+			cert = c
+			break
 		}
 	}
-	st, err := os.Stat(keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
+	if cert == nil {
+		return nil, errors.New("proxy.intercept: no certificate in the CA bundle matches the CA key")
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("proxy.intercept.ca_key_file: mode %04o lets others read the CA key; chmod 600 it", st.Mode().Perm())
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, errors.New("proxy.intercept: the CA certificate is not a CA allowed to sign certificates")
 	}
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, fmt.Errorf("proxy.intercept.ca_file: %w", err)
+	ca := &interceptCA{cert: cert, key: key, state: st}
+	if len(st.NextKey) > 0 && !bytes.Equal(st.NextKey, st.Key) {
+		if nk, err := parseKey(st.NextKey); err == nil {
+			for _, c := range certs {
+				if pk, ok := c.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pk.Equal(nk.Public()) {
+					ca.next = c
+				}
+			}
+		}
 	}
-	keyPEM, err := os.ReadFile(keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, errors.New("proxy.intercept: ca_file and ca_key_file are not a matching PEM certificate and key")
-	}
-	cert, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil || !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
-		return nil, errors.New("proxy.intercept.ca_file: not a CA certificate allowed to sign certificates")
-	}
-	signer, ok := pair.PrivateKey.(crypto.Signer)
-	if !ok {
-		return nil, errors.New("proxy.intercept.ca_key_file: the key cannot sign")
-	}
-	return &interceptCA{cert: cert, key: signer}, nil
+	return ca, nil
 }
 
-// createCA writes a new P-256 CA: the key with mode 0600, each file
-// written to a temporary name and renamed, so a crash leaves no half CA.
-func createCA(certFile, keyFile string) error {
+func parseCerts(b []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, errors.New("proxy.intercept: the CA bundle holds a certificate that does not parse")
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("proxy.intercept: the CA bundle holds no PEM certificate")
+	}
+	return out, nil
+}
+
+// parseKey reads a PEM private key (PKCS#8, or SEC 1 / PKCS#1).
+func parseKey(b []byte) (crypto.Signer, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("proxy.intercept: the CA key is not PEM")
+	}
+	var k any
+	var err error
+	switch blk.Type {
+	case "EC PRIVATE KEY":
+		k, err = x509.ParseECPrivateKey(blk.Bytes)
+	case "RSA PRIVATE KEY":
+		k, err = x509.ParsePKCS1PrivateKey(blk.Bytes)
+	default:
+		k, err = x509.ParsePKCS8PrivateKey(blk.Bytes)
+	}
+	signer, ok := k.(crypto.Signer)
+	if err != nil || !ok {
+		return nil, errors.New("proxy.intercept: the CA key does not parse as a signing key")
+	}
+	return signer, nil
+}
+
+// newCA makes a P-256 CA certificate and key (PEM), limited to DNS names
+// (and, when permitted is set, to those domains) by name constraints,
+// and unable to sign intermediates.
+func newCA(permitted []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: caCommonName},
+	tmpl := &x509.Certificate{SerialNumber: serial,
+		Subject:   pkix.Name{CommonName: caCommonName + " " + now.UTC().Format("2006-01-02T15:04:05Z")},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caValidity), IsCA: true, BasicConstraintsValid: true,
-		MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
+		MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		// The proxy never mints a leaf for an IP address.
+		ExcludedIPRanges:    []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
+		PermittedDNSDomains: permitted, PermittedDNSDomainsCritical: len(permitted) > 0}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	for _, f := range []string{keyFile, certFile} {
-		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
-			return err
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: caKeyPEMBlock, Bytes: kder}), nil
+}
+
+// openCA loads the CA from store, creating it when the store holds none;
+// two replicas creating at once converge on the one saved first.
+func openCA(ctx context.Context, store caStore, permitted []string) (*interceptCA, error) {
+	st, err := store.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.empty() {
+		cert, key, err := newCA(permitted)
+		if err != nil {
+			return nil, fmt.Errorf("proxy.intercept: creating the CA: %w", err)
+		}
+		st = caState{Bundle: cert, Key: key}
+		err = store.save(ctx, st)
+		if errors.Is(err, errCAConflict) {
+			return openCA(ctx, store, permitted)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("proxy.intercept: saving the new CA to %s: %w", store, err)
+		}
+		if st, err = store.load(ctx); err != nil {
+			return nil, err
 		}
 	}
-	if err := fsutil.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: caKeyPEMBlock, Bytes: kder}), 0o600); err != nil {
-		return err
+	ca, err := parseCA(st)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, store)
 	}
-	return fsutil.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	if p := store.publish(); p != "" {
+		if old, err := os.ReadFile(p); err != nil || !bytes.Equal(old, st.Bundle) {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return nil, err
+			}
+			if err := fsutil.WriteFile(p, st.Bundle, 0o644); err != nil {
+				return nil, fmt.Errorf("proxy.intercept.ca_file: publishing the CA bundle: %w", err)
+			}
+		}
+	}
+	return ca, nil
 }
 
 // leaf returns a certificate for host alone, minting it when the cache

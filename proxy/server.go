@@ -12,9 +12,11 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
+	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 
@@ -43,6 +45,8 @@ type Options struct {
 	// GlobalLimits enforces the rates across replicas when
 	// limits.scope is global (the Redis handle store).
 	GlobalLimits GlobalLimiter
+	// Vault holds the intercept CA when proxy.intercept.vault is set.
+	Vault *vaultapi.Client
 }
 
 // Server is the egress proxy.
@@ -58,7 +62,8 @@ type Server struct {
 	audit   *slog.Logger
 	metrics *metrics
 	echo    bool
-	ca      *interceptCA // nil: CONNECT is refused
+	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
+	caStore caStore
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -121,9 +126,16 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	if cfg.Intercept.CAFile != "" {
-		if s.ca, err = loadOrCreateCA(cfg.Intercept.CAFile, cfg.Intercept.CAKeyFile); err != nil {
+		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
 			return nil, err
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ca, err := openCA(ctx, s.caStore, cfg.Intercept.PermittedDomains)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.ca.Store(ca)
 	}
 	gp := goproxy.NewProxyHttpServer()
 	// Never used (each request sets its RoundTripper), but never goproxy's
@@ -154,7 +166,7 @@ func (s *Server) AddSelf(addr net.Addr) {
 // ServeHTTP refuses CONNECT, protocol upgrades and origin-form requests
 // itself and hands absolute-form ones to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodConnect && s.ca != nil {
+	if r.Method == http.MethodConnect && s.ca.Load() != nil {
 		s.connect(w, r)
 		return
 	}
@@ -195,6 +207,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
 		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
 	go serve.Every(ctx, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+	if s.caStore != nil {
+		go serve.Every(ctx, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(ctx) })
+	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
 	return err

@@ -26,6 +26,7 @@ commands:
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
   evidence      verify an evidence log: chain, exact encoding, signed checkpoints
+  intercept-ca  show, stage or promote the proxy's CONNECT intercept CA (rotation)
   version       print version information
 
 Every command takes --config FILE (or $AIRLOCK_CONFIG); without one the
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdDev(ctx, rest, stdout, stderr)
 	case "evidence":
 		err = cmdEvidence(ctx, rest, stdout, stderr)
+	case "intercept-ca":
+		err = cmdInterceptCA(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		err = cmdVersion(stdout)
 	case "help", "-h", "--help":
