@@ -3,10 +3,15 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // issuePass mints the plugin pass a host puts in HTTPS_PROXY, for the
@@ -70,5 +75,33 @@ func TestPassRefusals(t *testing.T) {
 	}
 	if _, status, code := rawConnect(t, f.addr, "api.example.com:"+port, pass); status != http.StatusForbidden || code != CodeHandleInvalid {
 		t.Fatalf("CONNECT with a revoked pass: %d %q", status, code)
+	}
+}
+
+// Node's https module inside a tunnel it opens with its own http module
+// (Node 20 reads no proxy variable): the plugin pass from HTTPS_PROXY on
+// the CONNECT, the intercept CA from NODE_EXTRA_CA_CERTS, the handle as
+// the API key of a placeholder intent.
+func TestPassNodeHTTPS(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		testenv.Missing(t, "node")
+	}
+	f, caFile := newInterceptFixture(t)
+	pass := f.issuePass(t)
+	h := f.issue(t, "api.placeholder", "inv-node-https")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "testdata/node_https.js", f.httpsURL("/echo"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HTTPS_PROXY=http://airlock:" + pass + "@" + f.addr,
+		"NODE_EXTRA_CA_CERTS=" + caFile, "API_KEY=" + h}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "200\n") {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), testSecret) || !strings.Contains(string(out), Redaction) {
+		t.Fatalf("node saw the secret or no redaction:\n%s", out)
+	}
+	if got := f.up.last(t).Header.Get("Authorization"); got != "Bearer "+testSecret {
+		t.Fatalf("upstream saw Authorization %q", got)
 	}
 }
