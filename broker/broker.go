@@ -255,7 +255,7 @@ func (b *Broker) SecretFor(ctx context.Context, intent string, fresh bool) (Secr
 	if !ok || v == "" {
 		return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, in.Secret.Field)
 	}
-	s := Secret{Value: v, Version: data.Version}
+	s := Secret{Value: v, Version: data.Version, Fields: data.Fields}
 	if in.Inject.Basic != nil {
 		s.Username = in.Inject.Basic.Username
 		if f := in.Inject.Basic.UsernameField; f != "" {

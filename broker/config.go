@@ -129,12 +129,19 @@ type SecretRef struct {
 	KVVersion int    `yaml:"kv_version"` // 2 (default) or 1 (vault only)
 }
 
-// Inject says how the proxy applies a secret. Exactly one is set.
+// Inject says how the proxy applies a secret. Exactly one is set: a
+// static kind (header, basic, query, placeholder) or a processor (hmac,
+// aws_sigv4, oauth2_client_credentials, oauth2_jwt_bearer; see
+// processors.go).
 type Inject struct {
-	Header      *HeaderInject      `yaml:"header"`
-	Basic       *BasicInject       `yaml:"basic"`
-	Query       *QueryInject       `yaml:"query"`
-	Placeholder *PlaceholderInject `yaml:"placeholder"`
+	Header                  *HeaderInject                  `yaml:"header"`
+	Basic                   *BasicInject                   `yaml:"basic"`
+	Query                   *QueryInject                   `yaml:"query"`
+	Placeholder             *PlaceholderInject             `yaml:"placeholder"`
+	HMAC                    *HMACInject                    `yaml:"hmac"`
+	AWSSigV4                *SigV4Inject                   `yaml:"aws_sigv4"`
+	OAuth2ClientCredentials *OAuth2ClientCredentialsInject `yaml:"oauth2_client_credentials"`
+	OAuth2JWTBearer         *OAuth2JWTBearerInject         `yaml:"oauth2_jwt_bearer"`
 }
 
 // HeaderInject sets Name to Template with {{secret}} replaced.
@@ -173,7 +180,7 @@ func (i Inject) Mode() string {
 	case i.Placeholder != nil:
 		return "placeholder"
 	}
-	return ""
+	return i.Processor()
 }
 
 // WithDefaults fills zero fields with the defaults.
@@ -299,7 +306,7 @@ func (c Config) Validate() error {
 			continue // declared but not bound yet: Issue answers ErrIntentUnbound
 		}
 		errs = append(errs, in.Secret.validate(p+".secret", c.Secrets.File != "")...)
-		errs = append(errs, in.Inject.validate(p+".inject")...)
+		errs = append(errs, in.Inject.validate(p+".inject", in.Destinations)...)
 		for i, d := range in.Destinations {
 			if err := d.Check(); err != nil {
 				add("%s.destinations[%d]: %v", p, i, err)
@@ -353,18 +360,22 @@ func (r SecretRef) validate(p string, haveFile bool) []error {
 	return errs
 }
 
-func (i Inject) validate(p string) []error {
+func (i Inject) validate(p string, dests []Destination) []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	n := 0
-	for _, set := range []bool{i.Header != nil, i.Basic != nil, i.Query != nil, i.Placeholder != nil} {
+	for _, set := range []bool{i.Header != nil, i.Basic != nil, i.Query != nil, i.Placeholder != nil,
+		i.HMAC != nil, i.AWSSigV4 != nil, i.OAuth2ClientCredentials != nil, i.OAuth2JWTBearer != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		add("%s: exactly one of header, basic, query, placeholder", p)
+		add("%s: exactly one of header, basic, query, placeholder, hmac, aws_sigv4, oauth2_client_credentials, oauth2_jwt_bearer", p)
 		return errs
+	}
+	if i.Processor() != "" {
+		return i.validateProcessor(p, dests)
 	}
 	switch {
 	case i.Header != nil:

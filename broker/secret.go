@@ -28,4 +28,7 @@ type Secret struct {
 	Value    string
 	Username string
 	Version  int
+	// Fields are all the secret's fields (read-only), for the
+	// processors that need more than one (access key id, client id).
+	Fields map[string]string
 }

@@ -30,6 +30,11 @@ type auditRecord struct {
 	Reason     string
 	Redactions int
 	Retried    bool
+	// Processor names a processor inject kind (hmac, aws_sigv4,
+	// oauth2_*); TokenCache says whether a token processor's access
+	// token came from the cache (hit) or a fetch (miss).
+	Processor  string
+	TokenCache string
 }
 
 // pathForAudit keeps the path and the names of query parameters.
@@ -67,5 +72,6 @@ func (a *auditRecord) log(l *slog.Logger) {
 		slog.Float64("upstream_ms", a.UpstreamMS), slog.Float64("total_ms", float64(a.total.Microseconds())/1000),
 		slog.Int("secret_version", a.Version), slog.String("decision", decision), slog.String("code", a.Code),
 		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
+		slog.String("processor", a.Processor), slog.String("token_cache", a.TokenCache),
 	)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,4 +74,48 @@ func BenchmarkInterceptRoundTrip(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkProcessors is the decision path of BenchmarkDecision with each
+// inject kind: header injection next to the processors (the OAuth2 one
+// with its token cached, as for every request but the first).
+func BenchmarkProcessors(b *testing.B) {
+	pf, v := processorFixture(b, nil)
+	of, a := oauthFixture(b)
+	for _, bc := range []struct {
+		name, intent, url, body string
+	}{
+		{"header", "api.write", pf.url("/v1/items"), ""},
+		{"hmac", "sig.hmac", "http://sig.example.org:" + strconv.Itoa(v.port) + "/hmac/sha256/x", `{"event":"paid","amount":1299}`},
+		{"aws_sigv4", "aws.explicit", "http://sig.example.org:" + strconv.Itoa(v.port) + "/aws/items", `{"n":1}`},
+		{"oauth2_client_credentials", "oauth.cc", a.apiURL("items"), ""},
+	} {
+		f := pf
+		if bc.intent == "oauth.cc" {
+			f = of
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			var h string
+			if bc.intent == "api.write" {
+				h = f.issueB(b, bc.intent)
+			} else {
+				h = f.issueFor(b, bc.intent)
+			}
+			u, _ := url.Parse(bc.url)
+			hdr := http.Header{"Proxy-Authorization": {"Bearer " + h}, "Accept": {"application/json"}, "User-Agent": {"bench"}}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := &http.Request{Method: "POST", URL: cloneURL(u), Host: u.Host, Header: hdr.Clone(), Body: http.NoBody}
+				if bc.body != "" {
+					r.Body, r.ContentLength = io.NopCloser(strings.NewReader(bc.body)), int64(len(bc.body))
+				}
+				a := &auditRecord{start: time.Now()}
+				x, d := f.proxy.prepare(r, a)
+				if d != nil {
+					b.Fatalf("denied: %s %s", d.code, d.auditReason())
+				}
+				x.release()
+			}
+		})
+	}
 }

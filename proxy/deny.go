@@ -39,6 +39,10 @@ const (
 	CodeLimitsUnavailable    = "limits_unavailable"            // 503
 	CodeUpgradeNotSupported  = "upgrade_not_supported"         // 501
 	CodePassNotAHandle       = "pass_not_a_handle"             // 403
+	CodeSigningFailed        = "signing_failed"                // 502
+	CodeTokenEndpoint        = "token_endpoint_unreachable"    // 502
+	CodeTokenExchange        = "token_exchange_failed"         // 502
+	CodeClockSkew            = "clock_skew"                    // 503
 )
 
 var codeStatus = map[string]int{
@@ -55,6 +59,8 @@ var codeStatus = map[string]int{
 	CodeUnscannable: http.StatusBadGateway, CodeStoreUnavailable: http.StatusServiceUnavailable,
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
+	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
+	CodeClockSkew: http.StatusServiceUnavailable,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/base64"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,7 +136,17 @@ var formsCache struct {
 
 const maxCachedForms = 256
 
-type formsKey struct{ secret, basicUser string }
+// formsKey names a set of forms: the secret, the basic-auth user sent
+// with it, and a value derived from it (an access token, a session
+// token) that the guard must catch too.
+type formsKey struct{ secret, basicUser, derived string }
+
+// encodings are the forms of v the echo guard looks for: raw, base64
+// (standard and URL alphabets), query- and path-escaped.
+func encodings(v string) []string {
+	return []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.URLEncoding.EncodeToString([]byte(v)),
+		url.QueryEscape(v), url.PathEscape(v)}
+}
 
 func cachedForms(k formsKey, build func() []string) *echoForms {
 	if v, ok := formsCache.m.Load(k); ok {

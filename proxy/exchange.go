@@ -33,7 +33,11 @@ type exchange struct {
 	release func()
 
 	canRetry bool
-	replay   []byte
+	// tokenRetry: a token processor's request, replayed once with a
+	// fresh access token after a 401; token is the access token sent.
+	tokenRetry bool
+	token      string
+	replay     []byte
 	// placeholders holds the placeholder headers' values before
 	// substitution, for a retry (the other injections are idempotent).
 	placeholders http.Header
@@ -46,7 +50,7 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
 	resp, err := x.s.up.RoundTrip(req)
-	if err == nil && x.canRetry && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
 			resp, err = retried, rerr
 		}
@@ -75,11 +79,21 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 }
 
 // retry handles an upstream 401/403: if Vault now holds a newer version of
-// the secret, the request is sent once more with it.
+// the secret, the request is sent once more with it; a token processor's
+// request refused with 401 is sent once more with a fresh access token.
+// A retry that cannot be prepared keeps the first answer.
 func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response, error, bool) {
 	fresh, err := x.s.broker.Secret(req.Context(), x.grant, true)
-	if err != nil || fresh.Version == x.secret.Version && fresh.Value == x.secret.Value {
+	rotated := err == nil && (fresh.Version != x.secret.Version || fresh.Value != x.secret.Value)
+	tokenRefused := x.tokenRetry && resp.StatusCode == http.StatusUnauthorized
+	if !(rotated && x.canRetry || tokenRefused) {
 		return nil, nil, false
+	}
+	if !rotated {
+		fresh = x.secret
+	}
+	if x.token != "" {
+		x.s.tokens.drop(x.grant.Intent, x.token)
 	}
 	next := req.Clone(req.Context())
 	for k, v := range x.placeholders {
@@ -94,11 +108,18 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 		next.ContentLength = int64(len(x.replay))
 		next.GetBody = req.GetBody
 	}
+	prev := x.forms
+	x.secret, x.forms = fresh, forms
+	if x.intent.Inject.Processor() != "" {
+		if d := x.s.process(next, x); d != nil {
+			x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs))
+			return nil, nil, false
+		}
+	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
 	r2, err := x.s.up.RoundTrip(next)
-	x.secret = fresh
-	x.forms = newEchoForms(slices.Concat(forms.strs, x.forms.strs)) // guard against both versions
+	x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true
 }

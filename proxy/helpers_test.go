@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -189,23 +190,42 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 
 // fixture is a broker, a proxy and an upstream wired together.
 type fixture struct {
-	ca       *testenv.CA
-	up       *upstream
-	b        *broker.Broker
-	res      *staticResolver
-	proxy    *Server
-	addr     string // proxy host:port
-	audit    *testenv.SyncBuffer
-	secrets  string
-	cancel   context.CancelFunc
-	serveErr chan error
+	ca      *testenv.CA
+	up      *upstream
+	b       *broker.Broker
+	res     *staticResolver
+	proxy   *Server
+	addr    string // proxy host:port
+	audit   *testenv.SyncBuffer
+	secrets string
+	// extraSecrets are more entries of the secrets file (fixtureOpts).
+	extraSecrets string
+	cancel       context.CancelFunc
+	serveErr     chan error
 }
 
 const testSecret = "sk-test-5f2c1e9a7b3d4c6e"
 
 func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{ca: testenv.NewCA(t), res: &staticResolver{}, audit: &testenv.SyncBuffer{}}
+	return newFixtureWith(t, mutate, fixtureOpts{})
+}
+
+// fixtureOpts add to the standard fixture: its CA (to issue certificates
+// for more servers first), intents, secret-file entries and sources.
+type fixtureOpts struct {
+	ca      *testenv.CA
+	intents map[string]broker.Intent
+	secrets string // more YAML entries of the secrets file
+	sources map[string]broker.SecretSource
+}
+
+func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
+	t.Helper()
+	if o.ca == nil {
+		o.ca = testenv.NewCA(t)
+	}
+	f := &fixture{ca: o.ca, res: &staticResolver{}, audit: &testenv.SyncBuffer{}, extraSecrets: o.secrets}
 	f.up = startUpstream(t, f.ca)
 	f.res.set("api.example.com", "127.0.0.1")
 	f.res.set("a.example.org", "127.0.0.1")
@@ -230,10 +250,13 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 				Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port, PathPrefix: "/v1/"}}},
 		},
 	}.WithDefaults()
+	maps.Copy(bc.Intents, o.intents)
 	if err := bc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: f.secrets}}, time.Hour, 0, nil, nil)
+	sources := map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: f.secrets}}
+	maps.Copy(sources, o.sources)
+	cache := broker.NewSecretCache(sources, time.Hour, 0, nil, nil)
 	f.b = broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, nil), cache, broker.Options{})
 
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: f.ca.PEMFile,
@@ -269,7 +292,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 
 func (f *fixture) writeSecret(t testing.TB, value string) {
 	t.Helper()
-	if err := os.WriteFile(f.secrets, []byte(fmt.Sprintf("demo/api: {token: %q, user: bot}\n", value)), 0o600); err != nil {
+	if err := os.WriteFile(f.secrets, []byte(fmt.Sprintf("demo/api: {token: %q, user: bot}\n", value)+f.extraSecrets), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -84,8 +84,7 @@ func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) (
 		}
 	}
 	return cachedForms(key, func() []string {
-		forms := []string{secret, base64.StdEncoding.EncodeToString([]byte(secret)),
-			base64.URLEncoding.EncodeToString([]byte(secret)), url.QueryEscape(secret), url.PathEscape(secret)}
+		forms := encodings(secret)
 		if in.Inject.Basic != nil {
 			forms = append(forms, base64.StdEncoding.EncodeToString([]byte(s.Username+":"+secret)))
 		}

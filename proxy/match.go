@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/airlock-dev/airlock/broker"
 )
@@ -33,7 +32,7 @@ func checkDestination(g *broker.Grant, in broker.Intent, method string, t target
 func matchAny(ds []broker.Destination, method string, t target) *denial {
 	placeMatched := false
 	for _, d := range ds {
-		if !hostMatches(d.Host, t.host) || d.Port != t.port || !pathMatches(d.PathPrefix, t.path) {
+		if !broker.HostMatches(d.Host, t.host) || d.Port != t.port || !broker.PathMatches(d.PathPrefix, t.path) {
 			continue
 		}
 		placeMatched = true
@@ -47,36 +46,14 @@ func matchAny(ds []broker.Destination, method string, t target) *denial {
 	return deny(CodeDestination, "the destination (host, port, path) is not declared for this handle")
 }
 
-// hostMatches: exact, or "*.example.com" for exactly one more label.
 // declaresPlace reports whether some destination covers host and port,
 // whatever its path and methods: what a CONNECT must show before the
 // requests inside it are checked one by one.
 func declaresPlace(ds []broker.Destination, host string, port int) bool {
 	for _, d := range ds {
-		if hostMatches(d.Host, host) && d.Port == port {
+		if broker.HostMatches(d.Host, host) && d.Port == port {
 			return true
 		}
 	}
 	return false
-}
-
-func hostMatches(pattern, host string) bool {
-	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
-		label, parent, found := strings.Cut(host, ".")
-		return found && label != "" && parent == rest
-	}
-	return pattern == host
-}
-
-// pathMatches: a prefix ending in "/" matches by string prefix; one that
-// does not matches itself or anything below it ("/v1" matches "/v1" and
-// "/v1/x", not "/v1x").
-func pathMatches(prefix, path string) bool {
-	if prefix == "" || prefix == "/" {
-		return true
-	}
-	if strings.HasSuffix(prefix, "/") {
-		return strings.HasPrefix(path, prefix) || path+"/" == prefix
-	}
-	return path == prefix || strings.HasPrefix(path, prefix+"/")
 }

@@ -12,6 +12,15 @@ type metrics struct {
 	bytes      *prometheus.CounterVec
 	redactions prometheus.Counter
 	retries    prometheus.Counter
+
+	tokenFetches *prometheus.CounterVec
+}
+
+// tokenFetch counts an access-token fetch and its result.
+func (m *metrics) tokenFetch(intent, result string) {
+	if m != nil {
+		m.tokenFetches.WithLabelValues(intent, result).Inc()
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,8 +48,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "airlock_proxy_rotation_retries_total", Help: "Requests retried once with a newer secret version after a 401/403.",
 		}),
+		tokenFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_proxy_token_fetches_total",
+			Help: "Access-token fetches of the OAuth2 processors, by intent and result (ok, or the refusal code).",
+		}, []string{"intent", "result"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches)
 	return m
 }
 

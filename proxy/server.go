@@ -64,6 +64,7 @@ type Server struct {
 	echo    bool
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
 	caStore caStore
+	tokens  tokenCache // the OAuth2 processors' access tokens
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -302,7 +303,10 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	}
 	// A small body of an idempotent request is kept so the request can be
 	// replayed once with a rotated secret.
-	if idempotent(r.Method) && r.ContentLength >= 0 && r.ContentLength <= MaxReplayBody {
+	// A token processor's request is replayed once after a 401 with a
+	// fresh token, whatever its method: a 401 means it was not accepted.
+	tokenRetry := in.Inject.Token() != nil
+	if (idempotent(r.Method) || tokenRetry) && r.ContentLength >= 0 && r.ContentLength <= MaxReplayBody {
 		if r.ContentLength > 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -312,7 +316,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 		}
-		x.canRetry = true
+		x.canRetry, x.tokenRetry = idempotent(r.Method), tokenRetry
 	}
 	sec, err := s.broker.Secret(r.Context(), g, false)
 	if err != nil {
@@ -346,6 +350,11 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		// Ask for identity so the guard can scan the body; a response
 		// compressed anyway is refused in exchange.RoundTrip.
 		r.Header.Del("Accept-Encoding")
+	}
+	if in.Inject.Processor() != "" {
+		if d := s.process(r, x); d != nil {
+			return x, d
+		}
 	}
 	return x, nil
 }

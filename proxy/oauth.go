@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/airlock-dev/airlock/broker"
+)
+
+// The OAuth2 processors: the proxy obtains an access token with the
+// long-lived credential from Vault, caches it per intent until it nears
+// its expiry, and sends it; the token endpoint's answer never reaches the
+// plugin, and the echo guard catches the token as it catches the secret.
+
+// tokenCache holds one access token per intent. A slot's mutex makes the
+// fetch single-flight: requests arriving while one fetches wait for its
+// token.
+type tokenCache struct {
+	mu    sync.Mutex
+	slots map[string]*tokenSlot
+}
+
+type tokenSlot struct {
+	mu      sync.Mutex
+	version int // the secret version the token was obtained with
+	tok     *oauth2.Token
+}
+
+// noExpiryLife is how long a token is kept when the endpoint gives no
+// expires_in.
+const noExpiryLife = 5 * time.Minute
+
+// jwtAssertionLife is the lifetime of a JWT bearer assertion.
+const jwtAssertionLife = 5 * time.Minute
+
+// maxClockSkew is the difference between the proxy's clock and the
+// token endpoint's Date beyond which a refusal is blamed on the clock.
+const maxClockSkew = 5 * time.Minute
+
+func (c *tokenCache) slot(intent string) *tokenSlot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slots == nil {
+		c.slots = map[string]*tokenSlot{}
+	}
+	sl := c.slots[intent]
+	if sl == nil {
+		sl = &tokenSlot{}
+		c.slots[intent] = sl
+	}
+	return sl
+}
+
+// get returns intent's token for the secret version, fetching one when
+// none is cached or the cached one expires within skew; hit says it came
+// from the cache.
+func (c *tokenCache) get(intent string, version int, skew time.Duration, fetch func() (*oauth2.Token, error)) (tok *oauth2.Token, hit bool, err error) {
+	sl := c.slot(intent)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.tok != nil && sl.version == version && time.Until(sl.tok.Expiry) > skew {
+		return sl.tok, true, nil
+	}
+	tok, err = fetch()
+	if err != nil {
+		return nil, false, err
+	}
+	if tok.Expiry.IsZero() {
+		tok.Expiry = time.Now().Add(noExpiryLife + skew)
+	}
+	sl.tok, sl.version = tok, version
+	return tok, false, nil
+}
+
+// drop forgets intent's token if it is still access (the upstream
+// refused it).
+func (c *tokenCache) drop(intent, access string) {
+	sl := c.slot(intent)
+	sl.mu.Lock()
+	if sl.tok != nil && sl.tok.AccessToken == access {
+		sl.tok = nil
+	}
+	sl.mu.Unlock()
+}
+
+// setToken puts the intent's access token in the request.
+func (s *Server) setToken(r *http.Request, x *exchange) *denial {
+	t := x.intent.Inject.Token()
+	tok, hit, err := s.tokens.get(x.grant.Intent, x.secret.Version, t.Skew, func() (*oauth2.Token, error) {
+		return s.fetchToken(r.Context(), x)
+	})
+	if err != nil {
+		d := tokenDenial(err)
+		s.metrics.tokenFetch(x.grant.Intent, d.code)
+		return d
+	}
+	if !hit {
+		s.metrics.tokenFetch(x.grant.Intent, "ok")
+	}
+	x.audit.TokenCache = map[bool]string{true: "hit", false: "miss"}[hit]
+	if badHeaderValue(tok.AccessToken) {
+		return deny(CodeTokenExchange, "the token endpoint's access token cannot be sent in a header").withReason("token holds CR, LF or NUL")
+	}
+	x.token = tok.AccessToken
+	r.Header.Del(t.Header)
+	r.Header.Set(t.Header, strings.Replace(t.Template, broker.TokenPlaceholder, tok.AccessToken, 1))
+	x.forms = cachedForms(formsKey{secret: x.secret.Value, derived: tok.AccessToken}, func() []string {
+		return append(encodings(x.secret.Value), encodings(tok.AccessToken)...)
+	})
+	return nil
+}
+
+// fetchToken asks the token endpoint, through the proxy's own upstream
+// client (the address policy and verified TLS apply; redirects are not
+// followed). A client that gives up does not cancel a fetch others wait
+// for: the fetch has its own deadline.
+func (s *Server) fetchToken(ctx context.Context, x *exchange) (*oauth2.Token, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Upstream.ResponseTimeout+s.cfg.Upstream.DialTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: s.up,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
+	in := x.intent.Inject
+	t := in.Token()
+	cc := clientcredentials.Config{TokenURL: t.TokenURL, Scopes: t.Scopes, AuthStyle: oauth2.AuthStyleInParams}
+	if c := in.OAuth2ClientCredentials; c != nil {
+		cc.ClientID, cc.ClientSecret = c.ClientID, x.secret.Value
+		if c.ClientIDField != "" {
+			if cc.ClientID = x.secret.Fields[c.ClientIDField]; cc.ClientID == "" {
+				return nil, errTokenSecret{"field " + c.ClientIDField + " missing"}
+			}
+		}
+		if c.AuthStyle != "params" {
+			cc.AuthStyle = oauth2.AuthStyleInHeader
+		}
+	} else {
+		assertion, err := jwtAssertion(in.OAuth2JWTBearer, t, x.secret)
+		if err != nil {
+			return nil, err
+		}
+		cc.EndpointParams = url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {assertion}}
+	}
+	return cc.Token(ctx)
+}
+
+// errTokenSecret: the bound secret cannot make a token request.
+type errTokenSecret struct{ reason string }
+
+func (e errTokenSecret) Error() string { return "the bound secret is not usable: " + e.reason }
+
+// jwtAssertion signs the RFC 7523 assertion with the secret's private
+// key: RS256 for RSA, ES256 for P-256.
+func jwtAssertion(j *broker.OAuth2JWTBearerInject, t *broker.TokenInject, sec broker.Secret) (string, error) {
+	blk, _ := pem.Decode([]byte(sec.Value))
+	if blk == nil {
+		return "", errTokenSecret{"the private key is not PEM"}
+	}
+	key, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		if k, err1 := x509.ParsePKCS1PrivateKey(blk.Bytes); err1 == nil {
+			key, err = k, nil
+		} else if k, err2 := x509.ParseECPrivateKey(blk.Bytes); err2 == nil {
+			key, err = k, nil
+		}
+	}
+	if err != nil {
+		return "", errTokenSecret{"the private key does not parse"}
+	}
+	var method jwt.SigningMethod
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		method = jwt.SigningMethodRS256
+	case *ecdsa.PrivateKey:
+		if k.Curve == elliptic.P256() {
+			method = jwt.SigningMethodES256
+		}
+	}
+	if method == nil {
+		return "", errTokenSecret{"the private key is neither RSA nor ECDSA P-256"}
+	}
+	iss := j.Issuer
+	if iss == "" {
+		field := j.IssuerField
+		if field == "" {
+			field = "client_email"
+		}
+		if iss = sec.Fields[field]; iss == "" {
+			return "", errTokenSecret{"field " + field + " (the issuer) missing"}
+		}
+	}
+	now := time.Now()
+	claims := jwt.MapClaims{"iss": iss, "sub": iss, "aud": t.TokenURL, "iat": now.Unix(), "exp": now.Add(jwtAssertionLife).Unix(),
+		"jti": rand.Text()}
+	if j.Subject != "" {
+		claims["sub"] = j.Subject
+	}
+	if j.Audience != "" {
+		claims["aud"] = j.Audience
+	}
+	if len(t.Scopes) > 0 {
+		claims["scope"] = strings.Join(t.Scopes, " ")
+	}
+	tok := jwt.NewWithClaims(method, claims)
+	kidField := j.KeyIDField
+	if kidField == "" {
+		kidField = "private_key_id"
+	}
+	if kid := sec.Fields[kidField]; kid != "" {
+		tok.Header["kid"] = kid
+	}
+	signed, err := tok.SignedString(key)
+	if err != nil {
+		return "", errTokenSecret{"signing the assertion failed"}
+	}
+	return signed, nil
+}
+
+// tokenDenial maps a failed fetch to the plugin's answer. A refusal's
+// body is never used: it may echo what was sent.
+func tokenDenial(err error) *denial {
+	var re *oauth2.RetrieveError
+	var se errTokenSecret
+	switch {
+	case errors.As(err, &se):
+		return deny(CodeSecretInvalid, "the bound secret cannot be used to obtain an access token").withReason(se.reason)
+	case errors.As(err, &re):
+		if re.Response != nil {
+			if at, perr := http.ParseTime(re.Response.Header.Get("Date")); perr == nil {
+				if off := time.Since(at); off > maxClockSkew || off < -maxClockSkew {
+					return deny(CodeClockSkew, "the proxy's clock differs from the token endpoint's; the token request was refused").
+						withReason(fmt.Sprintf("clock offset %s, status %d", off.Round(time.Second), re.Response.StatusCode))
+				}
+			}
+			return deny(CodeTokenExchange, "the token endpoint refused the credential").
+				withReason(fmt.Sprintf("status %d, error %q", re.Response.StatusCode, re.ErrorCode))
+		}
+		return deny(CodeTokenExchange, "the token endpoint refused the credential")
+	case strings.HasPrefix(err.Error(), "oauth2: "):
+		// A malformed answer (no access_token, bad JSON): never the body.
+		return deny(CodeTokenExchange, "the token endpoint's answer holds no usable access token")
+	}
+	d := upstreamDenial(err)
+	return deny(CodeTokenEndpoint, "the token endpoint could not be reached; no request was sent").withReason(d.code + ": " + d.auditReason())
+}
