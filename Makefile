@@ -66,7 +66,7 @@ bench:
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy: build
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) \
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) -processors \
 		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)")
 
 # Generated protobuf code is committed; this regenerates it with pinned

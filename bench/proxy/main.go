@@ -48,6 +48,8 @@ func main() {
 	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure Airlock with the Redis handle store (skipped when empty)")
 	redisAddr := flag.String("redis", "", "internal: the Redis handle store's address")
 	tokenizerBin := flag.String("tokenizer", "", "a superfly/tokenizer binary: also measure it, the same-job peer (skipped when empty)")
+	inject := flag.String("inject", "header", "internal: the airlock role's inject kind")
+	processors := flag.Bool("processors", false, "also measure Airlock with each credential processor (hmac, aws_sigv4, oauth2 with a cached token)")
 	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
 	flag.Parse()
 
@@ -59,7 +61,7 @@ func main() {
 		runGoproxy(*dir, *upstreamAddr)
 		return
 	case "airlock":
-		runAirlock(*dir, *upstreamAddr, *redisAddr)
+		runAirlock(*dir, *upstreamAddr, *redisAddr, *inject)
 		return
 	case "floor":
 		runFloor(*dir, *upstreamAddr)
@@ -145,6 +147,14 @@ func main() {
 		targets = append(targets, target{"airlock (redis store)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: rl[0], User: url.User(rl[1])})
 		}, rlPid})
+	}
+	if *processors {
+		for _, kind := range []string{"hmac", "aws_sigv4", "oauth2"} {
+			po, pPid := start("-role", "airlock", "-dir", work, "-upstream", up, "-inject", kind)
+			targets = append(targets, target{"airlock (" + kind + ")", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+				return pinned(c, &url.URL{Scheme: "http", Host: po[0], User: url.User(po[1])})
+			}, pPid})
+		}
 	}
 	if *airlockBin != "" {
 		sa, sh, sc := startServeBinary(*airlockBin, work, up)
@@ -246,6 +256,10 @@ func main() {
 	ratio("airlock CONNECT intercept / smokescreen CONNECT", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
 	cpuRatio("proxy CPU per request, intercept / smokescreen", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
 	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
+	for _, kind := range []string{"hmac", "aws_sigv4", "oauth2"} {
+		ratio("processor "+kind+" / header injection", "airlock ("+kind+")", "airlock")
+		cpuRatio("proxy CPU per request, "+kind+" / header injection", "airlock ("+kind+")", "airlock")
+	}
 	ratio("airlock serve binary / smokescreen", "airlock serve (binary, audit file)", "smokescreen (CONNECT)")
 	ratio("airlock serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")
 	cpuRatio("proxy CPU per request, serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")

@@ -64,6 +64,11 @@ func runUpstream(dir string, size int) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" { // the oauth2 processor's token endpoint
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"access_token":"at-bench-0123456789abcdef","token_type":"Bearer","expires_in":3600}`)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write(body)
 	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{serverCert(dir)}, NextProtos: []string{"h2", "http/1.1"}},
@@ -102,15 +107,29 @@ func runGoproxy(dir, upstream string) {
 }
 
 // runAirlock runs the real proxy with a memory broker (or, with redisAddr,
-// the Redis store and its local grant cache), a header-injected intent and
-// the echo guard on; it prints its address and a handle.
-func runAirlock(dir, upstream, redisAddr string) {
+// the Redis store and its local grant cache), an intent injected by kind
+// (header, or a processor: hmac, aws_sigv4, oauth2 — client credentials
+// against the upstream's /token) and the echo guard on; it prints its
+// address and a handle.
+func runAirlock(dir, upstream, redisAddr, kind string) {
 	secrets := path(dir, "secrets.yaml")
-	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+"}\n"), 0o600))
-	bc := broker.Config{Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
-		"bench": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "bench/api", Field: "token"},
-			Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
-	}}.WithDefaults()
+	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+", access_key_id: AKIDBENCH, client_id: bench}\n"), 0o600))
+	host, port, _ := net.SplitHostPort(upstream)
+	var p int
+	fmt.Sscan(port, &p)
+	in := broker.Intent{Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "bench/api", Field: "token"},
+		Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}
+	switch kind {
+	case "hmac":
+		in.Inject = broker.Inject{HMAC: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}
+	case "aws_sigv4":
+		in.Inject = broker.Inject{AWSSigV4: &broker.SigV4Inject{Region: "us-east-1", Service: "execute-api"}}
+	case "oauth2":
+		in.Destinations = []broker.Destination{{Host: benchHost, Port: p}}
+		in.Inject = broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{ClientIDField: "client_id",
+			TokenInject: broker.TokenInject{TokenURL: fmt.Sprintf("https://%s:%d/token", benchHost, p)}}}
+	}
+	bc := broker.Config{Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{"bench": in}}.WithDefaults()
 	check(bc.Validate())
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}},
 		bc.Secrets.CacheTTL, 0, nil, nil)
@@ -123,9 +142,6 @@ func runAirlock(dir, upstream, redisAddr string) {
 		store = rs
 	}
 	b := broker.New(bc, store, cache, broker.Options{})
-	host, port, _ := net.SplitHostPort(upstream)
-	var p int
-	fmt.Sscan(port, &p)
 	iss, err := b.Issue(context.Background(), broker.IssueRequest{PluginID: "bench", InvocationID: "bench", Intent: "bench",
 		Destinations: []broker.Destination{{Host: benchHost, Port: p}}, Deadline: time.Now().Add(time.Hour)})
 	check(err)
