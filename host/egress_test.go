@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/egressenv"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	"github.com/airlock-dev/airlock/proxy"
 )
 
 // The proxy environment a plugin/v1 provider starts with: with the
@@ -20,8 +21,9 @@ import (
 // pass for the hosts its manifest declares (and no others), the CA
 // variables; a plugin that opted out gets HTTP_PROXY alone.
 func TestProviderEgressEnv(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
+	caDir := t.TempDir()
+	ca, caKey := filepath.Join(caDir, "ca.pem"), filepath.Join(caDir, "ca.key")
+	if _, err := proxy.InterceptCA(context.Background(), proxy.InterceptConfig{CAFile: ca, CAKeyFile: caKey}, nil, proxy.CAStatusAction); err != nil {
 		t.Fatal(err)
 	}
 	bc := broker.Config{Intents: map[string]broker.Intent{}}.WithDefaults()
@@ -45,8 +47,17 @@ func TestProviderEgressEnv(t *testing.T) {
 	if vars["SSL_CERT_FILE"] != copyPath || vars["NODE_EXTRA_CA_CERTS"] != copyPath || vars["HTTP_PROXY"] != "http://127.0.0.1:8899" {
 		t.Fatalf("env %v", env)
 	}
-	if _, err := os.Stat(copyPath); err != nil {
-		t.Fatal(err)
+	// The plugin gets the certificate, never the key: not in its
+	// directory, not named by its environment.
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(work, e.Name()))
+		if err != nil || strings.Contains(string(b), "PRIVATE KEY") || !strings.Contains(string(b), "CERTIFICATE") {
+			t.Fatalf("%s in the plugin's directory: %v", e.Name(), err)
+		}
+	}
+	if len(entries) != 1 || strings.Contains(strings.Join(env, " "), caKey) {
+		t.Fatalf("plugin directory %v, env %v", entries, env)
 	}
 	pass, ok := strings.CutPrefix(vars["HTTPS_PROXY"], "http://airlock:")
 	pass, _, _ = strings.Cut(pass, "@")

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -218,6 +220,7 @@ type fixtureOpts struct {
 	intents map[string]broker.Intent
 	secrets string // more YAML entries of the secrets file
 	sources map[string]broker.SecretSource
+	reg     prometheus.Registerer // the proxy's metrics; none when nil
 }
 
 func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
@@ -269,7 +272,7 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 		t.Fatal(err)
 	}
 	var err error
-	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil))})
+	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Registerer: o.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

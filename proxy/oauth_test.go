@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
@@ -140,6 +142,11 @@ func pemKey(t testing.TB, k crypto.Signer) string {
 // bearer intents (RSA and EC keys) against one auth server.
 func oauthFixture(t testing.TB) (*fixture, *authServer) {
 	t.Helper()
+	return oauthFixtureWith(t, nil)
+}
+
+func oauthFixtureWith(t testing.TB, reg prometheus.Registerer) (*fixture, *authServer) {
+	t.Helper()
 	ca := testenv.NewCA(t)
 	a := startAuthServer(t, ca)
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
@@ -167,7 +174,7 @@ func oauthFixture(t testing.TB) (*fixture, *authServer) {
 		Secret: intents["oauth.cc"].Secret, Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{
 			TokenInject: broker.TokenInject{TokenURL: "https://gone.example.org:" + strconv.Itoa(gone) + "/token"}, ClientIDField: "client_id"}}}
 	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	f := newFixtureWith(t, unlimited, fixtureOpts{ca: ca, intents: intents, secrets: fmt.Sprintf(
+	f := newFixtureWith(t, unlimited, fixtureOpts{ca: ca, intents: intents, reg: reg, secrets: fmt.Sprintf(
 		"demo/oauth: {client_id: %q, client_secret: %q}\n"+
 			"demo/sa-rsa: {client_email: svc@example.org, private_key_id: rsa-1, private_key: %s}\n"+
 			"demo/sa-ec: {client_email: svc@example.org, private_key_id: ec-1, private_key: %s}\n",
@@ -247,7 +254,8 @@ func lastToken(a *authServer) string {
 // Failures of the token exchange: each its own code, nothing reaches the
 // API without its token, and no refusal body reaches the plugin.
 func TestOAuth2Failures(t *testing.T) {
-	f, a := oauthFixture(t)
+	reg := prometheus.NewRegistry()
+	f, a := oauthFixtureWith(t, reg)
 	for _, tc := range []struct {
 		mode, intent string
 		status       int
@@ -285,6 +293,17 @@ func TestOAuth2Failures(t *testing.T) {
 	}
 	if strings.Contains(f.audit.String(), ccClientSecret) {
 		t.Fatal("the audit log holds the client secret")
+	}
+	if _, _, body := do(t, f.client(f.issueFor(t, "oauth.cc")), http.MethodGet, a.apiURL("x"), nil, ""); !strings.Contains(body, Redaction) {
+		t.Fatalf("after the failures: %s", body)
+	}
+	for _, c := range []struct {
+		intent, result string
+		want           float64
+	}{{"oauth.cc", CodeTokenExchange, 1}, {"oauth.rsa", CodeClockSkew, 1}, {"oauth.down", CodeTokenEndpoint, 2}, {"oauth.cc", "ok", 1}} {
+		if got := testutil.ToFloat64(f.proxy.metrics.tokenFetches.WithLabelValues(c.intent, c.result)); got != c.want {
+			t.Errorf("airlock_proxy_token_fetches_total{%s,%s} = %v, want %v", c.intent, c.result, got, c.want)
+		}
 	}
 }
 

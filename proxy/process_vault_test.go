@@ -18,7 +18,8 @@ import (
 // obtains a token, and the upstream (which recomputes signatures, or
 // knows the tokens its token endpoint issued) accepts the request.
 func TestProcessorsWithVault(t *testing.T) {
-	vc := testenv.Vault(t).Client(t)
+	vault := testenv.NewVault(t) // sealed at the end
+	vc := vault.Client(t)
 	ca := testenv.NewCA(t)
 	v := startVerifier(t, ca, "sqs.us-east-1.amazonaws.com")
 	a := startAuthServer(t, ca)
@@ -28,6 +29,7 @@ func TestProcessorsWithVault(t *testing.T) {
 		"airlock-proc/hmac":  {"key": hmacKey},
 		"airlock-proc/aws":   {"access_key_id": awsKeyID, "secret_access_key": awsSecretKey},
 		"airlock-proc/oauth": {"client_id": ccClientID, "client_secret": ccClientSecret},
+		"airlock-proc/cold":  {"client_secret": ccClientSecret},
 		"airlock-proc/sa":    {"client_email": "svc@example.org", "private_key_id": "ec-vault", "private_key": pemKey(t, ecKey)},
 	} {
 		if _, err := vc.KVv2("secret").Put(t.Context(), path, data); err != nil {
@@ -50,6 +52,8 @@ func TestProcessorsWithVault(t *testing.T) {
 				Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientIDField: "client_id"}}},
 			"v.jwt": {Class: broker.ClassWrite, Secret: ref("airlock-proc/sa", "private_key"), Destinations: authDests,
 				Inject: broker.Inject{OAuth2JWTBearer: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
+			"v.cold": {Class: broker.ClassWrite, Secret: ref("airlock-proc/cold", "client_secret"), Destinations: authDests,
+				Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientID: ccClientID}}},
 		}})
 	for _, n := range []string{"sig.example.org", "sqs.us-east-1.amazonaws.com", "auth.example.org"} {
 		f.res.set(n, "127.0.0.1")
@@ -72,5 +76,23 @@ func TestProcessorsWithVault(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Vault sealed: a processor whose secret is not cached answers 503
+	// secret_unavailable, and neither the token endpoint nor the API is
+	// asked.
+	vault.Seal(t)
+	before := a.fetches.Load()
+	a.mu.Lock()
+	seen := len(a.seenAPI)
+	a.mu.Unlock()
+	code, errCode, _ := do(t, f.client(f.issueFor(t, "v.cold")), "GET", a.apiURL("orders"), nil, "")
+	if code != http.StatusServiceUnavailable || errCode != CodeSecretUnavailable {
+		t.Fatalf("Vault sealed: %d %q", code, errCode)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fetches.Load() != before || len(a.seenAPI) != seen {
+		t.Fatal("a request went out without its credential")
 	}
 }
