@@ -296,6 +296,19 @@ func TestSigningProcessors(t *testing.T) {
 			}
 		})
 	}
+	// An AWS SDK in the plugin, configured with the handle as its access
+	// key id and any secret key, signs with that dummy key: the proxy
+	// finds the handle in the Credential and signs again with the real one.
+	h := f.issueFor(t, "aws.parsed")
+	dummy := "AWS4-HMAC-SHA256 Credential=" + h + "/20200101/us-east-1/sqs/aws4_request, SignedHeaders=host;x-amz-date, Signature=0123"
+	code, errCode, body := do(t, f.client(""), "POST", sig("sqs.us-east-1.amazonaws.com", "/aws/sdk"),
+		http.Header{"Authorization": {dummy}, "X-Amz-Date": {"20200101T000000Z"}}, "Action=SendMessage")
+	if code != http.StatusOK || errCode != "" {
+		t.Fatalf("an SDK-signed request: %d %q %s", code, errCode, body)
+	}
+	if r := <-v.seen; strings.Contains(r.Header.Get("Authorization"), h) {
+		t.Fatal("the handle reached the upstream")
+	}
 	// The audit names the processor.
 	if !strings.Contains(f.audit.String(), `"processor":"aws_sigv4"`) || !strings.Contains(f.audit.String(), `"processor":"hmac"`) {
 		t.Fatalf("audit without processor names:\n%s", f.audit.String())
