@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,9 +44,11 @@ func TestTwoServeReplicas(t *testing.T) {
 	defer up.Close()
 	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
 
+	states := map[string]string{}
 	replica := func(name string) (Ready, *broker.Client) {
 		t.Helper()
 		state := t.TempDir()
+		states[name] = state
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`version: v1
 state_dir: %q
 admin: {listen: %q}
@@ -66,7 +70,9 @@ proxy:
   allow_cidrs: [127.0.0.0/8]
   upstream_ca_file: %q
   resolve: {api.replicas.test: [127.0.0.1]}
-`, state, freeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile)))
+  intercept: {ca_file: %q, vault: {mount: secret, path: airlock/replica-intercept-ca}}
+`, state, freeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
+			filepath.Join(state, "intercept-ca.pem"))))
 		if err == nil {
 			err = cfg.Validate()
 		}
@@ -131,6 +137,30 @@ proxy:
 		if time.Now().After(deadline) {
 			t.Fatalf("a revocation on B is not enforced by A: %d %s", code, e)
 		}
+	}
+
+	// The intercept CA lives in Vault: both replicas published the same
+	// bundle, and a client trusting A's bundle opens a tunnel through B.
+	bundleA, errA := os.ReadFile(filepath.Join(states["A"], "intercept-ca.pem"))
+	bundleB, errB := os.ReadFile(filepath.Join(states["B"], "intercept-ca.pem"))
+	if errA != nil || errB != nil || string(bundleA) != string(bundleB) || strings.Contains(string(bundleA), "PRIVATE KEY") {
+		t.Fatalf("published bundles differ or hold a key: %v %v", errA, errB)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(bundleA)
+	iss2, err := apiA.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "inv-r2", Intent: "api", Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots},
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: b.Proxy, User: url.User(iss2.Handle)})}}
+	resp, err := hc.Get("https://api.replicas.test:" + upPort + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || <-seen != "Bearer shared-secret-77" {
+		t.Fatalf("https through B with A's bundle: %d", resp.StatusCode)
 	}
 
 	// Tokens: minted on A, verified with B's JWKS; a rotation on A is
