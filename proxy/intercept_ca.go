@@ -141,7 +141,7 @@ func newCA(permitted []string) (certPEM, keyPEM []byte, err error) {
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{SerialNumber: serial,
-		Subject:   pkix.Name{CommonName: caCommonName + " " + now.UTC().Format("2006-01-02T15:04:05Z")},
+		Subject:   pkix.Name{CommonName: fmt.Sprintf("%s %s %.8s", caCommonName, now.UTC().Format("2006-01-02"), fmt.Sprintf("%032x", serial))},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caValidity), IsCA: true, BasicConstraintsValid: true,
 		MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		// The proxy never mints a leaf for an IP address.
