@@ -1,8 +1,9 @@
 # Vault policy for Airlock (broker + egress proxy + token issuer).
 #
 # Least privilege: read the secrets that back credential intents, keep its
-# own token alive, and (only if tokens.keys.source is vault) read and
-# update the one secret holding the token signing keys.
+# own token alive, and (only if tokens.keys.source is vault, or
+# proxy.intercept.vault is set) read and update the one secret holding the
+# token signing keys, or the intercept CA.
 #
 # bootstrap.sh rewrites the mount ("secret") and prefix ("airlock") when
 # KV_MOUNT / SECRETS_PREFIX say otherwise.
@@ -21,6 +22,12 @@ path "sys/internal/ui/mounts/secret" {
 # Token signing keys shared by replicas. Remove if tokens.keys.source is
 # not vault.
 path "secret/data/airlock-signing-keys" {
+  capabilities = ["create", "read", "update"]
+}
+
+# The CONNECT intercept CA shared by replicas (its private key). Remove if
+# proxy.intercept.vault is not set.
+path "secret/data/airlock-intercept-ca" {
   capabilities = ["create", "read", "update"]
 }
 

@@ -47,6 +47,7 @@ sed -e "s#\"secret/#\"$KV_MOUNT/#g" \
 	-e "s#sys/internal/ui/mounts/secret\"#sys/internal/ui/mounts/$KV_MOUNT\"#" \
 	-e "s#/data/airlock/#/data/$SECRETS_PREFIX/#" \
 	-e "s#/data/airlock-signing-keys#/data/$SECRETS_PREFIX-signing-keys#" \
+	-e "s#/data/airlock-intercept-ca#/data/$SECRETS_PREFIX-intercept-ca#" \
 	"$here/airlock-policy.hcl" | "$VAULT" policy write "$POLICY" - >/dev/null
 echo "bootstrap: wrote policy $POLICY" >&2
 
