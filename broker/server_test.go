@@ -77,6 +77,16 @@ func TestAPIOverUnixSocket(t *testing.T) {
 		t.Fatalf("revoke plugin: %d %v", n, err)
 	}
 
+	// A plugin pass over the API: from an intent's binding, without a
+	// deadline (the broker caps it).
+	pass, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-p", Pass: true, PassIntents: []string{"example.bound"}})
+	if err != nil {
+		t.Fatalf("pass over gRPC: %v", err)
+	}
+	if g, err := f.mem.b.Resolve(ctx, pass.Handle); err != nil || !g.Pass || g.Destinations[0].Host != "api.example.com" {
+		t.Fatalf("pass grant %+v, %v", g, err)
+	}
+
 	// Errors keep their identity across the socket, without echoing input.
 	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "secret-sauce",
 		Destinations: apiDest, Deadline: time.Now().Add(time.Minute)})
