@@ -30,7 +30,7 @@ func (p *Plugin) egressEnv(ctx context.Context, work string) ([]string, error) {
 	}
 	pass := ""
 	if len(dests) > 0 && opts.Broker != nil {
-		if pass, err = egressenv.Pass(ctx, opts.Broker, p.inst.Name, broker.Places(dests), nil); err != nil {
+		if pass, err = egressenv.Pass(ctx, opts.Broker, p.inst.Name, broker.Places(dests), nil, p.log); err != nil {
 			return nil, err
 		}
 	}

@@ -88,7 +88,7 @@ func egressSetup(ctx context.Context, cfg PluginConfig, opts Options, dir string
 	}
 	intents := slices.Sorted(maps.Values(cfg.Credentials))
 	if len(intents) > 0 && opts.Broker != nil {
-		if pass, err = egressenv.Pass(ctx, opts.Broker, cfg.Name, nil, slices.Compact(intents)); err != nil {
+		if pass, err = egressenv.Pass(ctx, opts.Broker, cfg.Name, nil, slices.Compact(intents), opts.Log); err != nil {
 			return "", "", err
 		}
 	}

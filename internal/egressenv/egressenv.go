@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -67,12 +68,18 @@ func InstallCA(caFile, dir string) (string, error) {
 // Pass asks the broker for a plugin's pass (see broker.IssueRequest.Pass)
 // covering dests, or when none the bindings of intents. The host puts it
 // in HTTPS_PROXY and revokes it with the plugin's handles when the plugin
-// exits. A plugin whose intents declare no destination gets no pass
-// ("", nil): it has nowhere to open a tunnel to.
-func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string) (string, error) {
+// exits. A plugin that cannot have one — its intents declare no
+// destination, or name an intent the broker does not know — starts
+// without a pass ("", nil), with a warning in log: its CONNECTs then
+// need a handle in the proxy URL. Any other failure (the handle store
+// unavailable) is an error, and the start is retried as any failed start.
+func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string, log *slog.Logger) (string, error) {
 	iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-" + rand.Text(), Pass: true,
 		Destinations: dests, PassIntents: intents})
-	if errors.Is(err, broker.ErrBadRequest) && len(dests) == 0 {
+	if errors.Is(err, broker.ErrBadRequest) || errors.Is(err, broker.ErrIntentUnknown) {
+		if log != nil {
+			log.Warn("the plugin starts without a proxy pass: https:// CONNECTs need a handle in the proxy URL", "reason", err.Error())
+		}
 		return "", nil
 	}
 	if err != nil {

@@ -1,11 +1,16 @@
 package egressenv
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 func TestVars(t *testing.T) {
@@ -59,5 +64,26 @@ func TestInstallCA(t *testing.T) {
 	}
 	if _, err := InstallCA(filepath.Join(t.TempDir(), "missing.pem"), dir); err == nil {
 		t.Fatal("a missing CA file was not an error")
+	}
+}
+
+func TestPass(t *testing.T) {
+	ctx := context.Background()
+	bc := broker.Config{Intents: map[string]broker.Intent{
+		"bound":   {Class: broker.ClassRead, Destinations: []broker.Destination{{Host: "api.example.com"}}},
+		"nowhere": {Class: broker.ClassRead},
+	}}.WithDefaults()
+	b := broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	pass, err := Pass(ctx, b, "p", nil, []string{"bound"}, log)
+	if err != nil || !broker.LooksLikeHandle(pass) {
+		t.Fatalf("%q %v", pass, err)
+	}
+	for _, intents := range [][]string{{"nowhere"}, {"bound", "unknown"}} {
+		logs.Reset()
+		if pass, err := Pass(ctx, b, "p", nil, intents, log); pass != "" || err != nil || !strings.Contains(logs.String(), "without a proxy pass") {
+			t.Fatalf("%v: %q %v, log %q", intents, pass, err, logs.String())
+		}
 	}
 }
