@@ -54,15 +54,9 @@ func parseCA(st caState) (*interceptCA, error) {
 	}
 	key, err := parseKey(st.Key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("proxy.intercept: the CA key: %w", err)
 	}
-	var cert *x509.Certificate
-	for _, c := range certs {
-		if pk, ok := c.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pk.Equal(key.Public()) {
-			cert = c
-			break
-		}
-	}
+	cert := certFor(certs, key)
 	if cert == nil {
 		return nil, errors.New("proxy.intercept: no certificate in the CA bundle matches the CA key")
 	}
@@ -72,14 +66,25 @@ func parseCA(st caState) (*interceptCA, error) {
 	ca := &interceptCA{cert: cert, key: key, state: st}
 	if len(st.NextKey) > 0 && !bytes.Equal(st.NextKey, st.Key) {
 		if nk, err := parseKey(st.NextKey); err == nil {
-			for _, c := range certs {
-				if pk, ok := c.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pk.Equal(nk.Public()) {
-					ca.next = c
-				}
-			}
+			ca.next = certFor(certs, nk)
 		}
 	}
 	return ca, nil
+}
+
+var (
+	errKeyNotPEM = errors.New("the private key is not PEM")
+	errKeyParse  = errors.New("the private key does not parse as a signing key")
+)
+
+// certFor is the certificate among certs whose public key is key's.
+func certFor(certs []*x509.Certificate, key crypto.Signer) *x509.Certificate {
+	for _, c := range certs {
+		if pk, ok := c.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); ok && pk.Equal(key.Public()) {
+			return c
+		}
+	}
+	return nil
 }
 
 func parseCerts(b []byte) ([]*x509.Certificate, error) {
@@ -104,11 +109,12 @@ func parseCerts(b []byte) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// parseKey reads a PEM private key (PKCS#8, or SEC 1 / PKCS#1).
+// parseKey reads a PEM private key (PKCS#8, or SEC 1 / PKCS#1): the
+// intercept CA's, and a JWT bearer processor's signing key.
 func parseKey(b []byte) (crypto.Signer, error) {
 	blk, _ := pem.Decode(b)
 	if blk == nil {
-		return nil, errors.New("proxy.intercept: the CA key is not PEM")
+		return nil, errKeyNotPEM
 	}
 	var k any
 	var err error
@@ -122,7 +128,7 @@ func parseKey(b []byte) (crypto.Signer, error) {
 	}
 	signer, ok := k.(crypto.Signer)
 	if err != nil || !ok {
-		return nil, errors.New("proxy.intercept: the CA key does not parse as a signing key")
+		return nil, errKeyParse
 	}
 	return signer, nil
 }

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/internal/vault"
 )
 
 // caState is the intercept CA as it is stored: the trust bundle (every CA
@@ -158,8 +157,7 @@ func (v vaultCAStore) save(ctx context.Context, st caState) error {
 		data[vaultCANextKey] = string(st.NextKey)
 	}
 	_, err := v.client.KVv2(v.mount).Put(ctx, v.path, data, vaultapi.WithCheckAndSet(cas))
-	var re *vaultapi.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest && strings.Contains(strings.Join(re.Errors, " "), "check-and-set") {
+	if vault.IsCASConflict(err) {
 		return errCAConflict
 	}
 	if err != nil {

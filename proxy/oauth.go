@@ -6,8 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -166,20 +164,9 @@ func (e errTokenSecret) Error() string { return "the bound secret is not usable:
 // jwtAssertion signs the RFC 7523 assertion with the secret's private
 // key: RS256 for RSA, ES256 for P-256.
 func jwtAssertion(j *broker.OAuth2JWTBearerInject, t *broker.TokenInject, sec broker.Secret) (string, error) {
-	blk, _ := pem.Decode([]byte(sec.Value))
-	if blk == nil {
-		return "", errTokenSecret{"the private key is not PEM"}
-	}
-	key, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	key, err := parseKey([]byte(sec.Value))
 	if err != nil {
-		if k, err1 := x509.ParsePKCS1PrivateKey(blk.Bytes); err1 == nil {
-			key, err = k, nil
-		} else if k, err2 := x509.ParseECPrivateKey(blk.Bytes); err2 == nil {
-			key, err = k, nil
-		}
-	}
-	if err != nil {
-		return "", errTokenSecret{"the private key does not parse"}
+		return "", errTokenSecret{err.Error()}
 	}
 	var method jwt.SigningMethod
 	switch k := key.(type) {

@@ -80,9 +80,10 @@ func signHMAC(r *http.Request, x *exchange, h *broker.HMACInject, now time.Time)
 	}
 	mac := hmac.New(newHash, []byte(x.secret.Value))
 	mac.Write([]byte(msg))
-	sig := hex.EncodeToString(mac.Sum(nil))
+	raw := mac.Sum(nil)
+	sig := hex.EncodeToString(raw)
 	if h.Encoding == "base64" {
-		sig = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		sig = base64.StdEncoding.EncodeToString(raw)
 	}
 	tmpl := h.Template
 	if tmpl == "" {

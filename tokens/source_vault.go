@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 
 	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/airlock-dev/airlock/internal/vault"
 )
 
 // vaultKeysField is the KV v2 field that holds the JSON key set.
@@ -66,12 +66,10 @@ func (v *VaultSource) Save(ctx context.Context, set KeySet) error {
 	}
 	_, err = v.Client.KVv2(v.Mount).Put(ctx, v.Path,
 		map[string]any{vaultKeysField: string(data)}, vaultapi.WithCheckAndSet(cas))
+	if vault.IsCASConflict(err) {
+		return ErrConflict
+	}
 	if err != nil {
-		var re *vaultapi.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusBadRequest &&
-			strings.Contains(strings.Join(re.Errors, " "), "check-and-set") {
-			return ErrConflict
-		}
 		return fmt.Errorf("write signing keys to Vault %s/%s: %w", v.Mount, v.Path, err)
 	}
 	return nil
