@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Redaction is what the echo guard writes over an echoed secret in a
@@ -129,12 +128,7 @@ func newEchoForms(forms []string) *echoForms {
 // formsCache memoizes the forms of recently used secrets: encoding them
 // for every request was a fifth of the decision path's allocations. It
 // is cleared when full, so a rotated secret does not linger in it.
-var formsCache struct {
-	m sync.Map // formsKey -> *echoForms
-	n atomic.Int32
-}
-
-const maxCachedForms = 256
+var formsCache = memo[formsKey, *echoForms]{max: 256}
 
 // formsKey names a set of forms: the secret, the basic-auth user sent
 // with it, and a value derived from it (an access token, a session
@@ -149,15 +143,11 @@ func encodings(v string) []string {
 }
 
 func cachedForms(k formsKey, build func() []string) *echoForms {
-	if v, ok := formsCache.m.Load(k); ok {
-		return v.(*echoForms)
+	if ef, ok := formsCache.load(k); ok {
+		return ef
 	}
 	ef := newEchoForms(build())
-	if formsCache.n.Add(1) > maxCachedForms {
-		formsCache.m.Clear()
-		formsCache.n.Store(1)
-	}
-	formsCache.m.Store(k, ef)
+	formsCache.store(k, ef)
 	return ef
 }
 

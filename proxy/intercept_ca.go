@@ -17,8 +17,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -30,10 +28,9 @@ import (
 type interceptCA struct {
 	cert   *x509.Certificate
 	key    crypto.Signer
-	state  caState           // as loaded, to notice changes
-	next   *x509.Certificate // the staged next CA, trusted but not yet signing
-	leaves sync.Map          // host -> *tls.Certificate
-	n      atomic.Int32
+	state  caState                        // as loaded, to notice changes
+	next   *x509.Certificate              // the staged next CA, trusted but not yet signing
+	leaves memo[string, *tls.Certificate] // by host
 }
 
 const (
@@ -63,7 +60,7 @@ func parseCA(st caState) (*interceptCA, error) {
 	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, errors.New("proxy.intercept: the CA certificate is not a CA allowed to sign certificates")
 	}
-	ca := &interceptCA{cert: cert, key: key, state: st}
+	ca := &interceptCA{cert: cert, key: key, state: st, leaves: memo[string, *tls.Certificate]{max: maxLeafCache}}
 	if len(st.NextKey) > 0 && !bytes.Equal(st.NextKey, st.Key) {
 		if nk, err := parseKey(st.NextKey); err == nil {
 			ca.next = certFor(certs, nk)
@@ -209,8 +206,8 @@ func openCA(ctx context.Context, store caStore, permitted []string) (*interceptC
 // has none that stays valid for leafRenew.
 func (ca *interceptCA) leaf(host string) (*tls.Certificate, error) {
 	now := time.Now()
-	if v, ok := ca.leaves.Load(host); ok {
-		if c := v.(*tls.Certificate); c.Leaf.NotAfter.After(now.Add(leafRenew)) {
+	if c, ok := ca.leaves.load(host); ok {
+		if c.Leaf.NotAfter.After(now.Add(leafRenew)) {
 			return c, nil
 		}
 	}
@@ -238,10 +235,6 @@ func (ca *interceptCA) leaf(host string) (*tls.Certificate, error) {
 		return nil, err
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: parsed}
-	if ca.n.Add(1) > maxLeafCache {
-		ca.leaves.Clear()
-		ca.n.Store(1)
-	}
-	ca.leaves.Store(host, c)
+	ca.leaves.store(host, c)
 	return c, nil
 }

@@ -133,7 +133,7 @@ func TestInterceptRefusals(t *testing.T) {
 			}
 		})
 	}
-	if n := f.proxy.ca.Load().n.Load(); n != 0 {
+	if n := f.proxy.ca.Load().leaves.size(); n != 0 {
 		t.Fatalf("%d certificates minted for refused CONNECTs", n)
 	}
 

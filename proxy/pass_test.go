@@ -60,7 +60,7 @@ func TestPassRefusals(t *testing.T) {
 			t.Fatalf("CONNECT %s with the pass: %d %q", target, status, code)
 		}
 	}
-	if n := f.proxy.ca.Load().n.Load(); n != 0 {
+	if n := f.proxy.ca.Load().leaves.size(); n != 0 {
 		t.Fatalf("%d certificates minted for refused CONNECTs", n)
 	}
 	if code, errCode, _ := do(t, f.client(pass), http.MethodGet, f.url("/ok"), nil, ""); code != http.StatusForbidden || errCode != CodePassNotAHandle {

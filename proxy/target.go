@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"golang.org/x/net/idna"
 )
@@ -77,16 +75,12 @@ func splitHostPortDefault(hp string) (string, string, error) {
 // normalizeHost maps an IDN to punycode, lower-cases, and drops one
 // trailing dot. IP literals pass through (they never match a destination).
 func normalizeHost(h string) (string, error) {
-	if v, ok := hostCache.m.Load(h); ok {
-		return v.(string), nil
+	if n, ok := hostCache.load(h); ok {
+		return n, nil
 	}
 	n, err := normalizeHostUncached(h)
 	if err == nil && len(h) <= 255 {
-		if hostCache.n.Add(1) > maxCachedHosts {
-			hostCache.m.Clear()
-			hostCache.n.Store(1)
-		}
-		hostCache.m.Store(h, n)
+		hostCache.store(h, n)
 	}
 	return n, err
 }
@@ -94,12 +88,7 @@ func normalizeHost(h string) (string, error) {
 // hostCache remembers normalized host names: a plugin names the same few
 // hosts over and over, and IDNA mapping is a measurable part of a
 // request's cost. Bounded: cleared when full.
-var hostCache struct {
-	m sync.Map // raw -> normalized
-	n atomic.Int32
-}
-
-const maxCachedHosts = 4096
+var hostCache = memo[string, string]{max: 4096}
 
 func normalizeHostUncached(h string) (string, error) {
 	h = strings.TrimSuffix(h, ".")
