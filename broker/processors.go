@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -191,9 +190,8 @@ func (i Inject) validateProcessor(p string, dests []Destination) []error {
 func (t TokenInject) validate(p string, dests []Destination) []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	u, err := url.Parse(t.TokenURL)
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" {
-		add("%s.token_url: must be an https:// URL without user info", p)
+	if u, err := ParseDestination(t.TokenURL); err != nil {
+		add("%s.token_url: must be an https:// URL without user info, query or fragment", p)
 	} else if !coveredBy(dests, u) {
 		add("%s.token_url: must be covered by the intent's own destinations (declare the token endpoint there)", p)
 	}
@@ -214,23 +212,12 @@ func (t TokenInject) validate(p string, dests []Destination) []error {
 	return errs
 }
 
-// coveredBy reports whether some destination covers the URL's host,
-// port and path.
-func coveredBy(ds []Destination, u *url.URL) bool {
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	port := DefaultPort
-	if p := u.Port(); p != "" {
-		if _, err := fmt.Sscanf(p, "%d", &port); err != nil {
-			return false
-		}
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
+// coveredBy reports whether some destination covers u's host, port and
+// path (u as ParseDestination makes it, normalized).
+func coveredBy(ds []Destination, u Destination) bool {
 	for _, d := range ds {
 		n, err := d.Normalize()
-		if err == nil && HostMatches(n.Host, host) && n.Port == port && PathMatches(n.PathPrefix, path) {
+		if err == nil && HostMatches(n.Host, u.Host) && n.Port == u.Port && PathMatches(n.PathPrefix, u.PathPrefix) {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -122,7 +123,7 @@ func signSigV4(r *http.Request, x *exchange, c *broker.SigV4Inject, now time.Tim
 		if !ok {
 			return deny(CodeSigningFailed, "the AWS service and region could not be derived from the host; set them in the intent binding")
 		}
-		service, region = orElse(service, ps), orElse(region, pr)
+		service, region = cmp.Or(service, ps), cmp.Or(region, pr)
 	}
 	for _, h := range sigv4Headers {
 		r.Header.Del(h)
@@ -148,13 +149,6 @@ func signSigV4(r *http.Request, x *exchange, c *broker.SigV4Inject, now time.Tim
 		})
 	}
 	return nil
-}
-
-func orElse(set, parsed string) string {
-	if set != "" {
-		return set
-	}
-	return parsed
 }
 
 // awsServiceRegion reads the service and region from an AWS endpoint
