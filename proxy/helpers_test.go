@@ -204,6 +204,20 @@ type fixture struct {
 	extraSecrets string
 	cancel       context.CancelFunc
 	serveErr     chan error
+	// lnClosed is closed when Serve closes its listener.
+	lnClosed chan struct{}
+}
+
+// recordingListener reports its first Close on closed.
+type recordingListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *recordingListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 const testSecret = "sk-test-5f2c1e9a7b3d4c6e"
@@ -281,9 +295,11 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 		t.Fatal(err)
 	}
 	f.addr = l.Addr().String()
+	f.lnClosed = make(chan struct{})
+	rl := &recordingListener{Listener: l, closed: f.lnClosed}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel, f.serveErr = cancel, make(chan error, 1)
-	go func() { f.serveErr <- f.proxy.Serve(ctx, l) }()
+	go func() { f.serveErr <- f.proxy.Serve(ctx, rl) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-f.serveErr; err != nil {
