@@ -316,7 +316,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// whatever else bound that port since.
 	select {
 	case <-f.lnClosed:
-	default:
+	case <-time.After(5 * time.Second):
 		t.Fatal("the listener is still open after shutdown began")
 	}
 	close(f.up.hold)
