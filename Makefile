@@ -29,6 +29,7 @@ tools:
 	@./tools/ensure-pkg.sh python3 python3
 	@./tools/ensure-pkg.sh node nodejs
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
+	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev
 	@./tools/ensure-pkg.sh promtool prometheus
 	@./tools/ensure-pkg.sh systemd-analyze systemd
 	@./tools/ensure-redis.sh >/dev/null
@@ -70,7 +71,8 @@ bench-proxy: build
 		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)")
 
 # Generated protobuf code is committed; this regenerates it with pinned
-# plugin versions (protoc itself from Debian's protobuf-compiler).
+# plugin versions (protoc itself from Debian's protobuf-compiler, the
+# well-known types it imports from libprotobuf-dev).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 # The shipped systemd units and scripts (tools/check-deploy.sh).
@@ -83,7 +85,7 @@ proto-check:
 proto:
 	@protos="$$(find proto -name '*.proto' | sort)"; \
 	if [ -z "$$protos" ]; then echo "no .proto files yet"; exit 0; fi; \
-	command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }; \
+	command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler libprotobuf-dev"; exit 1; }; \
 	GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO) && GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO_GRPC) && \
 	PATH="$$PWD/bin:$$PATH" protoc -I proto --go_out=. --go_opt=module=github.com/airlock-dev/airlock \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/airlock-dev/airlock $$protos
