@@ -52,6 +52,9 @@ type IssueRequest struct {
 	// PassIntents, are where the pass may open tunnels.
 	Pass        bool
 	PassIntents []string
+	// Renew, with Pass, is a pass the caller holds (for PluginID): it is
+	// renewed for broker.pass_ttl instead of a new one being minted.
+	Renew string
 }
 
 // Issued is a minted handle. Handle goes to the plugin and nowhere else.

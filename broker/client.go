@@ -54,7 +54,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Issue implements API.
 func (c *Client) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	r := &brokerv1.IssueHandleRequest{PluginId: req.PluginID, InvocationId: req.InvocationID, Intent: req.Intent,
-		DryRun: req.DryRun, Pass: req.Pass, PassIntents: req.PassIntents}
+		DryRun: req.DryRun, Pass: req.Pass, PassIntents: req.PassIntents, Renew: req.Renew}
 	if !req.Deadline.IsZero() {
 		r.Deadline = timestamppb.New(req.Deadline)
 	}

@@ -42,8 +42,12 @@ type Config struct {
 	EgressProxy string `yaml:"egress_proxy"`
 	// MaxHandleLifetime caps expires_at below the invocation deadline.
 	MaxHandleLifetime time.Duration `yaml:"max_handle_lifetime"`
-	// MaxPassLifetime caps a plugin pass (default 7 days); the host
-	// revokes a plugin's pass when the plugin exits.
+	// PassTTL is how long a plugin pass lives after it is issued or
+	// renewed (default 1h); the host renews it while the plugin runs and
+	// revokes it when the plugin exits.
+	PassTTL time.Duration `yaml:"pass_ttl"`
+	// MaxPassLifetime caps a pass's lifetime, renewals included; zero
+	// (the default): renewed for as long as the plugin runs.
 	MaxPassLifetime time.Duration `yaml:"max_pass_lifetime"`
 	// MaxHandlesPerInvocation is a safety cap behind the host's limit.
 	MaxHandlesPerInvocation int `yaml:"max_handles_per_invocation"`
@@ -188,8 +192,8 @@ func (c Config) WithDefaults() Config {
 	if c.MaxHandleLifetime == 0 {
 		c.MaxHandleLifetime = DefaultMaxHandleLifetime
 	}
-	if c.MaxPassLifetime == 0 {
-		c.MaxPassLifetime = DefaultMaxPassLifetime
+	if c.PassTTL == 0 {
+		c.PassTTL = DefaultPassTTL
 	}
 	if c.MaxHandlesPerInvocation == 0 {
 		c.MaxHandlesPerInvocation = DefaultMaxHandlesPerInvocation
@@ -242,8 +246,11 @@ func (c Config) Validate() error {
 	if c.MaxHandleLifetime <= 0 || c.MaxHandleLifetime > 24*time.Hour {
 		add("broker.max_handle_lifetime: must be between 1s and 24h")
 	}
-	if c.MaxPassLifetime < time.Minute || c.MaxPassLifetime > 90*24*time.Hour {
-		add("broker.max_pass_lifetime: must be between 1m and 90 days")
+	if c.PassTTL < 2*time.Second || c.PassTTL > 24*time.Hour {
+		add("broker.pass_ttl: must be between 2s and 24h")
+	}
+	if c.MaxPassLifetime != 0 && (c.MaxPassLifetime < c.PassTTL || c.MaxPassLifetime > 90*24*time.Hour) {
+		add("broker.max_pass_lifetime: must be 0 (no limit) or between pass_ttl and 90 days")
 	}
 	if c.MaxHandlesPerInvocation < 1 {
 		add("broker.max_handles_per_invocation: must be at least 1")

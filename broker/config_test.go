@@ -3,6 +3,7 @@ package broker
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -13,8 +14,10 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("good config: %v", err)
 	}
 	bad := Config{
-		EgressProxy: "nohostport",
-		Store:       StoreConfig{Type: "redis"},
+		EgressProxy:     "nohostport",
+		Store:           StoreConfig{Type: "redis"},
+		PassTTL:         time.Second,
+		MaxPassLifetime: time.Millisecond,
 		Intents: map[string]Intent{
 			"Bad Name": {Class: "admin", Secret: SecretRef{Source: "vault", Path: "/abs", KVVersion: 3, Mount: "secret"},
 				Inject: Inject{Header: &HeaderInject{Name: "Proxy-Authorization", Template: "Bearer"},
@@ -39,6 +42,7 @@ func TestConfigValidate(t *testing.T) {
 		"intents.ok.header.inject.header.template: must not contain CR",
 		"intents.ok.basic.secret.source: file needs broker.secrets.file", "intents.ok.basic.inject.basic: exactly one",
 		"intents.ok.dest.inject.placeholder.headers[0]", "intents.ok.dest.destinations[0]",
+		"broker.pass_ttl: must be between 2s and 24h", "broker.max_pass_lifetime: must be 0 (no limit) or between pass_ttl",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q", want)

@@ -22,7 +22,8 @@ const (
 	ClassWrite Class = "write"
 )
 
-// Grant is what a handle stands for. It is immutable once issued.
+// Grant is what a handle stands for. It is immutable once issued, but
+// for a pass's ExpiresAt, which renewals move forward (see Store.Renew).
 type Grant struct {
 	PluginID     string        `json:"plugin_id"`
 	InvocationID string        `json:"invocation_id"`
@@ -34,6 +35,9 @@ type Grant struct {
 	Pass      bool      `json:"pass,omitempty"`
 	IssuedAt  time.Time `json:"issued_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// RenewUntil is as far as renewals may move a pass's ExpiresAt (its
+	// deadline, or IssuedAt plus max_pass_lifetime); zero: no limit.
+	RenewUntil time.Time `json:"renew_until,omitzero"`
 	// Fingerprint of the handle, for audit lines.
 	Fingerprint string `json:"fingerprint"`
 }

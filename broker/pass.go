@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// DefaultMaxPassLifetime is how long a plugin pass lives at most when the
-// host revokes it no sooner (it revokes it when the plugin exits).
-const DefaultMaxPassLifetime = 7 * 24 * time.Hour
+// DefaultPassTTL is how long a plugin pass lives after it is issued or
+// renewed: the host renews it while the plugin runs, so a pass a crashed
+// host could not revoke is dead within this time.
+const DefaultPassTTL = time.Hour
 
 // A plugin pass is what the host puts in a plugin's HTTPS_PROXY userinfo
 // when the proxy intercepts CONNECT: it names the plugin to the proxy so
@@ -18,9 +19,12 @@ const DefaultMaxPassLifetime = 7 * 24 * time.Hour
 // secret: the proxy accepts it on a CONNECT, to a host and port its
 // destinations declare, and refuses it everywhere else. It has the
 // handle's shape (so logs and the echo guard treat it as one), lives
-// until the host revokes the plugin's handles when the plugin exits, and
-// at most broker.max_pass_lifetime.
+// broker.pass_ttl after it is issued or renewed (req.Renew), and the host
+// revokes it with the plugin's handles when the plugin exits.
 func (b *Broker) issuePass(ctx context.Context, req IssueRequest) (Issued, error) {
+	if req.Renew != "" {
+		return b.renewPass(ctx, req)
+	}
 	iss, err := b.pass(ctx, req)
 	if err != nil {
 		reason, _ := reasonOf(err)
@@ -59,17 +63,66 @@ func (b *Broker) pass(ctx context.Context, req IssueRequest) (Issued, error) {
 		return Issued{}, fmt.Errorf("%w: a plugin pass needs between 1 and %d destinations", ErrBadRequest, MaxDestinations)
 	}
 	now := b.now()
-	expires := now.Add(b.cfg.MaxPassLifetime)
+	var until time.Time
+	if b.cfg.MaxPassLifetime > 0 {
+		until = now.Add(b.cfg.MaxPassLifetime)
+	}
 	if !req.Deadline.IsZero() {
 		if !req.Deadline.After(now) {
 			return Issued{}, ErrDeadlinePassed
 		}
-		if req.Deadline.Before(expires) {
-			expires = req.Deadline
+		if until.IsZero() || req.Deadline.Before(until) {
+			until = req.Deadline
 		}
 	}
-	return b.put(ctx, &Grant{PluginID: req.PluginID, InvocationID: req.InvocationID, Pass: true,
-		Destinations: dests, IssuedAt: now, ExpiresAt: expires})
+	g := &Grant{PluginID: req.PluginID, InvocationID: req.InvocationID, Pass: true,
+		Destinations: dests, IssuedAt: now, RenewUntil: until}
+	g.ExpiresAt = g.renewed(now, b.cfg.PassTTL)
+	return b.put(ctx, g)
+}
+
+// renewed is when pass g expires if renewed at now for ttl.
+func (g *Grant) renewed(now time.Time, ttl time.Duration) time.Time {
+	t := now.Add(ttl)
+	if !g.RenewUntil.IsZero() && g.RenewUntil.Before(t) {
+		t = g.RenewUntil
+	}
+	return t
+}
+
+// renewPass moves the expiry of req.Renew, a live pass of req.PluginID,
+// to pass_ttl from now (never past its RenewUntil). Any other handle, a
+// pass of another plugin, a revoked or expired one: ErrHandleUnknown,
+// ErrHandleRevoked or ErrHandleExpired, and the host stops renewing.
+func (b *Broker) renewPass(ctx context.Context, req IssueRequest) (Issued, error) {
+	if err := checkIDs(req); err != nil {
+		return Issued{}, err
+	}
+	key, ok := ParseHandle(req.Renew)
+	if !ok {
+		return Issued{}, ErrHandleUnknown
+	}
+	g, err := b.resolve(ctx, req.Renew)
+	switch {
+	case err == nil && (!g.Pass || g.PluginID != req.PluginID):
+		err = ErrHandleUnknown
+	case err == nil:
+		if next := g.renewed(b.now(), b.cfg.PassTTL); next.After(g.ExpiresAt) {
+			ng := *g
+			ng.ExpiresAt = next
+			if err = b.store.Renew(ctx, key, &ng); err == nil {
+				g = &ng
+			}
+		}
+	}
+	if err != nil {
+		reason, _ := reasonOf(err)
+		b.metrics.issueError(reason)
+		return Issued{}, err
+	}
+	b.log.Debug("plugin pass renewed", "plugin", req.PluginID, "handle_fp", g.Fingerprint,
+		"expires_at", g.ExpiresAt.UTC().Format(time.RFC3339))
+	return Issued{Handle: req.Renew, ExpiresAt: g.ExpiresAt, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
 }
 
 // Places returns the distinct host and port pairs of ds, in order: the

@@ -26,6 +26,8 @@ var reasons = []struct {
 	{ErrStoreFull, "store_full", codes.ResourceExhausted},
 	{ErrStoreUnavailable, "store_unavailable", codes.Unavailable},
 	{ErrHandleUnknown, "handle_unknown", codes.NotFound},
+	{ErrHandleRevoked, "handle_revoked", codes.PermissionDenied},
+	{ErrHandleExpired, "handle_expired", codes.FailedPrecondition},
 	{tokens.ErrDeadlinePassed, "token_deadline_passed", codes.FailedPrecondition},
 	{tokens.ErrInvalidBinding, "token_binding", codes.InvalidArgument},
 }

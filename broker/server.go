@@ -34,7 +34,7 @@ func (s *Server) Register(g *grpc.Server) { brokerv1.RegisterBrokerServiceServer
 // IssueHandle implements BrokerService.
 func (s *Server) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest) (*brokerv1.IssueHandleResponse, error) {
 	req := IssueRequest{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(),
-		Deadline: timeOf(r.GetDeadline()), DryRun: r.GetDryRun(), Pass: r.GetPass(), PassIntents: r.GetPassIntents()}
+		Deadline: timeOf(r.GetDeadline()), DryRun: r.GetDryRun(), Pass: r.GetPass(), PassIntents: r.GetPassIntents(), Renew: r.GetRenew()}
 	for _, d := range r.GetDestinations() {
 		req.Destinations = append(req.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()),
 			PathPrefix: d.GetPathPrefix(), Methods: d.GetMethods()})

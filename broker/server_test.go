@@ -86,6 +86,21 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	if g, err := f.mem.b.Resolve(ctx, pass.Handle); err != nil || !g.Pass || g.Destinations[0].Host != "api.example.com" {
 		t.Fatalf("pass grant %+v, %v", g, err)
 	}
+	renew := func(plugin string) (Issued, error) {
+		return api.Issue(ctx, IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
+	}
+	if got, err := renew("p"); err != nil || got.Handle != pass.Handle || got.ExpiresAt.Before(pass.ExpiresAt) {
+		t.Fatalf("renewal over gRPC: %+v %v", got, err)
+	}
+	if _, err := renew("q"); !errors.Is(err, ErrHandleUnknown) || strings.Contains(err.Error(), pass.Handle) {
+		t.Fatalf("renewing another plugin's pass over gRPC: %v", err)
+	}
+	if _, err := api.RevokePlugin(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renew("p"); !errors.Is(err, ErrHandleRevoked) {
+		t.Fatalf("renewing a revoked pass over gRPC: %v", err)
+	}
 
 	// Errors keep their identity across the socket, without echoing input.
 	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "secret-sauce",

@@ -32,6 +32,11 @@ type Store interface {
 	Find(ctx context.Context, fingerprint string) (HandleKey, *Grant, error)
 	// RevokeKey revokes one grant; it reports whether a live one was.
 	RevokeKey(ctx context.Context, k HandleKey) (bool, error)
+	// Renew replaces the live grant under k with g, the same grant with a
+	// later ExpiresAt (a renewed pass), on every replica sharing the
+	// store: ErrHandleUnknown or ErrHandleRevoked as Get, and then
+	// nothing changes.
+	Renew(ctx context.Context, k HandleKey, g *Grant) error
 }
 
 var (

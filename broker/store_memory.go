@@ -127,6 +127,21 @@ func (s *MemoryStore) RevokeKey(_ context.Context, k HandleKey) (bool, error) {
 	return true, nil
 }
 
+// Renew implements Store.
+func (s *MemoryStore) Renew(_ context.Context, k HandleKey, g *Grant) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.grants[k]
+	switch {
+	case e == nil:
+		return ErrHandleUnknown
+	case e.revoked:
+		return ErrHandleRevoked
+	}
+	e.g = g
+	return nil
+}
+
 // RevokeInvocation implements Store.
 func (s *MemoryStore) RevokeInvocation(_ context.Context, id string) (int, error) {
 	s.mu.Lock()

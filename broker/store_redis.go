@@ -262,6 +262,43 @@ func (s *RedisStore) Find(ctx context.Context, fp string) (HandleKey, *Grant, er
 	}
 }
 
+var renewScript = redis.NewScript(`
+local r = redis.call('HGET', KEYS[1], 'r')
+if not r then return 0 end
+if r ~= '0' then return -1 end
+redis.call('HSET', KEYS[1], 'g', ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+local want = tonumber(ARGV[2]) - tonumber(ARGV[5])
+if redis.call('PTTL', KEYS[2]) < want then redis.call('PEXPIREAT', KEYS[2], ARGV[2]) end
+if redis.call('PTTL', KEYS[3]) < want then redis.call('PEXPIREAT', KEYS[3], ARGV[2]) end
+redis.call('PUBLISH', ARGV[3], 'h:' .. ARGV[4])
+return 1
+`)
+
+// Renew implements Store: the grant and its index sets live on until the
+// new expiry plus retention, and every replica's cache drops the old one.
+func (s *RedisStore) Renew(ctx context.Context, k HandleKey, g *Grant) error {
+	body, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("encode grant: %w", err)
+	}
+	hk := k.String()
+	res, err := renewScript.Run(ctx, s.rdb,
+		[]string{s.key("h:", hk), s.key("inv:", g.InvocationID), s.key("plg:", g.PluginID)},
+		body, g.ExpiresAt.Add(s.retention).UnixMilli(), s.channel(), hk, time.Now().UnixMilli()).Int()
+	s.cache.invalidate("h:" + hk)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
+	}
+	switch res {
+	case 0:
+		return ErrHandleUnknown
+	case -1:
+		return ErrHandleRevoked
+	}
+	return nil
+}
+
 var revokeKeyScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'r') ~= '0' then return 0 end
 redis.call('HSET', KEYS[1], 'r', '1')

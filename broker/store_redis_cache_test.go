@@ -114,3 +114,47 @@ func TestRedisGrantCacheFeedDrop(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A pass renewed on one replica is renewed on the other, whose cache
+// held the grant with its first expiry.
+func TestRedisPassRenewal(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	clk := newClock()
+	clk.Advance(time.Since(clk.Now())) // Redis expires keys by the real clock
+	a, sa := newRedisBroker(t, r.Addr, clk)
+	b, sb := newRedisBroker(t, r.Addr, clk)
+	startFeed(t, sa)
+	startFeed(t, sb)
+	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-1", Pass: true, Destinations: apiDest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resolve(ctx, iss.Handle); err != nil || sb.cache.get(keyOf(iss.Handle).String()) == nil {
+		t.Fatalf("replica B did not cache the pass: %v", err)
+	}
+	clk.Advance(45 * time.Minute)
+	got, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-renew", Pass: true, Renew: iss.Handle})
+	if err != nil || !got.ExpiresAt.After(iss.ExpiresAt) {
+		t.Fatalf("renewal on A: %+v %v", got, err)
+	}
+	clk.Advance(30 * time.Minute) // past the first expiry
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		g, err := b.Resolve(ctx, iss.Handle)
+		if err == nil && g.ExpiresAt.Equal(got.ExpiresAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica B still sees the first expiry: %+v %v", g, err)
+		}
+	}
+	if _, err := b.RevokePlugin(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-renew", Pass: true, Renew: iss.Handle}); !errors.Is(err, ErrHandleRevoked) {
+		t.Fatalf("a pass revoked on B renewed on A: %v", err)
+	}
+	if _, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-renew", Pass: true, Renew: iss.Handle[:len(iss.Handle)-1] + "A"}); err == nil {
+		t.Fatal("an unknown pass was renewed")
+	}
+}

@@ -12,15 +12,17 @@ import (
 // egressEnv is the proxy environment of a provider about to start in
 // work: HTTP_PROXY, and with the intercept CA (unless the plugin opted
 // out) the CA copy, HTTPS_PROXY carrying the plugin's pass for the hosts
-// its manifest declares, and the CA variables.
-func (p *Plugin) egressEnv(ctx context.Context, work string) ([]string, error) {
+// its manifest declares, and the CA variables. The pass is returned too,
+// for egressenv.KeepPass once the plugin runs.
+func (p *Plugin) egressEnv(ctx context.Context, work string) ([]string, broker.Issued, error) {
 	opts := p.opts
+	var pass broker.Issued
 	if opts.InterceptCAFile == "" || slices.Contains(opts.HTTPSProxyOptOut, p.inst.Name) {
-		return egressenv.Vars(opts.EgressProxy, "", ""), nil
+		return egressenv.Vars(opts.EgressProxy, "", ""), pass, nil
 	}
 	ca, err := egressenv.InstallCA(opts.InterceptCAFile, work)
 	if err != nil {
-		return nil, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
+		return nil, pass, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
 	}
 	var dests []broker.Destination
 	for _, ci := range p.inst.Manifest.GetCredentialIntents() {
@@ -28,11 +30,10 @@ func (p *Plugin) egressEnv(ctx context.Context, work string) ([]string, error) {
 			dests = append(dests, broker.Destination{Host: d.GetHost(), Port: int(d.GetPort())})
 		}
 	}
-	pass := ""
 	if len(dests) > 0 && opts.Broker != nil {
 		if pass, err = egressenv.Pass(ctx, opts.Broker, p.inst.Name, broker.Places(dests), nil, p.log); err != nil {
-			return nil, err
+			return nil, pass, err
 		}
 	}
-	return egressenv.Vars(opts.EgressProxy, ca, pass), nil
+	return egressenv.Vars(opts.EgressProxy, ca, pass.Handle), pass, nil
 }

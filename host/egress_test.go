@@ -34,7 +34,7 @@ func TestProviderEgressEnv(t *testing.T) {
 	}}}
 	p := &Plugin{inst: inst, opts: Options{Broker: b, EgressProxy: "127.0.0.1:8899", InterceptCAFile: ca}}
 	work := t.TempDir()
-	env, err := p.egressEnv(context.Background(), work)
+	env, iss, err := p.egressEnv(context.Background(), work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestProviderEgressEnv(t *testing.T) {
 	}
 	pass, ok := strings.CutPrefix(vars["HTTPS_PROXY"], "http://airlock:")
 	pass, _, _ = strings.Cut(pass, "@")
-	if !ok || !broker.LooksLikeHandle(pass) {
+	if !ok || !broker.LooksLikeHandle(pass) || pass != iss.Handle {
 		t.Fatalf("HTTPS_PROXY %q carries no pass", vars["HTTPS_PROXY"])
 	}
 	g, err := b.Resolve(context.Background(), pass)
@@ -77,8 +77,8 @@ func TestProviderEgressEnv(t *testing.T) {
 	}
 
 	p.opts.HTTPSProxyOptOut = []string{"other", "tickets"}
-	env, err = p.egressEnv(context.Background(), t.TempDir())
-	if err != nil || !slices.Equal(env, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
+	env, iss, err = p.egressEnv(context.Background(), t.TempDir())
+	if err != nil || iss.Handle != "" || !slices.Equal(env, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
 		t.Fatalf("opted out: %v, %v", env, err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/egressenv"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -190,9 +191,10 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		plugin.ProtocolsEnv + "=" + versionsEnv(offer),
 		plugin.HostAddrEnv + "=unix:" + hostSock,
 	}
+	var pass broker.Issued
 	if opts.EgressProxy != "" {
-		env, err := p.egressEnv(ctx, work)
-		if err != nil {
+		var env []string
+		if env, pass, err = p.egressEnv(ctx, work); err != nil {
 			return nil, err
 		}
 		cmd.Env = append(cmd.Env, env...)
@@ -212,6 +214,7 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		return nil, fmt.Errorf("start provider: %w", err)
 	}
 	p.proc, p.dirs = proc, nil // the directories now die with the process
+	go egressenv.KeepPass(proc.Exited(), opts.Broker, inst.Name, pass, p.log)
 
 	type lineResult struct {
 		hl  HandshakeLine

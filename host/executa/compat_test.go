@@ -141,6 +141,13 @@ func TestSDKStylePythonPlugin(t *testing.T) {
 	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
 		t.Fatalf("https fetch with the pass: upstream saw %q, plugin got %v", got, fetched)
 	}
+	// Past the pass's first expiry the same call works: the host renews
+	// the pass while the plugin runs.
+	time.Sleep(passTTL + passTTL/2)
+	fetched = invokeData(t, p, "fetch", `{"url":"`+httpsURL+`"}`)
+	if got := <-f.seen; got != "Bearer "+apiSecret || fetched["status"] != float64(200) {
+		t.Fatalf("https fetch with the pass after its first expiry: upstream saw %q, plugin got %v", got, fetched)
+	}
 	// A large answer through file transport, unnegotiated as the SDK does.
 	if big := invokeData(t, p, "big", `{"kb":700}`); len(big["blob"].(string)) != 700*1024 {
 		t.Fatal("file transport answer lost")

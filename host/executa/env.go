@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/egressenv"
 )
 
@@ -79,17 +80,17 @@ func denied(patterns []string, k string) bool {
 // egressSetup installs the intercept CA certificate in dir and mints the
 // plugin's pass for the hosts of the intents its credentials map to;
 // nothing when the proxy does not intercept or the plugin opted out.
-func egressSetup(ctx context.Context, cfg PluginConfig, opts Options, dir string) (ca, pass string, err error) {
+func egressSetup(ctx context.Context, cfg PluginConfig, opts Options, dir string) (ca string, pass broker.Issued, err error) {
 	if opts.EgressProxy == "" || opts.InterceptCAFile == "" || opts.NoHTTPSProxy {
-		return "", "", nil
+		return "", pass, nil
 	}
 	if ca, err = egressenv.InstallCA(opts.InterceptCAFile, dir); err != nil {
-		return "", "", fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
+		return "", pass, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
 	}
 	intents := slices.Sorted(maps.Values(cfg.Credentials))
 	if len(intents) > 0 && opts.Broker != nil {
 		if pass, err = egressenv.Pass(ctx, opts.Broker, cfg.Name, nil, slices.Compact(intents), opts.Log); err != nil {
-			return "", "", err
+			return "", pass, err
 		}
 	}
 	return ca, pass, nil

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/egressenv"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -86,7 +87,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv,
-		deny: cfg.EnvDeny, proxy: opts.EgressProxy, caFile: ca, pass: pass, noProxy: opts.Files.directHosts(), tmpdir: tmp})
+		deny: cfg.EnvDeny, proxy: opts.EgressProxy, caFile: ca, pass: pass.Handle, noProxy: opts.Files.directHosts(), tmpdir: tmp})
 	if cfg.InheritAllEnv {
 		p.log.Warn("inherit_all_env: this plugin gets the host's whole environment minus a deny list; any API key in the host's environment reaches it")
 	}
@@ -111,6 +112,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}
 	p.proc = proc
+	go egressenv.KeepPass(proc.Exited(), opts.Broker, cfg.Name, pass, p.log)
 	go p.readLoop(stdout)
 	go func() {
 		<-proc.Exited()

@@ -55,6 +55,8 @@ type fixture struct {
 	ring     *tokens.Ring
 }
 
+const passTTL = 2 * time.Second
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{seen: make(chan string, 8)}
@@ -96,7 +98,9 @@ func newFixture(t *testing.T) *fixture {
 	os.WriteFile(secrets, []byte("x/api: {token: "+apiSecret+"}\nx/openai: {key: sk-openai-in-vault}\n"), 0o600)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	f.proxy = l.Addr().String()
-	bc := broker.Config{EgressProxy: f.proxy, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
+	// A short pass TTL: a plugin outlives its pass's first expiry within
+	// a test, so the host's renewal is exercised.
+	bc := broker.Config{EgressProxy: f.proxy, PassTTL: passTTL, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"api": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/api", Field: "token"},
 			Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{}},
 			Destinations: []broker.Destination{{Host: "api.example.com", Port: p}}},

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -67,23 +68,83 @@ func InstallCA(caFile, dir string) (string, error) {
 
 // Pass asks the broker for a plugin's pass (see broker.IssueRequest.Pass)
 // covering dests, or when none the bindings of intents. The host puts it
-// in HTTPS_PROXY and revokes it with the plugin's handles when the plugin
-// exits. A plugin that cannot have one — its intents declare no
-// destination, or name an intent the broker does not know — starts
-// without a pass ("", nil), with a warning in log: its CONNECTs then
-// need a handle in the proxy URL. Any other failure (the handle store
-// unavailable) is an error, and the start is retried as any failed start.
-func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string, log *slog.Logger) (string, error) {
+// in HTTPS_PROXY, keeps it alive with KeepPass while the plugin runs and
+// revokes it with the plugin's handles when the plugin exits. A plugin
+// that cannot have one — its intents declare no destination, or name an
+// intent the broker does not know — starts without a pass (a zero
+// Issued, nil), with a warning in log: its CONNECTs then need a handle in
+// the proxy URL. Any other failure (the handle store unavailable) is an
+// error, and the start is retried as any failed start.
+func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string, log *slog.Logger) (broker.Issued, error) {
 	iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-" + rand.Text(), Pass: true,
 		Destinations: dests, PassIntents: intents})
 	if errors.Is(err, broker.ErrBadRequest) || errors.Is(err, broker.ErrIntentUnknown) {
 		if log != nil {
 			log.Warn("the plugin starts without a proxy pass: https:// CONNECTs need a handle in the proxy URL", "reason", err.Error())
 		}
-		return "", nil
+		return broker.Issued{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("the plugin's proxy pass: %w", err)
+		return broker.Issued{}, fmt.Errorf("the plugin's proxy pass: %w", err)
 	}
-	return iss.Handle, nil
+	return iss, nil
+}
+
+// Renewal timing: a pass is renewed when a third of its remaining life
+// has passed, and a failed renewal is retried at RetryDelay until the
+// pass expires.
+const (
+	RetryDelay    = 5 * time.Second
+	minRenewDelay = time.Second
+)
+
+// KeepPass renews pass (as Pass returned it) until done closes (the
+// plugin exited), so a plugin keeps its pass however long it runs while
+// a pass its host can no longer renew dies within broker.pass_ttl. It
+// returns when done closes, or when the pass cannot be renewed any more
+// — revoked, expired, or at broker.max_pass_lifetime — saying so in log.
+// A zero pass returns at once.
+func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) {
+	if pass.Handle == "" {
+		return
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	expires := pass.ExpiresAt
+	wait := max(time.Until(expires)/3, minRenewDelay)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), RetryDelay)
+		iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
+		cancel()
+		left := time.Until(expires)
+		switch {
+		case errors.Is(err, broker.ErrHandleUnknown) || errors.Is(err, broker.ErrHandleRevoked) || errors.Is(err, broker.ErrHandleExpired):
+			log.Error("the plugin's proxy pass can no longer be renewed: https:// CONNECTs with it fail until the plugin restarts",
+				"handle_fp", pass.Fingerprint, "reason", err.Error())
+			return
+		case err != nil && left > 0:
+			log.Warn("renewing the plugin's proxy pass failed; retrying", "handle_fp", pass.Fingerprint,
+				"reason", err.Error(), "expires_in", left.Round(time.Second).String())
+			wait = min(RetryDelay, max(left, minRenewDelay))
+			continue
+		case err != nil:
+			log.Error("the plugin's proxy pass expired before it could be renewed: https:// CONNECTs with it fail until the plugin restarts",
+				"handle_fp", pass.Fingerprint, "reason", err.Error())
+			return
+		case !iss.ExpiresAt.After(expires):
+			log.Warn("the plugin's proxy pass reached broker.max_pass_lifetime: https:// CONNECTs with it fail after it expires, until the plugin restarts",
+				"handle_fp", pass.Fingerprint, "expires_at", expires.UTC().Format(time.RFC3339))
+			return
+		}
+		expires = iss.ExpiresAt
+		wait = max(time.Until(expires)/3, minRenewDelay)
+	}
 }

@@ -165,8 +165,11 @@ type IssueHandleRequest struct {
 	// A plugin pass: no intent and no secret; it lets the plugin open
 	// CONNECT tunnels to the destinations (or, when none are given, those
 	// of the pass_intents bindings) and nothing else.
-	Pass          bool     `protobuf:"varint,7,opt,name=pass,proto3" json:"pass,omitempty"`
-	PassIntents   []string `protobuf:"bytes,8,rep,name=pass_intents,json=passIntents,proto3" json:"pass_intents,omitempty"`
+	Pass        bool     `protobuf:"varint,7,opt,name=pass,proto3" json:"pass,omitempty"`
+	PassIntents []string `protobuf:"bytes,8,rep,name=pass_intents,json=passIntents,proto3" json:"pass_intents,omitempty"`
+	// With pass: a pass of plugin_id the caller holds, renewed for
+	// broker.pass_ttl from now instead of a new one being minted.
+	Renew         string `protobuf:"bytes,9,opt,name=renew,proto3" json:"renew,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +258,13 @@ func (x *IssueHandleRequest) GetPassIntents() []string {
 		return x.PassIntents
 	}
 	return nil
+}
+
+func (x *IssueHandleRequest) GetRenew() string {
+	if x != nil {
+		return x.Renew
+	}
+	return ""
 }
 
 type IssueHandleResponse struct {
@@ -1154,7 +1164,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1f\n" +
 	"\vpath_prefix\x18\x03 \x01(\tR\n" +
 	"pathPrefix\x12\x18\n" +
-	"\amethods\x18\x04 \x03(\tR\amethods\"\xba\x02\n" +
+	"\amethods\x18\x04 \x03(\tR\amethods\"\xd0\x02\n" +
 	"\x12IssueHandleRequest\x12\x1b\n" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12#\n" +
 	"\rinvocation_id\x18\x02 \x01(\tR\finvocationId\x12\x16\n" +
@@ -1163,7 +1173,8 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
 	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x12\n" +
 	"\x04pass\x18\a \x01(\bR\x04pass\x12!\n" +
-	"\fpass_intents\x18\b \x03(\tR\vpassIntents\"\xad\x01\n" +
+	"\fpass_intents\x18\b \x03(\tR\vpassIntents\x12\x14\n" +
+	"\x05renew\x18\t \x01(\tR\x05renew\"\xad\x01\n" +
 	"\x13IssueHandleResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x129\n" +
 	"\n" +
