@@ -195,6 +195,10 @@ func (b *Broker) resolve(ctx context.Context, handle string) (*Grant, error) {
 	if !ok {
 		return nil, ErrHandleUnknown
 	}
+	return b.resolveKey(ctx, key)
+}
+
+func (b *Broker) resolveKey(ctx context.Context, key HandleKey) (*Grant, error) {
 	g, err := b.store.Get(ctx, key)
 	if err != nil {
 		return g, err

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -22,17 +23,20 @@ const DefaultPassTTL = time.Hour
 // broker.pass_ttl after it is issued or renewed (req.Renew), and the host
 // revokes it with the plugin's handles when the plugin exits.
 func (b *Broker) issuePass(ctx context.Context, req IssueRequest) (Issued, error) {
+	mint, level, what := b.pass, slog.LevelInfo, "plugin pass issued"
 	if req.Renew != "" {
-		return b.renewPass(ctx, req)
+		mint, level, what = b.renewPass, slog.LevelDebug, "plugin pass renewed"
 	}
-	iss, err := b.pass(ctx, req)
+	iss, err := mint(ctx, req)
 	if err != nil {
 		reason, _ := reasonOf(err)
 		b.metrics.issueError(reason)
 		return Issued{}, err
 	}
-	b.metrics.issue("(pass)")
-	b.log.Info("plugin pass issued", "plugin", req.PluginID, "handle_fp", iss.Fingerprint,
+	if req.Renew == "" {
+		b.metrics.issue("(pass)")
+	}
+	b.log.Log(ctx, level, what, "plugin", req.PluginID, "handle_fp", iss.Fingerprint,
 		"expires_at", iss.ExpiresAt.UTC().Format(time.RFC3339))
 	return iss, nil
 }
@@ -102,26 +106,21 @@ func (b *Broker) renewPass(ctx context.Context, req IssueRequest) (Issued, error
 	if !ok {
 		return Issued{}, ErrHandleUnknown
 	}
-	g, err := b.resolve(ctx, req.Renew)
-	switch {
-	case err == nil && (!g.Pass || g.PluginID != req.PluginID):
+	g, err := b.resolveKey(ctx, key)
+	if g != nil && (!g.Pass || g.PluginID != req.PluginID) {
 		err = ErrHandleUnknown
-	case err == nil:
-		if next := g.renewed(b.now(), b.cfg.PassTTL); next.After(g.ExpiresAt) {
-			ng := *g
-			ng.ExpiresAt = next
-			if err = b.store.Renew(ctx, key, &ng); err == nil {
-				g = &ng
-			}
-		}
 	}
 	if err != nil {
-		reason, _ := reasonOf(err)
-		b.metrics.issueError(reason)
 		return Issued{}, err
 	}
-	b.log.Debug("plugin pass renewed", "plugin", req.PluginID, "handle_fp", g.Fingerprint,
-		"expires_at", g.ExpiresAt.UTC().Format(time.RFC3339))
+	if next := g.renewed(b.now(), b.cfg.PassTTL); next.After(g.ExpiresAt) {
+		ng := *g
+		ng.ExpiresAt = next
+		if err := b.store.Renew(ctx, key, &ng); err != nil {
+			return Issued{}, err
+		}
+		g = &ng
+	}
 	return Issued{Handle: req.Renew, ExpiresAt: g.ExpiresAt, EgressProxy: b.cfg.EgressProxy, Fingerprint: g.Fingerprint}, nil
 }
 
