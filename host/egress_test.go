@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/egressenv"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/proxy"
 )
 
@@ -81,4 +82,33 @@ func TestProviderEgressEnv(t *testing.T) {
 	if err != nil || iss.Handle != "" || !slices.Equal(env, []string{"HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899"}) {
 		t.Fatalf("opted out: %v, %v", env, err)
 	}
+}
+
+// A plugin/v1 provider calls an https:// URL with Go's default client,
+// configured only by the host's environment (its pass in HTTPS_PROXY, the
+// intercept CA in SSL_CERT_FILE), its handle as the API key — and still
+// can past its pass's first expiry, because the host renews the pass.
+func TestProviderHTTPSThroughInterception(t *testing.T) {
+	const passTTL = 2 * time.Second
+	f := newHostFixtureWith(t, passTTL)
+	ctx := context.Background()
+	p, err := Launch(ctx, f.install(t, badBin, "https"), f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	call := func(when string) {
+		t.Helper()
+		out, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
+			Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(30 * time.Second)})
+		if err != nil || len(out.Diagnostics) != 1 || out.Diagnostics[0].Code != "https:200" {
+			t.Fatalf("%s: %+v %v", when, out, err)
+		}
+		if got := <-f.seenAuth; got != "Bearer "+upstreamSecret {
+			t.Fatalf("%s: the upstream saw %q", when, got)
+		}
+	}
+	call("first call")
+	time.Sleep(passTTL + passTTL/2)
+	call("past the pass's first expiry")
 }

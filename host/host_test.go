@@ -108,6 +108,14 @@ const upstreamSecret = "tk-live-7c1d2e3f4a5b6c7d"
 
 func newHostFixture(t testing.TB) *hostFixture {
 	t.Helper()
+	return newHostFixtureWith(t, 0)
+}
+
+// newHostFixtureWith, given a pass TTL, also turns on the proxy's CONNECT
+// interception (a CA created on the spot) and hands its certificate to
+// the plugins, whose passes live passTTL between renewals.
+func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
+	t.Helper()
 	f := &hostFixture{seenAuth: make(chan string, 16), block: make(chan struct{})}
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,11 +162,16 @@ func newHostFixture(t testing.TB) *hostFixture {
 		// For Executa plugins, which name no destinations themselves.
 		"tickets.executa": {Class: broker.ClassRead, Secret: ref, Inject: inj,
 			Destinations: []broker.Destination{{Host: "tickets.demo.airlock.test", Port: mustAtoi(upPort), PathPrefix: "/api/"}}},
-	}}.WithDefaults()
+	}, PassTTL: passTTL}.WithDefaults()
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
 	f.b = &recordingBroker{Broker: broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})}
 	pc := proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
-		Resolve: map[string][]string{"tickets.demo.airlock.test": {"127.0.0.1"}}}.WithDefaults()
+		Resolve: map[string][]string{"tickets.demo.airlock.test": {"127.0.0.1"}}}
+	if passTTL > 0 {
+		dir := t.TempDir()
+		pc.Intercept = proxy.InterceptConfig{CAFile: filepath.Join(dir, "ca.pem"), CAKeyFile: filepath.Join(dir, "ca.key")}
+	}
+	pc = pc.WithDefaults()
 	px, err := proxy.New(pc, f.b.Broker, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +187,7 @@ func newHostFixture(t testing.TB) *hostFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ev.Close() })
-	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, Policy: AllowAll(),
+	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, InterceptCAFile: pc.Intercept.CAFile, Policy: AllowAll(),
 		Ports: map[string]protoreflect.FileDescriptor{"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto},
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return f

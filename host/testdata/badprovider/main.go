@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -273,6 +274,25 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 			return err
 		}
 		return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
+	case "https":
+		// An https:// call the way an SDK makes it: Go's default client,
+		// configured only by the host's HTTPS_PROXY (the plugin's pass)
+		// and SSL_CERT_FILE (the intercept CA), the handle as the API key.
+		c, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "tickets.read"})
+		if err != nil {
+			return err
+		}
+		d := b.m.GetCredentialIntents()[0].GetDestinations()[0]
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://%s:%d/api/tickets", d.GetHost(), d.GetPort()), nil)
+		req.Header.Set("Authorization", "Bearer "+c.GetHandle())
+		code := "https:"
+		if resp, err := http.DefaultClient.Do(req); err != nil {
+			code += "error"
+		} else {
+			resp.Body.Close()
+			code += strconv.Itoa(resp.StatusCode)
+		}
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: []*pluginv1.Diagnostic{{Code: code}}})
 	case "hang":
 		<-ctx.Done()
 		return ctx.Err()
