@@ -122,6 +122,14 @@ func TestDevInProcess(t *testing.T) {
 	if ev := invoke(DemoExecutaPlugin, "summarize", `{"base_url":"http://`+DemoHost+`:`+upstream+`"}`); ev.Status != "STATUS_SUCCEEDED" {
 		t.Fatalf("executa call: %+v", ev)
 	}
+	// The command the banner prints for https://, through interception.
+	httpsInput := `{"base_url":"https://` + DemoHost + `:` + upstream + `"}`
+	if !strings.Contains(out.String(), "summarize '"+httpsInput+"'") {
+		t.Fatalf("the banner offers no https:// call:\n%s", out.String())
+	}
+	if ev := invoke(DemoExecutaPlugin, "summarize", httpsInput); ev.Status != "STATUS_SUCCEEDED" {
+		t.Fatalf("executa call over https://: %+v", ev)
+	}
 	if ev := invoke("my-plugin", "whoami", `{}`); ev.Status != "STATUS_SUCCEEDED" || !strings.Contains(string(ev.Result), `"units":"kelvin"`) ||
 		!strings.Contains(string(ev.Result), `"key_is_handle":true`) {
 		t.Fatalf("the author's own plugin under airlock dev: %+v", ev)

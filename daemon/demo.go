@@ -43,6 +43,7 @@ type banner struct {
 	secrets, secretFP, kid          string
 	evidence, invoke                string
 	status                          []host.Status
+	intercept                       bool // the proxy intercepts CONNECT
 }
 
 func printBanner(out io.Writer, b banner) {
@@ -61,6 +62,10 @@ func printBanner(out io.Writer, b banner) {
 			fmt.Fprintf(&try, "  %s invoke %s numinance.ports.tickets.v1.Tickets/ListTickets '{\"project\":\"demo\"}'\n", b.invoke, DemoPlugin)
 		case DemoExecutaPlugin:
 			fmt.Fprintf(&try, "  %s invoke %s summarize '{\"base_url\":\"http://%s:%d\"}'\n", b.invoke, DemoExecutaPlugin, b.upstream, b.upPort)
+			if b.intercept {
+				fmt.Fprintf(&try, "  %s invoke %s summarize '{\"base_url\":\"https://%s:%d\"}'   (https://: CONNECT interception)\n",
+					b.invoke, DemoExecutaPlugin, b.upstream, b.upPort)
+			}
 		}
 	}
 	fmt.Fprintf(out, `

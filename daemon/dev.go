@@ -137,7 +137,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	}
 	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
 		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
-		status: hn.h.Status()})
+		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
 
 	select {
 	case <-ctx.Done():
@@ -174,6 +174,12 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 		return err
 	}
 	cfg.Broker = bc
+	// CONNECT interception with a CA of the dev run's own, so that
+	// https:// clients work too (the sample Executa plugin with an
+	// https:// base_url), unless the configuration has its own.
+	if ic := &cfg.Proxy.Intercept; ic.CAFile == "" && ic.Vault.Path == "" {
+		ic.CAFile, ic.CAKeyFile = filepath.Join(dir, "intercept-ca.pem"), filepath.Join(dir, "intercept-ca.key")
+	}
 	if opts.Control != "" {
 		cfg.Host.Control = opts.Control
 	}
