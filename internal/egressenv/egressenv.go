@@ -91,10 +91,10 @@ func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Desti
 }
 
 // Renewal timing: a pass is renewed when a third of its remaining life
-// has passed, and a failed renewal is retried at RetryDelay until the
+// has passed, and a failed renewal is retried at retryDelay until the
 // pass expires.
 const (
-	RetryDelay    = 5 * time.Second
+	retryDelay    = 5 * time.Second
 	minRenewDelay = time.Second
 )
 
@@ -121,7 +121,7 @@ func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), RetryDelay)
+		ctx, cancel := context.WithTimeout(context.Background(), retryDelay)
 		iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
 		cancel()
 		left := time.Until(expires)
@@ -133,7 +133,7 @@ func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 		case err != nil && left > 0:
 			log.Warn("renewing the plugin's proxy pass failed; retrying", "handle_fp", pass.Fingerprint,
 				"reason", err.Error(), "expires_in", left.Round(time.Second).String())
-			wait = min(RetryDelay, max(left, minRenewDelay))
+			wait = min(retryDelay, max(left, minRenewDelay))
 			continue
 		case err != nil:
 			log.Error("the plugin's proxy pass expired before it could be renewed: https:// CONNECTs with it fail until the plugin restarts",
