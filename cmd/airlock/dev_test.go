@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,19 +64,17 @@ func TestDevEndToEnd(t *testing.T) {
 	waitFor("carried the demo secret")
 	waitFor("invocation.outcome")
 
-	// The sample Executa plugin: a handle through the proxy, sampling, storage.
-	var base string
-	for _, line := range strings.Split(seen.String(), "\n") {
-		if i := strings.Index(line, `{"base_url":"`); i >= 0 {
-			base = strings.TrimSuffix(strings.TrimSpace(line[i:]), "'")
+	// The sample Executa plugin, each command dev printed (http:// and
+	// https://): a handle through the proxy, sampling, storage.
+	inputs := regexp.MustCompile(`summarize '([^']*)'`).FindAllStringSubmatch(seen.String(), -1)
+	if len(inputs) != 2 || !strings.Contains(inputs[0][1], `"http://`) || !strings.Contains(inputs[1][1], `"https://`) {
+		t.Fatalf("dev printed %d Executa commands, want http:// and https://:\n%s", len(inputs), seen.String())
+	}
+	for _, in := range inputs {
+		res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize", in[1])
+		if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "user/last_summary") || !strings.Contains(res, "airlock-dev-fixture") {
+			t.Fatalf("executa invoke %s: %d\n%s\n%s", in[1], code, res, stderr)
 		}
-	}
-	if base == "" {
-		t.Fatalf("dev printed no Executa command:\n%s", seen.String())
-	}
-	res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize", base)
-	if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "user/last_summary") || !strings.Contains(res, "airlock-dev-fixture") {
-		t.Fatalf("executa invoke: %d\n%s\n%s", code, res, stderr)
 	}
 	_, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke",
 		"example.tickets", "numinance.ports.tickets.v1.Tickets/Nope")
