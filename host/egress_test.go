@@ -112,3 +112,35 @@ func TestProviderHTTPSThroughInterception(t *testing.T) {
 	time.Sleep(passTTL + passTTL/2)
 	call("past the pass's first expiry")
 }
+
+// A plugin whose pass is lost (here an operator revoked it) fails its next
+// health probe and is restarted with a new pass; its https:// calls work
+// again.
+func TestLostPassRestartsPlugin(t *testing.T) {
+	f := newHostFixtureWith(t, 2*time.Second)
+	h := newTestHost(t, f, func(o *Options) { o.HealthInterval = 100 * time.Millisecond })
+	inst := f.install(t, badBin, "https")
+	if err := h.AddProvider(inst); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, inst.Name, "running", func(s Status) bool { return s.State == StateRunning })
+	f.b.mu.Lock()
+	first := f.b.handles[0] // the pass, minted before the plugin started
+	f.b.mu.Unlock()
+	key, _ := broker.ParseHandle(first)
+	if n, err := f.b.RevokeHandle(context.Background(), key.Fingerprint()); err != nil || n != 1 {
+		t.Fatalf("revoking the pass: %d %v", n, err)
+	}
+	s := waitState(t, h, inst.Name, "restarted", func(s Status) bool { return s.Restarts >= 1 && s.State == StateRunning })
+	if !strings.Contains(s.LastFailure, ErrProbeFailed.Error()) {
+		t.Fatalf("status after the pass was lost: %+v", s)
+	}
+	out, err := h.Invoke(context.Background(), inst.Name, InvokeRequest{Method: listTickets,
+		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(20 * time.Second)})
+	if err != nil || len(out.Diagnostics) != 1 || out.Diagnostics[0].Code != "https:200" {
+		t.Fatalf("after the restart: %+v %v", out, err)
+	}
+	if got := <-f.seenAuth; got != "Bearer "+upstreamSecret {
+		t.Fatalf("the upstream saw %q", got)
+	}
+}

@@ -118,6 +118,7 @@ type Plugin struct {
 	version uint32   // negotiated
 	opts    Options
 	proc    *supervise.Proc
+	pass    egressenv.Keeper // the plugin's proxy pass, kept alive
 	conn    *grpc.ClientConn
 	client  pluginv1.PluginServiceClient
 	host    *grpc.Server
@@ -214,7 +215,7 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 		return nil, fmt.Errorf("start provider: %w", err)
 	}
 	p.proc, p.dirs = proc, nil // the directories now die with the process
-	go egressenv.KeepPass(proc.Exited(), opts.Broker, inst.Name, pass, p.log)
+	p.pass.Keep(proc.Exited(), opts.Broker, inst.Name, pass, p.log)
 
 	type lineResult struct {
 		hl  HandshakeLine
@@ -364,6 +365,9 @@ func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, er
 // serving (NOT_SERVING, the zero value, or no answer) accepts no Invoke
 // until a later Health says SERVING.
 func (p *Plugin) Health(ctx context.Context) error {
+	if err := p.pass.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrProbeFailed, err)
+	}
 	err := p.health(ctx)
 	p.mu.Lock()
 	p.notServing = err != nil

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/egressenv"
 )
 
 // compatServices are the host services an SDK-style plugin uses: APS
@@ -333,5 +334,29 @@ func TestSamplingBudgetReservedAcrossConcurrentCalls(t *testing.T) {
 	// Each admitted call spends 8,100 tokens: at most three fit in 32,000.
 	if ok < 1 || ok*8100 > MaxTokensPerInvoke || ok+refused != 8 {
 		t.Fatalf("%d admitted, %d refused: the budget was overrun or nothing ran", ok, refused)
+	}
+}
+
+// A plugin whose pass is lost (revoked here) answers its next health
+// probe unhealthy, so the supervisor restarts it with a new pass.
+func TestLostPassUnhealthy(t *testing.T) {
+	f := newFixture(t)
+	cs := newCompatServices(t, f)
+	p := cs.start(t, sdkPython("healthy"))
+	ctx := context.Background()
+	if err := p.Health(ctx); err != nil {
+		t.Fatalf("with its pass: %v", err)
+	}
+	if _, err := f.b.RevokePlugin(ctx, "compat-py"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := p.Health(ctx)
+		if errors.Is(err, ErrUnhealthy) && errors.Is(err, egressenv.ErrPassLost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health after the pass was revoked: %v", err)
+		}
 	}
 }

@@ -135,8 +135,8 @@ var (
 	ErrFileTransportRefused = errors.New("file transport refused")
 	// ErrNotReady: the plugin says it is not ready yet (initializing).
 	ErrNotReady = errors.New("plugin is not ready")
-	// ErrUnhealthy: the plugin gave no valid health answer, or said it is
-	// in error.
+	// ErrUnhealthy: the plugin gave no valid health answer, said it is in
+	// error, or lost its proxy pass (egressenv.ErrPassLost).
 	ErrUnhealthy = errors.New("plugin is unhealthy")
 )
 

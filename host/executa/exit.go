@@ -22,6 +22,9 @@ var healthWords = map[string]error{
 // healthWords, case-insensitive); "initializing" and the like are
 // ErrNotReady; anything else, or no answer, is ErrUnhealthy.
 func (p *Process) Health(ctx context.Context) error {
+	if err := p.pass.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnhealthy, err)
+	}
 	m, err := p.call(ctx, "health", map[string]any{}, p.opts.Timeouts.Health)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnhealthy, err)

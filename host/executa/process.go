@@ -31,6 +31,7 @@ type Process struct {
 	cfg    PluginConfig
 	opts   Options
 	proc   *supervise.Proc
+	pass   egressenv.Keeper // the plugin's proxy pass, kept alive
 	stdin  io.WriteCloser
 	tmpdir string
 	log    *slog.Logger
@@ -112,7 +113,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}
 	p.proc = proc
-	go egressenv.KeepPass(proc.Exited(), opts.Broker, cfg.Name, pass, p.log)
+	p.pass.Keep(proc.Exited(), opts.Broker, cfg.Name, pass, p.log)
 	go p.readLoop(stdout)
 	go func() {
 		<-proc.Exited()

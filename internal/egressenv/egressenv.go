@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -98,15 +99,45 @@ const (
 	minRenewDelay = time.Second
 )
 
+// ErrPassLost: a plugin's pass can no longer be renewed — revoked,
+// expired, lost by the handle store, or at broker.max_pass_lifetime — so
+// the plugin's pass-attributed CONNECTs fail until it restarts.
+var ErrPassLost = errors.New("the plugin's proxy pass can no longer be renewed")
+
+// Keeper keeps one plugin process's pass alive and remembers whether it
+// was lost, for the plugin's health probe: the supervisor restarts a
+// plugin whose pass is lost, and the restarted plugin gets a new one.
+type Keeper struct {
+	lost atomic.Pointer[error]
+}
+
+// Keep runs KeepPass in the background until done closes.
+func (k *Keeper) Keep(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) {
+	go func() {
+		if err := KeepPass(done, b, plugin, pass, log); err != nil {
+			k.lost.Store(&err)
+		}
+	}()
+}
+
+// Err is nil while the pass is kept (or the plugin has none), else why it
+// was lost (ErrPassLost).
+func (k *Keeper) Err() error {
+	if e := k.lost.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
 // KeepPass renews pass (as Pass returned it) until done closes (the
 // plugin exited), so a plugin keeps its pass however long it runs while
 // a pass its host can no longer renew dies within broker.pass_ttl. It
-// returns when done closes, or when the pass cannot be renewed any more
-// — revoked, expired, or at broker.max_pass_lifetime — saying so in log.
-// A zero pass returns at once.
-func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) {
+// returns nil when done closes or pass is zero, and ErrPassLost, said in
+// log too, once the pass is revoked or expired, or has expired at
+// broker.max_pass_lifetime.
+func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) error {
 	if pass.Handle == "" {
-		return
+		return nil
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -118,7 +149,7 @@ func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 		select {
 		case <-done:
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), retryDelay)
@@ -127,22 +158,29 @@ func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 		left := time.Until(expires)
 		switch {
 		case errors.Is(err, broker.ErrHandleUnknown) || errors.Is(err, broker.ErrHandleRevoked) || errors.Is(err, broker.ErrHandleExpired):
-			log.Error("the plugin's proxy pass can no longer be renewed: https:// CONNECTs with it fail until the plugin restarts",
+			log.Error("the plugin's proxy pass can no longer be renewed: the host restarts the plugin at its next health probe",
 				"handle_fp", pass.Fingerprint, "reason", err.Error())
-			return
+			return fmt.Errorf("%w: %w", ErrPassLost, err)
 		case err != nil && left > 0:
 			log.Warn("renewing the plugin's proxy pass failed; retrying", "handle_fp", pass.Fingerprint,
 				"reason", err.Error(), "expires_in", left.Round(time.Second).String())
 			wait = min(retryDelay, max(left, minRenewDelay))
 			continue
 		case err != nil:
-			log.Error("the plugin's proxy pass expired before it could be renewed: https:// CONNECTs with it fail until the plugin restarts",
+			log.Error("the plugin's proxy pass expired before it could be renewed: the host restarts the plugin at its next health probe",
 				"handle_fp", pass.Fingerprint, "reason", err.Error())
-			return
+			return fmt.Errorf("%w: it expired while the broker could not be reached", ErrPassLost)
 		case !iss.ExpiresAt.After(expires):
-			log.Warn("the plugin's proxy pass reached broker.max_pass_lifetime: https:// CONNECTs with it fail after it expires, until the plugin restarts",
+			log.Warn("the plugin's proxy pass reached broker.max_pass_lifetime: the plugin is restarted when it expires",
 				"handle_fp", pass.Fingerprint, "expires_at", expires.UTC().Format(time.RFC3339))
-			return
+			t := time.NewTimer(time.Until(expires))
+			defer t.Stop()
+			select {
+			case <-done:
+				return nil
+			case <-t.C:
+				return fmt.Errorf("%w: it reached broker.max_pass_lifetime", ErrPassLost)
+			}
 		}
 		expires = iss.ExpiresAt
 		wait = max(time.Until(expires)/3, minRenewDelay)

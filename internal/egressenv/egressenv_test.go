@@ -90,59 +90,80 @@ func TestPass(t *testing.T) {
 	}
 }
 
-// KeepPass keeps a pass alive past its first expiry for as long as the
-// plugin runs, stops when the pass is revoked, and stops when the plugin
-// exits (the pass then dies at its TTL).
+// A Keeper keeps a pass alive past its first expiry for as long as the
+// plugin runs and reports nothing lost; when the plugin exits it stops
+// (the pass then dies at its TTL); a revoked pass, or one at
+// max_pass_lifetime once it expires, is reported lost (ErrPassLost).
 func TestKeepPass(t *testing.T) {
 	ctx := context.Background()
 	bc := broker.Config{PassTTL: 2 * time.Second, Intents: map[string]broker.Intent{
 		"bound": {Class: broker.ClassRead, Destinations: []broker.Destination{{Host: "api.example.com"}}},
 	}}.WithDefaults()
-	b := broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
+	store := broker.NewMemoryStore(100, time.Minute, time.Hour, nil)
+	b := broker.New(bc, store, nil, broker.Options{})
+	bc.MaxPassLifetime = 3 * time.Second
+	capped := broker.New(bc, store, nil, broker.Options{})
 	logs := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	keep := func(plugin string) (broker.Issued, chan struct{}, chan struct{}) {
+	type kept struct {
+		pass broker.Issued
+		k    *Keeper
+		done chan struct{}
+	}
+	keep := func(b *broker.Broker, plugin string) kept {
 		t.Helper()
 		pass, err := Pass(ctx, b, plugin, nil, []string{"bound"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		done, stopped := make(chan struct{}), make(chan struct{})
-		go func() { KeepPass(done, b, plugin, pass, log); close(stopped) }()
-		return pass, done, stopped
+		kp := kept{pass: pass, k: &Keeper{}, done: make(chan struct{})}
+		kp.k.Keep(kp.done, b, plugin, pass, log)
+		return kp
 	}
-	waitStopped := func(stopped chan struct{}, why string) {
+	lost := func(kp kept, why string) error {
 		t.Helper()
-		select {
-		case <-stopped:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("KeepPass still runs after %s", why)
+		for deadline := time.Now().Add(10 * time.Second); kp.k.Err() == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no loss reported after %s", why)
+			}
 		}
+		return kp.k.Err()
 	}
 
-	pass, done, stopped := keep("p")
-	time.Sleep(time.Until(pass.ExpiresAt) + time.Second)
-	if g, err := b.Resolve(ctx, pass.Handle); err != nil || !g.ExpiresAt.After(pass.ExpiresAt) {
-		t.Fatalf("past its first expiry, the kept pass: %+v %v", g, err)
+	if err := KeepPass(nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
+		t.Fatal(err)
 	}
-	close(done)
-	waitStopped(stopped, "the plugin exited")
-	g, _ := b.Resolve(ctx, pass.Handle)
-	time.Sleep(time.Until(g.ExpiresAt) + 100*time.Millisecond)
-	if _, err := b.Resolve(ctx, pass.Handle); !errors.Is(err, broker.ErrHandleExpired) {
-		t.Fatalf("a pass no longer kept is still live: %v", err)
+	kp := keep(b, "p")
+	time.Sleep(time.Until(kp.pass.ExpiresAt) + time.Second)
+	if g, err := b.Resolve(ctx, kp.pass.Handle); err != nil || !g.ExpiresAt.After(kp.pass.ExpiresAt) || kp.k.Err() != nil {
+		t.Fatalf("past its first expiry, the kept pass: %+v %v, lost: %v", g, err, kp.k.Err())
+	}
+	close(kp.done)
+	g, _ := b.Resolve(ctx, kp.pass.Handle)
+	time.Sleep(time.Until(g.ExpiresAt) + time.Second)
+	if _, err := b.Resolve(ctx, kp.pass.Handle); !errors.Is(err, broker.ErrHandleExpired) || kp.k.Err() != nil {
+		t.Fatalf("a pass no longer kept: %v, lost: %v", err, kp.k.Err())
 	}
 
-	_, done, stopped = keep("q")
-	defer close(done)
+	kp = keep(b, "q")
+	defer close(kp.done)
 	if _, err := b.RevokePlugin(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(stopped, "the pass was revoked")
+	if err := lost(kp, "the pass was revoked"); !errors.Is(err, ErrPassLost) || !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("revoked: %v", err)
+	}
 	if !strings.Contains(logs.String(), "can no longer be renewed") {
 		t.Fatalf("no log line says why the pass is gone: %s", logs.String())
 	}
-	if strings.Contains(logs.String(), pass.Handle) {
+
+	kp = keep(capped, "r")
+	defer close(kp.done)
+	err := lost(kp, "max_pass_lifetime")
+	if g, rerr := capped.Resolve(ctx, kp.pass.Handle); !errors.Is(err, ErrPassLost) || !errors.Is(rerr, broker.ErrHandleExpired) {
+		t.Fatalf("at max_pass_lifetime: lost %v, the pass %+v %v", err, g, rerr)
+	}
+	if strings.Contains(logs.String(), kp.pass.Handle) {
 		t.Fatal("a log line holds the pass")
 	}
 }
