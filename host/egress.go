@@ -13,7 +13,7 @@ import (
 // work: HTTP_PROXY, and with the intercept CA (unless the plugin opted
 // out) the CA copy, HTTPS_PROXY carrying the plugin's pass for the hosts
 // its manifest declares, and the CA variables. The pass is returned too,
-// for egressenv.KeepPass once the plugin runs.
+// for an egressenv.Keeper once the plugin runs.
 func (p *Plugin) egressEnv(ctx context.Context, work string) ([]string, broker.Issued, error) {
 	opts := p.opts
 	var pass broker.Issued

@@ -69,7 +69,7 @@ func InstallCA(caFile, dir string) (string, error) {
 
 // Pass asks the broker for a plugin's pass (see broker.IssueRequest.Pass)
 // covering dests, or when none the bindings of intents. The host puts it
-// in HTTPS_PROXY, keeps it alive with KeepPass while the plugin runs and
+// in HTTPS_PROXY, keeps it alive with a Keeper while the plugin runs and
 // revokes it with the plugin's handles when the plugin exits. A plugin
 // that cannot have one — its intents declare no destination, or name an
 // intent the broker does not know — starts without a pass (a zero
@@ -111,10 +111,10 @@ type Keeper struct {
 	lost atomic.Pointer[error]
 }
 
-// Keep runs KeepPass in the background until done closes.
+// Keep runs keepPass in the background until done closes.
 func (k *Keeper) Keep(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) {
 	go func() {
-		if err := KeepPass(done, b, plugin, pass, log); err != nil {
+		if err := keepPass(done, b, plugin, pass, log); err != nil {
 			k.lost.Store(&err)
 		}
 	}()
@@ -129,13 +129,13 @@ func (k *Keeper) Err() error {
 	return nil
 }
 
-// KeepPass renews pass (as Pass returned it) until done closes (the
+// keepPass renews pass (as Pass returned it) until done closes (the
 // plugin exited), so a plugin keeps its pass however long it runs while
 // a pass its host can no longer renew dies within broker.pass_ttl. It
 // returns nil when done closes or pass is zero, and ErrPassLost, said in
 // log too, once the pass is revoked or expired, or has expired at
 // broker.max_pass_lifetime.
-func KeepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) error {
+func keepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) error {
 	if pass.Handle == "" {
 		return nil
 	}

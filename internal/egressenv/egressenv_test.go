@@ -130,7 +130,7 @@ func TestKeepPass(t *testing.T) {
 		return kp.k.Err()
 	}
 
-	if err := KeepPass(nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
+	if err := keepPass(nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
 		t.Fatal(err)
 	}
 	kp := keep(b, "p")
