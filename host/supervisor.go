@@ -199,8 +199,10 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			e.mu.Lock()
 			e.lastFailure = reason
 			e.mu.Unlock()
+			// The state says failed or restarting before Add returns.
+			delay, retry := h.failed(e, isPermanent(err), log)
 			report(err)
-			if !h.backoff(e, isPermanent(err), log) {
+			if !retry || !h.await(e, delay) {
 				return
 			}
 			continue
@@ -257,18 +259,19 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		e.restarts++
 		e.lastFailure, e.rt = reason, nil
 		e.mu.Unlock()
-		if !h.backoff(e, false, log) {
+		if delay, retry := h.failed(e, false, log); !retry || !h.await(e, delay) {
 			return
 		}
 	}
 }
 
-// backoff records a failure and waits out the restart delay. It returns
-// false when the plugin is retired (failed, or the host is shutting down).
-func (h *Host) backoff(e *entry, permanent bool, log interface{ Warn(string, ...any) }) bool {
+// failed records a failure: the plugin is marked failed (a permanent
+// failure, or the restart budget spent; retry false) or restarting after
+// delay.
+func (h *Host) failed(e *entry, permanent bool, log interface{ Warn(string, ...any) }) (delay time.Duration, retry bool) {
 	e.mu.Lock()
 	ok := e.backoff.Fail() && !permanent
-	delay := e.backoff.Delay()
+	delay = e.backoff.Delay()
 	e.mu.Unlock()
 	if !ok {
 		e.set(StateFailed, func(e *entry) {
@@ -277,9 +280,14 @@ func (h *Host) backoff(e *entry, permanent bool, log interface{ Warn(string, ...
 			}
 		})
 		log.Warn("plugin marked failed; the host keeps serving the others")
-		return false
+		return 0, false
 	}
 	e.set(StateRestarting, func(e *entry) { e.retryAt = time.Now().Add(delay) })
+	return delay, true
+}
+
+// await waits out a restart delay; false when the host shuts down first.
+func (h *Host) await(e *entry, delay time.Duration) bool {
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
