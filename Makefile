@@ -26,7 +26,7 @@ run: build
 # into a cache outside the clone.
 tools:
 	@./tools/ensure-pkg.sh curl curl
-	@./tools/ensure-pkg.sh python3 python3
+	@./tools/ensure-pkg.sh /usr/bin/python3 python3
 	@./tools/ensure-pkg.sh node nodejs
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
+
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
@@ -23,10 +25,12 @@ import (
 var providerBin, executaBin string
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
 	dir, err := os.MkdirTemp("", "airlock-daemon-test-")
 	if err != nil {
 		panic(err)
 	}
+	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	providerBin = filepath.Join(dir, "tickets-provider")
 	executaBin = filepath.Join(dir, "executa-tickets")
 	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", executaBin: "../examples/executa-tickets"} {
@@ -75,7 +79,7 @@ func TestDevInProcess(t *testing.T) {
 	leaks := testenv.CheckGoroutines(t)
 	cfg := testConfig(t)
 	// A plugin author's own plugin, from the config file's host.executa.
-	py, err := exec.LookPath("python3")
+	py, err := exec.LookPath(testenv.Python())
 	if err != nil {
 		t.Fatal(err)
 	}

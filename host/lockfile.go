@@ -122,7 +122,7 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options
 		return LockedEntry{}, "", err
 	}
 	opts.Policy = nil // nothing is invoked during install
-	p, err := launch(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
+	p, err := startProvider(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
 	if err != nil {
 		return LockedEntry{}, "", fmt.Errorf("install %s: %w", name, err)
 	}

@@ -26,7 +26,7 @@ const listTickets = "numinance.ports.tickets.v1.Tickets/ListTickets"
 // pyPlugin is the Executa test plugin in the given behaviour.
 func pyPlugin(t testing.TB, name string, args ...string) executa.PluginConfig {
 	t.Helper()
-	py, err := exec.LookPath("python3")
+	py, err := exec.LookPath(testenv.Python())
 	if err != nil {
 		t.Fatal("python3 is required (make tools installs it)")
 	}

@@ -131,9 +131,12 @@ for line in sys.stdin:
         import tempfile
         where = params["arguments"].get("where", "tmp")
         d = tempfile.gettempdir() if where == "tmp" else where
-        path = os.path.join(d, "ft-%s.json" % os.getpid())
-        with open(path, "w") as fh:
-            fh.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"success": True, "data": {"big": "y" * 1000}}}))
+        path = os.path.join(d, "ft-%s.json" % os.getpid() if where == "tmp" else "ft.json")
+        try:
+            with open(path, "w") as fh:
+                fh.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"success": True, "data": {"big": "y" * 1000}}}))
+        except OSError:
+            pass  # sandboxed: the host's directories are not the plugin's to write
         send({"id": rid, "__file_transport": path})
     elif tool == "handle":
         send({"id": rid, "result": {"success": True, "data": {"handle": ctx["credentials"].get("API_KEY", "")}}})

@@ -1,0 +1,99 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// pluginUID is who a plugin runs as when the host runs as root: never
+// root, so that file permissions protect whatever the sandbox shows.
+const pluginUID = 65534
+
+// confineAndStart confines this thread — Landlock (landlock level), CPU
+// priority, no_new_privs, seccomp, no capabilities — and starts the plugin
+// from it, so the plugin inherits all of it.
+func (ip *initProc) confineAndStart() (*os.Process, error) {
+	s := &ip.spec
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.Level == LevelLandlock {
+		if err := landlockRestrict(s); err != nil {
+			return nil, err
+		}
+	}
+	if os.Getuid() == 0 {
+		// A root host (root in the namespaces too): the plugin gets its
+		// own uid, which drops every capability as it is set.
+		attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
+	}
+	if n := s.Limits.Nice; n != nil && *n > 0 {
+		// PRIO_PROCESS with who 0 is this thread on Linux: the plugin
+		// inherits it.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, *n); err != nil {
+			return nil, fmt.Errorf("setting the CPU priority: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := installSeccomp(); err != nil {
+		return nil, fmt.Errorf("seccomp: %w", err)
+	}
+	if attr.Credential == nil {
+		if err := dropCaps(); err != nil {
+			return nil, fmt.Errorf("dropping capabilities: %w", err)
+		}
+	}
+	env := s.Env
+	return os.StartProcess(s.Path, append([]string{s.Path}, s.Args...), &os.ProcAttr{
+		Dir: s.Dir, Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+}
+
+// dropCaps empties this thread's capability sets, ambient included.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
+}
+
+// setLimits applies the per-process limits to the init, which the plugin
+// inherits. RLIMIT_NPROC leaves room for the init's own threads; the
+// watcher enforces the exact count.
+func setLimits(l Limits) error {
+	mem := uint64(l.MemoryMB) << 20
+	set := []struct {
+		res int
+		val uint64
+		nm  string
+	}{
+		{unix.RLIMIT_DATA, mem, "memory_mb"},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), "open_files"},
+		{unix.RLIMIT_NPROC, uint64(l.Processes + initThreads()), "processes"},
+		{unix.RLIMIT_CORE, 0, "core"},
+	}
+	for _, r := range set {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(r.res, &cur); err != nil {
+			return err
+		}
+		v := min(r.val, cur.Max)
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("limit %s: %w", r.nm, err)
+		}
+	}
+	return nil
+}
+
+// initThreads counts the init's threads, with room for a few more.
+func initThreads() int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 32
+	}
+	return len(ents) + 16
+}
