@@ -100,10 +100,10 @@ type Options struct {
 	NoHTTPSProxy bool
 	// Sandbox is how the plugin is confined (host.sandbox); Hide are
 	// Airlock's own paths it never sees.
-	Sandbox sandbox.Config
-	Hide    []string
-	Timeouts     Timeouts
-	Log          *slog.Logger
+	Sandbox  sandbox.Config
+	Hide     []string
+	Timeouts Timeouts
+	Log      *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.

@@ -74,4 +74,3 @@ func denied(patterns []string, k string) bool {
 	}
 	return false
 }
-

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
 )
 
 // binds lists what the plugin sees, in mount order: system directories,

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-		"strings"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"

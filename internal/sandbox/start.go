@@ -37,7 +37,7 @@ type Box struct {
 	Level Level
 
 	spec  Spec
-	ctrl  *os.File  // our end of the control socket
+	ctrl  *os.File   // our end of the control socket
 	close []*os.File // the child's copies, closed after the start
 	log   *slog.Logger
 
