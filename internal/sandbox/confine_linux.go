@@ -62,18 +62,31 @@ func dropCaps() error {
 }
 
 // setLimits applies the per-process limits to the init, which the plugin
-// inherits. RLIMIT_NPROC leaves room for the init's own threads; the
-// watcher enforces the exact count.
-func setLimits(l Limits) error {
+// inherits. They are backstops; the watcher enforces the plugin-wide
+// limits exactly. RLIMIT_DATA is twice the memory limit, so that a
+// plugin reaches the watched limit (and is reported for it) first:
+// twice the limit and 256 MiB more, as a runtime maps more than it
+// touches.
+// RLIMIT_NPROC counts every process of the uid in its user namespace:
+// at the landlock level those of the host's uid too, so their count now
+// is added.
+func setLimits(l Limits, level Level) error {
 	mem := uint64(l.MemoryMB) << 20
+	nproc := l.Processes + initThreads()
+	if level == LevelLandlock {
+		nproc += uidThreads(os.Getuid())
+		if os.Getuid() == 0 {
+			nproc += uidThreads(pluginUID)
+		}
+	}
 	set := []struct {
 		res int
 		val uint64
 		nm  string
 	}{
-		{unix.RLIMIT_DATA, mem, "memory_mb"},
+		{unix.RLIMIT_DATA, 2*mem + 256<<20, "memory_mb"},
 		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), "open_files"},
-		{unix.RLIMIT_NPROC, uint64(l.Processes + initThreads()), "processes"},
+		{unix.RLIMIT_NPROC, uint64(nproc), "processes"},
 		{unix.RLIMIT_CORE, 0, "core"},
 	}
 	for _, r := range set {
@@ -87,6 +100,25 @@ func setLimits(l Limits) error {
 		}
 	}
 	return nil
+}
+
+// uidThreads counts the threads of uid's processes, from /proc.
+func uidThreads(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		var st unix.Stat_t
+		if e.Name()[0] < '0' || e.Name()[0] > '9' || unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if ts, err := os.ReadDir("/proc/" + e.Name() + "/task"); err == nil {
+			n += len(ts)
+		}
+	}
+	return n
 }
 
 // initThreads counts the init's threads, with room for a few more.

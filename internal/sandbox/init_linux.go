@@ -77,7 +77,7 @@ func runInit() int {
 		err = fmt.Errorf("unknown level %q", ip.spec.Level)
 	}
 	if err == nil {
-		err = setLimits(ip.spec.Limits)
+		err = setLimits(ip.spec.Limits, ip.spec.Level)
 	}
 	if err != nil {
 		ip.report(setupReport{Err: err.Error()}, nil)
@@ -111,17 +111,19 @@ func (ip *initProc) report(v any, fds []int) {
 func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 	type result struct {
 		status unix.WaitStatus
+		maxRSS int64 // KiB
 	}
 	exited := make(chan result, 1)
 	go func() {
 		for {
 			var ws unix.WaitStatus
-			pid, err := unix.Wait4(plugin.Pid, &ws, 0, nil)
+			var ru unix.Rusage
+			pid, err := unix.Wait4(plugin.Pid, &ws, 0, &ru)
 			if err == unix.EINTR {
 				continue
 			}
 			if pid == plugin.Pid || err != nil {
-				exited <- result{ws}
+				exited <- result{ws, ru.Maxrss}
 				return
 			}
 		}
@@ -135,6 +137,15 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 		select {
 		case r := <-exited:
 			code = exitCode(r.status)
+			if mem := int64(ip.spec.Limits.MemoryMB) << 10; code != 0 && mem > 0 && r.maxRSS >= mem {
+				// It died of its memory (an allocation past RLIMIT_DATA
+				// failed) before the watcher saw it at the limit.
+				end = Exit{Limit: "memory", Detail: fmt.Sprintf("the plugin used %d MiB, over its limit of %d MiB", r.maxRSS>>10, ip.spec.Limits.MemoryMB)}
+			} else if lim, detail := w.check(); code != 0 && lim != "" {
+				// It failed at a limit (a fork or thread past
+				// RLIMIT_NPROC) and what it left shows which.
+				end = Exit{Limit: lim, Detail: detail}
+			}
 		case s := <-sigs:
 			if s == killSignal {
 				code = 137

@@ -97,37 +97,25 @@ func setupNamespaces(s *initSpec) ([]int, error) {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, fmt.Errorf("mounting /proc: %w", err)
 	}
+	// Binds outside every hidden path, then the hidden paths, then the
+	// binds below one (the plugin's install directory under the state
+	// directory), which are shown again on top of the cover.
 	var ro, rw []string
-	for _, m := range s.Mounts {
-		if m.Link != "" {
-			if err := os.MkdirAll(filepath.Dir(m.Dst), 0o755); err != nil {
-				return nil, err
-			}
-			if err := os.Symlink(m.Link, m.Dst); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if covered(m.Dst, s.Mounts, m) {
-			if _, err := os.Lstat(m.Dst); err != nil {
-				continue // below another bind, and absent there: nothing to show
-			}
-		} else if err := mkpoint(m); err != nil {
-			return nil, err
-		}
-		if err := unix.Mount(old+m.Dst, m.Dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return nil, fmt.Errorf("showing %s: %w", m.Dst, err)
-		}
-		if m.RW {
-			rw = append(rw, m.Dst)
-		} else {
-			ro = append(ro, m.Dst)
-		}
+	first, second := splitHidden(s.Mounts, s.Hide)
+	if err := bindAll(first, s.Mounts, &ro, &rw); err != nil {
+		return nil, err
 	}
 	for _, h := range s.Hide {
-		if err := hide(h, s.Mounts); err != nil {
+		covered, err := hide(h, s.Mounts)
+		if err != nil {
 			return nil, err
 		}
+		if covered != "" {
+			ro = append(ro, covered)
+		}
+	}
+	if err := bindAll(second, nil, &ro, &rw); err != nil {
+		return nil, err
 	}
 	for _, d := range ro {
 		if err := setattr(d, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0, true); err != nil {
@@ -158,6 +146,57 @@ func setupNamespaces(s *initSpec) ([]int, error) {
 		return nil, fmt.Errorf("making the sandbox root read-only: %w", err)
 	}
 	return fds, nil
+}
+
+// splitHidden splits ms into the binds outside every hidden path and
+// those below one.
+func splitHidden(ms []mount, hide []string) (outside, below []mount) {
+	for _, m := range ms {
+		in := false
+		for _, h := range hide {
+			if m.Link == "" && strings.HasPrefix(m.Dst, strings.TrimSuffix(filepath.Clean(h), "/")+"/") {
+				in = true
+			}
+		}
+		if in {
+			below = append(below, m)
+		} else {
+			outside = append(outside, m)
+		}
+	}
+	return outside, below
+}
+
+// bindAll shows each of ms at its own path; all are the binds whose
+// contents may already hold a mount point (nil: create every one).
+func bindAll(ms, all []mount, ro, rw *[]string) error {
+	for _, m := range ms {
+		if m.Link != "" {
+			if err := os.MkdirAll(filepath.Dir(m.Dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(m.Link, m.Dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if all != nil && covered(m.Dst, all, m) {
+			if _, err := os.Lstat(m.Dst); err != nil {
+				continue // below another bind, and absent there: nothing to show
+			}
+		} else if err := mkpoint(m); err != nil {
+			return err
+		}
+		if err := unix.Mount(old+m.Dst, m.Dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("showing %s: %w", m.Dst, err)
+		}
+		if m.RW {
+			*rw = append(*rw, m.Dst)
+		} else {
+			*ro = append(*ro, m.Dst)
+		}
+	}
+	return nil
 }
 
 func b2u(b bool) uintptr {
@@ -205,34 +244,34 @@ func mkdirIn(p string) error {
 	return nil
 }
 
-// hide covers h with an empty read-only tmpfs (a directory) or /dev/null
-// (a file) where a bind shows it; elsewhere it is not in the sandbox.
-func hide(h string, ms []mount) error {
+// hide covers h with an empty tmpfs (a directory; returned, to be made
+// read-only once what belongs below it is shown again) or /dev/null (a
+// file) where a bind shows it; elsewhere it is not in the sandbox.
+func hide(h string, ms []mount) (string, error) {
 	h = filepath.Clean(h)
 	inside := false
 	for _, m := range ms {
 		if m.Link == "" && (h == m.Dst || strings.HasPrefix(h, strings.TrimSuffix(m.Dst, "/")+"/")) {
 			if h == m.Dst && m.RW {
-				return fmt.Errorf("%s is both hidden and the plugin's own directory", h)
+				return "", fmt.Errorf("%s is both hidden and the plugin's own directory", h)
 			}
 			inside = true
 		}
 	}
 	if !inside {
-		return nil
+		return "", nil
 	}
-	dst := h
-	fi, err := os.Lstat(dst)
+	fi, err := os.Lstat(h)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if fi.IsDir() {
-		return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555")
+		return h, unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0755")
 	}
-	return unix.Mount("/dev/null", dst, "", unix.MS_BIND, "")
+	return "", unix.Mount("/dev/null", h, "", unix.MS_BIND, "")
 }
 
 func setattr(path string, set, clr uint64, recursive bool) error {

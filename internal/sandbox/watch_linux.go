@@ -14,7 +14,6 @@ import (
 type task struct {
 	pid, ppid int
 	threads   int
-	rssPages  int64
 }
 
 // readTask parses /proc/PID/stat; the command name may hold anything,
@@ -29,15 +28,34 @@ func readTask(pid int) (task, bool) {
 		return task{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	// After the name: state(0) ppid(1) … num_threads(17) … rss(21).
-	if len(f) < 22 {
+	// After the name: state(0) ppid(1) … num_threads(17).
+	if len(f) < 18 {
 		return task{}, false
 	}
 	t := task{pid: pid}
 	t.ppid, _ = strconv.Atoi(string(f[1]))
 	t.threads, _ = strconv.Atoi(string(f[17]))
-	t.rssPages, _ = strconv.ParseInt(string(f[21]), 10, 64)
 	return t, true
+}
+
+// pss is a process's proportional share of resident memory in KiB: a
+// page shared by n processes (a fork's copy-on-write pages) counts 1/n
+// for each, so the sum over the sandbox is what it really holds.
+func pss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("\nPss:"))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+5:])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+	return n
 }
 
 // tasks lists the sandbox's processes but the init: at the namespaces
@@ -87,18 +105,20 @@ type watcher struct {
 
 // check returns the limit reached, if any, with a detail.
 func (w watcher) check() (string, string) {
-	var threads int
-	var rss int64
-	for _, t := range tasks(w.ns) {
+	ts := tasks(w.ns)
+	threads := 0
+	for _, t := range ts {
 		threads += max(t.threads, 1)
-		rss += t.rssPages
-	}
-	page := int64(os.Getpagesize())
-	if mem := int64(w.limits.MemoryMB) << 20; mem > 0 && rss*page >= mem {
-		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)
 	}
 	if w.limits.Processes > 0 && threads >= w.limits.Processes {
 		return "processes", fmt.Sprintf("processes and threads reached the limit of %d", w.limits.Processes)
+	}
+	var kib int64
+	for _, t := range ts {
+		kib += pss(t.pid)
+	}
+	if mem := int64(w.limits.MemoryMB) << 10; mem > 0 && kib >= mem {
+		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)
 	}
 	return "", ""
 }
