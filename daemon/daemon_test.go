@@ -114,7 +114,7 @@ func TestDevInProcess(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		var ev host.Event
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ev) != nil {
-			t.Fatalf("%s %s: %d %s", plugin, method, resp.StatusCode, b)
+			t.Fatalf("%s %s: %d %s\n%s", plugin, method, resp.StatusCode, b, out.String())
 		}
 		return ev
 	}

@@ -205,11 +205,11 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 // the demo upstream.
 func installDemoProvider(dir, provider string, upPort int) (host.Installed, error) {
 	pkg := filepath.Join(dir, "plugins", DemoPlugin)
-	if err := os.MkdirAll(pkg, 0o700); err != nil {
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
 		return host.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
-	if err := fsutil.CopyFile(provider, bin, 0o700); err != nil {
+	if err := fsutil.CopyFile(provider, bin, 0o755); err != nil {
 		return host.Installed{}, err
 	}
 	manifest := fmt.Sprintf(`name: %s
@@ -221,7 +221,7 @@ credential_intents:
   - {name: tickets.write, class: write, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [POST]}]}
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
-	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
 		return host.Installed{}, err
 	}
 	m, err := host.LoadManifest(filepath.Join(pkg, "manifest.yaml"))

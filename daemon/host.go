@@ -142,7 +142,8 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
 		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
-		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
+		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log,
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
 	if dir := cfg.Host.Artifacts; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
@@ -279,7 +280,8 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer ev.Close()
-	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log}
+	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log,
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
 	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err

@@ -64,6 +64,10 @@ type Config struct {
 	// Executa configures the Executa plugins this host runs beside the
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`
+	// Sandbox is how every plugin is confined: the level (auto,
+	// namespaces, landlock, off), extra read-only paths and limits, per
+	// plugin.
+	Sandbox SandboxConfig `yaml:"sandbox"`
 }
 
 // DefaultCheckpointInterval is how often evidence checkpoints are signed.
@@ -226,6 +230,7 @@ func (c Config) Validate() error {
 	if c.Control == "" {
 		errs = append(errs, errors.New("host.control: required"))
 	}
+	errs = append(errs, c.Sandbox.Validate())
 	if c.Admin != "" {
 		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
 			errs = append(errs, errors.New("host.admin: must be host:port"))

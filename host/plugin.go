@@ -394,6 +394,9 @@ func (p *Plugin) Kind() Kind { return KindPluginV1 }
 // Protocol is the negotiated app protocol version.
 func (p *Plugin) Protocol() string { return strconv.FormatUint(uint64(p.version), 10) }
 
+// Sandbox is the sandbox level the provider runs at.
+func (p *Plugin) Sandbox() string { return string(p.proc.Level) }
+
 // Pid is the provider's process id.
 func (p *Plugin) Pid() int { return p.proc.Pid() }
 

@@ -211,8 +211,10 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health = rt, false, "ok" })
 		report(nil)
 		h.metrics.setUp(e, true)
+		h.metrics.setSandbox(e, rt)
 		w := h.watch(e, rt)
 		h.metrics.setUp(e, false)
+		h.metrics.setSandbox(e, nil)
 		if w == whyShutdown {
 			waitCtxTimeout(&e.calls, h.opts.ShutdownGrace)
 			if err := rt.Shutdown(context.Background()); err != nil {

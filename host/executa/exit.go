@@ -59,6 +59,9 @@ func (p *Process) Health(ctx context.Context) error {
 // dead and its private directory removed.
 func (p *Process) Exited() <-chan struct{} { return p.proc.Exited() }
 
+// Sandbox is the sandbox level the plugin runs at.
+func (p *Process) Sandbox() string { return string(p.proc.Level) }
+
 // Pid is the plugin's process id.
 func (p *Process) Pid() int { return p.proc.Pid() }
 

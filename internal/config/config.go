@@ -47,6 +47,9 @@ type Config struct {
 	Broker   broker.Config `yaml:"broker"`
 	Proxy    proxy.Config  `yaml:"proxy"`
 	Host     host.Config   `yaml:"host"`
+	// Path is the file this config was loaded from ("" for the
+	// embedded defaults): plugins never see it.
+	Path string `yaml:"-"`
 }
 
 // Log configures log/slog output.
@@ -87,6 +90,9 @@ func Load(path string) (*Config, error) {
 	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Path, err = filepath.Abs(path); err != nil {
+		c.Path = path
 	}
 	return c, nil
 }
