@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -203,13 +204,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 
 // Serve serves on l until ctx ends, then shuts down gracefully: idle
 // connections close at once, requests in flight get serve.ShutdownGrace.
+//
+// Its background work (the limiter sweep, the intercept CA reload) ends
+// before Serve returns, whether ctx ended or the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
 	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
 		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
-	go serve.Every(ctx, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() {
+		serve.Every(bg, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+	})
 	if s.caStore != nil {
-		go serve.Every(ctx, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(ctx) })
+		wg.Go(func() { serve.Every(bg, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(bg) }) })
 	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
