@@ -37,8 +37,18 @@ type auditRecord struct {
 	TokenCache string
 }
 
-// pathForAudit keeps the path and the names of query parameters.
+// pathForAudit keeps the path and the names of query parameters; a path
+// or name that holds a handle is withheld (the request is refused with
+// handle_in_request, and the audit line must not carry the handle).
 func pathForAudit(u *url.URL) string {
+	p := pathAndKeys(u)
+	if containsHandleFold(p) || strings.Contains(p, "%") && containsHandleFold(unescapeAll(p)) {
+		return "(withheld: holds a handle)"
+	}
+	return p
+}
+
+func pathAndKeys(u *url.URL) string {
 	p := u.EscapedPath()
 	if len(p) > 512 {
 		p = p[:512] + "…"

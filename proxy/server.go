@@ -365,6 +365,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 			return x, d
 		}
 	}
+	if where := handleLeft(r, t.host); where != "" {
+		return x, handleLeftDenial(where)
+	}
 	return x, nil
 }
 
