@@ -210,7 +210,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
 	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
-		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
+		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -319,7 +319,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		if r.ContentLength > 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
-				return x, deny(CodeBodyTooLarge, "the request body could not be read in full")
+				return x, bodyDenial(err)
 			}
 			x.replay = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
