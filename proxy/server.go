@@ -193,7 +193,7 @@ func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
 // refuseEarly answers r with d before any handle is looked at, and
 // audits it.
 func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) {
-	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}, d)
+	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
 }
 
 // answer finishes a's record with d and writes d as the response.
@@ -241,7 +241,7 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 // filter is goproxy's request handler: every check, then injection. It
 // returns a response to refuse, or sets the request's RoundTripper.
 func (s *Server) filter(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL)}
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
 	x, d := s.prepare(r, a)
 	if d != nil {
 		if x != nil && x.release != nil {
@@ -296,7 +296,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d != nil {
 		return nil, d
 	}
-	a.Host = t.host
+	a.Host, a.Port = t.host, t.port
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
 	}
