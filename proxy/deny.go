@@ -43,6 +43,8 @@ const (
 	CodeTokenEndpoint        = "token_endpoint_unreachable"    // 502
 	CodeTokenExchange        = "token_exchange_failed"         // 502
 	CodeClockSkew            = "clock_skew"                    // 503
+	CodeHandleInRequest      = "handle_in_request"             // 403
+	CodeSelfDial             = "proxy_self_dial"               // 403
 )
 
 var codeStatus = map[string]int{
@@ -60,7 +62,7 @@ var codeStatus = map[string]int{
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
-	CodeClockSkew: http.StatusServiceUnavailable,
+	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

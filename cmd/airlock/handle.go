@@ -178,7 +178,10 @@ const explainUsage = `usage: airlock explain (--handle-fp FP | --intent N) METHO
 Which check of the egress proxy would allow or deny this request, and why —
 the decision path, with nothing sent: the target, the intent's binding, the
 declared destinations and methods, and the addresses the host resolves to.
-URL is what the plugin sends (http://…; the proxy adds TLS).`
+URL is what the plugin sends: http://… (an absolute-form request; the proxy
+adds TLS) or https://… (an intercepted CONNECT, when proxy.intercept is on:
+the CONNECT's admission is explained first). A plugin pass's fingerprint
+explains the CONNECT it opens; the request inside needs its own handle.`
 
 func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", stderr)
