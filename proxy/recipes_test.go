@@ -74,7 +74,7 @@ function onResponse(r) { let b = ""; r.on("data", (d) => (b += d)); r.on("end", 
 // proxy URL forms docs/proxy.md gives work, and the bare handle gets 407
 // because requests sends nothing.
 func TestPythonRequestsProxyURL(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import requests").Run(); err != nil {
+	if err := exec.Command(testenv.Python(), "-c", "import requests").Run(); err != nil {
 		testenv.Missing(t, "python3 with requests")
 	}
 	f := newFixture(t, nil)
@@ -91,7 +91,7 @@ func TestPythonRequestsProxyURL(t *testing.T) {
 			h := f.issue(t, "api.write", "inv-requests-"+strings.Trim(tt.name, "<>: "))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "python3", "-c", `import sys, requests
+			cmd := exec.CommandContext(ctx, testenv.Python(), "-c", `import sys, requests
 r = requests.get(sys.argv[1], timeout=10)
 print(r.status_code, r.headers.get("X-Airlock-Error", ""))`, f.url("/x"))
 			p := "http://" + tt.cred(h) + "@" + f.addr
