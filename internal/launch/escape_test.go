@@ -108,7 +108,7 @@ func newAirlockFiles(t *testing.T) *airlockFiles {
 
 // fakeProxy stands in for the egress proxy: it answers every request
 // "proxied", so the plugin's one way out is seen to work.
-func fakeProxy(t *testing.T) string {
+func fakeProxy(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,8 @@ func main() {
 		}
 	case "sleep":
 		time.Sleep(time.Hour)
+	case "load":
+		load()
 	case "memhog":
 		var keep [][]byte
 		for {
@@ -136,6 +138,41 @@ func probe() {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	report("proxied", resp.StatusCode == 200 && strings.Contains(string(body), "proxied"), strconv.Itoa(resp.StatusCode))
+}
+
+// load sends ATTACK_N requests to ATTACK_PROXIED through HTTP_PROXY, 16
+// at a time over kept-alive connections (the relay benchmark).
+func load() {
+	n, _ := strconv.Atoi(os.Getenv("ATTACK_N"))
+	url := os.Getenv("ATTACK_PROXIED")
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16}
+	client := &http.Client{Transport: tr}
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	done := make(chan bool, 16)
+	for range 16 {
+		go func() {
+			ok := true
+			for range jobs {
+				resp, err := client.Get(url)
+				if err != nil {
+					ok = false
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			done <- ok
+		}()
+	}
+	for range 16 {
+		if !<-done {
+			os.Exit(1)
+		}
+	}
 }
 
 func errString(err error) string {
