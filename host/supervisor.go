@@ -101,7 +101,7 @@ func (e *entry) status() Status {
 	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
 		Health: e.health, Since: e.since}
 	if e.rt != nil && e.state == StateRunning {
-		s.Protocol, s.Pid = e.rt.Protocol(), e.rt.Pid()
+		s.Protocol, s.Pid, s.Sandbox = e.rt.Protocol(), e.rt.Pid(), e.rt.Sandbox()
 	}
 	if e.state == StateRestarting {
 		s.RetryAt = e.retryAt

@@ -212,7 +212,7 @@ host:
 	}
 	// airlock plugins lists both kinds, with the provider's restart.
 	list, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "plugins")
-	if code != 0 || !regexp.MustCompile(`example\.tickets\s+plugin/v1\s+running\s+1\s+\d+\s+1\s+ok`).MatchString(list) ||
+	if code != 0 || !regexp.MustCompile(`example\.tickets\s+plugin/v1\s+running\s+1\s+\d+\s+(namespaces|landlock)\s+1\s+ok`).MatchString(list) ||
 		!regexp.MustCompile(`executa-tickets\s+executa\s+running\s+2\.0`).MatchString(list) {
 		t.Fatalf("airlock plugins: %d\n%s%s", code, list, stderr)
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,10 +24,16 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 			return nil, err
 		}
 	}
+	// A root host: the plugin gets its own uid, which drops every
+	// capability as it is set; at the landlock level the exec stage sets
+	// it, after reading this binary as root.
+	setUID := -1
 	if os.Getuid() == 0 {
-		// A root host (root in the namespaces too): the plugin gets its
-		// own uid, which drops every capability as it is set.
-		attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
+		if s.Level == LevelLandlock {
+			setUID = pluginUID
+		} else {
+			attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
+		}
 	}
 	if n := s.Limits.Nice; n != nil && *n > 0 {
 		// PRIO_PROCESS with who 0 is this thread on Linux: the plugin
@@ -41,14 +48,56 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	if err := installSeccomp(); err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	if attr.Credential == nil {
+	if attr.Credential == nil && setUID < 0 {
 		if err := dropCaps(); err != nil {
 			return nil, fmt.Errorf("dropping capabilities: %w", err)
 		}
 	}
-	env := s.Env
-	return os.StartProcess(s.Path, append([]string{s.Path}, s.Args...), &os.ProcAttr{
-		Dir: s.Dir, Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+	// The plugin starts through an exec stage (this binary again) that
+	// sets RLIMIT_NPROC on itself and executes the plugin: a limit set
+	// here would count the init's own threads, and the init could not
+	// start one more once a fork bomb filled it.
+	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(ip.nproc), strconv.Itoa(setUID), s.Path}, s.Args...)
+	return os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
+		Dir: s.Dir, Env: s.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+}
+
+// execMain is the exec stage: argv is nproc, the uid to become (-1:
+// none), path, args.
+func execMain(argv []string) int {
+	if len(argv) < 3 {
+		return 127
+	}
+	n, err1 := strconv.Atoi(argv[0])
+	uid, err2 := strconv.Atoi(argv[1])
+	if err1 != nil || err2 != nil {
+		return 127
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock sandbox: limit processes:", err)
+		return 127
+	}
+	if uid >= 0 {
+		if err := becomeUser(uid); err != nil {
+			fmt.Fprintln(os.Stderr, "airlock sandbox: dropping to the plugin's uid:", err)
+			return 127
+		}
+	}
+	err := syscall.Exec(argv[2], argv[2:], os.Environ())
+	fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+	return 127
+}
+
+// becomeUser drops every group and becomes uid (gid the same), which
+// also clears every capability.
+func becomeUser(uid int) error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setgid(uid); err != nil {
+		return err
+	}
+	return syscall.Setuid(uid)
 }
 
 // dropCaps empties this thread's capability sets, ambient included.
@@ -70,9 +119,9 @@ func dropCaps() error {
 // RLIMIT_NPROC counts every process of the uid in its user namespace:
 // at the landlock level those of the host's uid too, so their count now
 // is added.
-func setLimits(l Limits, level Level) error {
+func setLimits(l Limits, level Level) (nproc int, err error) {
 	mem := uint64(l.MemoryMB) << 20
-	nproc := l.Processes + initThreads()
+	nproc = l.Processes + initThreads()
 	if level == LevelLandlock {
 		nproc += uidThreads(os.Getuid())
 		if os.Getuid() == 0 {
@@ -86,20 +135,19 @@ func setLimits(l Limits, level Level) error {
 	}{
 		{unix.RLIMIT_DATA, 2*mem + 256<<20, "memory_mb"},
 		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), "open_files"},
-		{unix.RLIMIT_NPROC, uint64(nproc), "processes"},
 		{unix.RLIMIT_CORE, 0, "core"},
 	}
 	for _, r := range set {
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(r.res, &cur); err != nil {
-			return err
+			return 0, err
 		}
 		v := min(r.val, cur.Max)
 		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("limit %s: %w", r.nm, err)
+			return 0, fmt.Errorf("limit %s: %w", r.nm, err)
 		}
 	}
-	return nil
+	return nproc, nil
 }
 
 // uidThreads counts the threads of uid's processes, from /proc.

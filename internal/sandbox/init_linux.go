@@ -40,13 +40,16 @@ func Init() {
 	if len(os.Args) > 2 && os.Args[2] == "probe" {
 		os.Exit(probeMain())
 	}
+	if len(os.Args) > 2 && os.Args[2] == "exec" {
+		os.Exit(execMain(os.Args[3:]))
+	}
 	os.Exit(runInit())
 }
 
 type initProc struct {
 	spec initSpec
 	ctrl *os.File
-	root bool // the host runs as root: the plugin gets its own uid
+	nproc int // the plugin's RLIMIT_NPROC, set by the exec stage
 }
 
 func runInit() int {
@@ -77,7 +80,7 @@ func runInit() int {
 		err = fmt.Errorf("unknown level %q", ip.spec.Level)
 	}
 	if err == nil {
-		err = setLimits(ip.spec.Limits, ip.spec.Level)
+		ip.nproc, err = setLimits(ip.spec.Limits, ip.spec.Level)
 	}
 	if err != nil {
 		ip.report(setupReport{Err: err.Error()}, nil)

@@ -89,6 +89,12 @@ func landlockRestrict(s *initSpec) error {
 			}
 		}
 	}
+	// The exec stage is this binary: read and execute it, nothing else.
+	if exe, err := os.Readlink("/proc/self/exe"); err == nil {
+		if err := addPath(rs, exe, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE, abi); err != nil {
+			return err
+		}
+	}
 	for _, port := range s.Ports {
 		a := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
 		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort, uintptr(unsafe.Pointer(&a)), 0, 0, 0); e != 0 {
