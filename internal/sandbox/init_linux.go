@@ -47,8 +47,8 @@ func Init() {
 }
 
 type initProc struct {
-	spec initSpec
-	ctrl *os.File
+	spec  initSpec
+	ctrl  *os.File
 	nproc int // the plugin's RLIMIT_NPROC, set by the exec stage
 }
 
