@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/tokens"
 )
 
 // startServeAndHost runs Serve and Host on cfg until the test ends, as
@@ -182,5 +185,60 @@ func TestControlTCPWithoutAuthorityRefused(t *testing.T) {
 	if l, _, err := listenControl(cfg.Host, http.NotFoundHandler(), nil); err == nil {
 		l.Close()
 		t.Fatal("listenControl opened an unauthenticated TCP control API")
+	}
+}
+
+// Everything Airlock keeps in its state directory — signing keys, the
+// intercept CA key, the evidence key and log, both tokens, the lockfile,
+// installed plugins, APS storage, sockets — is its owner's alone (files
+// 0600 or 0700, directories 0700), even under umask 0: modes are set, not
+// left to the umask. The one exception is the intercept CA's certificate
+// bundle, which is public.
+func TestStateIsOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	cfg := testConfig(t)
+	cfg.Tokens.Keys = tokens.KeysConfig{Source: tokens.SourceFile, Path: filepath.Join(cfg.StateDir, "signing-keys.pem")}
+	cfg.Proxy.Intercept.CAFile = filepath.Join(cfg.StateDir, "intercept-ca.pem")
+	cfg.Proxy.Intercept.CAKeyFile = filepath.Join(cfg.StateDir, "intercept-ca.key")
+	cfg.Host.Executa.FilesListen = "127.0.0.1:0"
+	cfg.Host.Executa.Plugins = []host.ExecutaPlugin{{Name: DemoExecutaPlugin, Command: executaBin}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	control := startServeAndHost(t, cfg)
+	raw, _ := os.ReadFile(cfg.Host.ControlTokenFile)
+	if code, body := curlInstall(t, control, strings.TrimSpace(string(raw)), providerPackage(t)); code != http.StatusOK {
+		t.Fatalf("install: %d %s", code, body)
+	}
+	for _, p := range []string{cfg.Tokens.Keys.Path, cfg.Proxy.Intercept.CAKeyFile, cfg.Host.EvidenceKey, cfg.Host.Evidence,
+		cfg.Broker.API.TokenFile, cfg.Host.ControlTokenFile, cfg.Host.Lockfile, cfg.Host.Executa.Storage} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("expected %s: %v", p, err)
+		}
+	}
+	var checked int
+	err := filepath.WalkDir(cfg.StateDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		checked++
+		perm := st.Mode().Perm()
+		switch {
+		case p == cfg.Proxy.Intercept.CAFile:
+			// Public: the certificates plugins trust.
+		case st.IsDir() && perm != 0o700:
+			t.Errorf("directory %s has mode %#o, want 0700", p, perm)
+		case !st.IsDir() && perm&0o077 != 0:
+			t.Errorf("%s has mode %#o: its group or others may use it", p, perm)
+		}
+		return nil
+	})
+	if err != nil || checked < 10 {
+		t.Fatalf("walked %d entries: %v", checked, err)
 	}
 }

@@ -123,8 +123,9 @@ broker:
 		t.Fatalf("revoke with the token: exit %d\n%s", code, out)
 	}
 	// With the token (beside the socket, where serve made it) the same
-	// command works.
-	if out, code := airlockProcess(t, issue...); code != 0 || !strings.Contains(out, "handle:       alh_") {
+	// command works (for an invocation not revoked above).
+	ok := append(append([]string(nil), issue[:7]...), "inv-operator", "--intent", "demo.write")
+	if out, code := airlockProcess(t, ok...); code != 0 || !strings.Contains(out, "handle:       alh_") {
 		t.Fatalf("issue with the token: exit %d\n%s", code, out)
 	}
 	if l := logs.String(); strings.Contains(l, tok) || !strings.Contains(l, "broker API: call refused") {
