@@ -33,6 +33,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func invokeCommand(exe string) string {
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			if !strings.Contains(rel, "/") {
+				rel = "./" + rel // a shell looks a bare name up in PATH
+			}
 			return rel
 		}
 	}

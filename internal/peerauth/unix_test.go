@@ -27,17 +27,7 @@ func TestListenUnixRefusesLiveSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	done := acceptAll(l, func(net.Conn) {})
 	if _, err := ListenUnix(sock, UnixOptions{GID: NoGroup}); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second listener on a live socket: %v", err)
 	}
@@ -65,18 +55,7 @@ func TestListenUnixPeerUID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				for {
-					conn, err := l.Accept()
-					if err != nil {
-						return
-					}
-					_, _ = conn.Write([]byte("hello"))
-					conn.Close()
-				}
-			}()
+			done := acceptAll(l, func(conn net.Conn) { _, _ = conn.Write([]byte("hello")) })
 			defer func() { l.Close(); <-done }()
 			conn, err := net.Dial("unix", sock)
 			if err != nil {
@@ -115,4 +94,22 @@ func TestListenUnixSharedGroup(t *testing.T) {
 			t.Fatalf("%s: mode %#o gid %d, want %#o gid %d", p, st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Gid, want, gid)
 		}
 	}
+}
+
+// acceptAll hands every connection l accepts to serve and closes it; the
+// channel closes once l is closed.
+func acceptAll(l net.Listener, serve func(net.Conn)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			serve(c)
+			c.Close()
+		}
+	}()
+	return done
 }
