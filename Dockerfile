@@ -19,6 +19,6 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/airlock /usr/local/bin/airlock
 USER 65532:65532
 ENV XDG_STATE_HOME=/var/lib
-EXPOSE 8899 9464 9465 9467
+EXPOSE 8899 9464 9467
 ENTRYPOINT ["/usr/local/bin/airlock"]
 CMD ["serve"]

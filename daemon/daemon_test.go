@@ -59,8 +59,8 @@ func freeAddr(t *testing.T) string {
 func testConfig(t *testing.T) *config.Config {
 	t.Helper()
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {control: %q, admin: %q}\n",
-		freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t))))
+	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {admin: %q}\n",
+		freeAddr(t), freeAddr(t), freeAddr(t))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +71,14 @@ func testConfig(t *testing.T) *config.Config {
 }
 
 var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// controlClient calls cfg's control API (by default a unix socket under
+// the state directory) with its token, as airlock invoke does.
+func controlClient(cfg *config.Config) (*http.Client, string) {
+	c, base := ControlClient(cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile})
+	c.Timeout = 30 * time.Second
+	return c, base
+}
 
 // Dev composes Serve and Host in one process: both demo plugins serve a
 // credentialed call, /readyz covers the plugins, and everything it started
@@ -103,10 +111,14 @@ func TestDevInProcess(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("Dev not ready")
 	}
+	ctl, base := controlClient(cfg)
+	if r.Control != cfg.Host.Control {
+		t.Fatalf("Ready.Control = %q, want the config's %q", r.Control, cfg.Host.Control)
+	}
 	invoke := func(plugin, method, input string) host.Event {
 		t.Helper()
 		body, _ := json.Marshal(host.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
-		resp, err := client.Post("http://"+r.Control+"/v1/invocations", "application/json", bytes.NewReader(body))
+		resp, err := ctl.Post(base+"/v1/invocations", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,9 +165,9 @@ func TestDevInProcess(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no checkpoint served")
 		}
-		head = getOK(t, "http://"+r.Control+"/v1/evidence/head")
+		head = getOK(t, ctl, base+"/v1/evidence/head")
 	}
-	jwks = getOK(t, "http://"+r.Control+"/v1/evidence/jwks.json")
+	jwks = getOK(t, ctl, base+"/v1/evidence/jwks.json")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Dev: %v", err)
@@ -230,9 +242,9 @@ func TestServeListenerTaken(t *testing.T) {
 }
 
 // getOK returns the body of a 200 answer, nil otherwise.
-func getOK(t *testing.T, url string) []byte {
+func getOK(t *testing.T, c *http.Client, url string) []byte {
 	t.Helper()
-	resp, err := client.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

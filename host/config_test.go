@@ -49,7 +49,7 @@ func TestExecutaConfigValidate(t *testing.T) {
 		}
 	}
 	// The host section reports the Executa problems too.
-	if err := (Config{Control: DefaultControl, Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
+	if err := (Config{Control: "unix:/run/airlock/control.sock", Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
 		t.Fatalf("host section: %v", err)
 	}
 }

@@ -168,6 +168,7 @@ func (c *Config) applyDefaults() {
 	if c.Broker.API.Socket == "" {
 		c.Broker.API.Socket = filepath.Join(c.StateDir, "run", "broker.sock")
 	}
+	c.Broker.API = c.Broker.API.WithDefaults()
 	h := &c.Host
 	if h.PluginsDir == "" {
 		h.PluginsDir = filepath.Join(c.StateDir, "plugins")
@@ -179,8 +180,9 @@ func (c *Config) applyDefaults() {
 		h.Evidence = filepath.Join(c.StateDir, "evidence.jsonl")
 	}
 	if h.Control == "" {
-		h.Control = host.DefaultControl
+		h.Control = "unix:" + filepath.Join(c.StateDir, "run", "control.sock")
 	}
+	*h = h.WithControlDefaults()
 	if h.Admin == "" {
 		h.Admin = host.DefaultAdmin
 	}
