@@ -231,6 +231,16 @@ func TestStateIsOwnerOnly(t *testing.T) {
 		switch {
 		case p == cfg.Proxy.Intercept.CAFile:
 			// Public: the certificates plugins trust.
+		case p == cfg.Host.PluginsDir:
+			if perm != 0o711 {
+				t.Errorf("the plugins directory has mode %#o, want 0711 (traversable, not listable)", perm)
+			}
+		case strings.HasPrefix(p, cfg.Host.PluginsDir+"/"):
+			// A package is no secret: the uid a root host runs plugins as
+			// must read it. Nobody but its owner may change it.
+			if perm&0o022 != 0 {
+				t.Errorf("%s has mode %#o: others may change it", p, perm)
+			}
 		case st.IsDir() && perm != 0o700:
 			t.Errorf("directory %s has mode %#o, want 0700", p, perm)
 		case !st.IsDir() && perm&0o077 != 0:

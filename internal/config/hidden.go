@@ -17,7 +17,10 @@ func (c *Config) Hidden() []string {
 		c.Proxy.Intercept.CAKeyFile, c.Vault.Auth.TokenFile, c.Vault.Auth.RoleIDFile, c.Vault.Auth.SecretIDFile,
 		c.Vault.Auth.ServiceAccountTokenFile, c.Host.Lockfile, c.Host.Evidence, c.Host.EvidenceKey, c.Host.Policy,
 		c.Host.Executa.Storage, c.Host.Executa.FilesDir, dirOf(c.Broker.API.Socket), unixDir(c.Host.Control),
-		unixDir(c.Host.Broker), c.Broker.API.TCP.KeyFile}
+		unixDir(c.Host.Broker), c.Broker.API.TCP.KeyFile, c.Broker.API.TokenFile, c.Host.ControlTokenFile}
+	if t := c.Host.ControlTLS; t != nil {
+		paths = append(paths, t.KeyFile)
+	}
 	if c.Broker.Store.Redis.Sentinel != nil {
 		paths = append(paths, c.Broker.Store.Redis.Sentinel.PasswordFile)
 	}

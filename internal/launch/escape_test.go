@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -173,6 +174,15 @@ func escape(t *testing.T, level sandbox.Level, argv []string) {
 		"ATTACK_UNIX=" + a.brokerSock,
 		"ATTACK_PID=" + strconv.Itoa(os.Getpid()),
 		"ATTACK_PROXIED=http://api.example.com/v1/x",
+	}
+	if filepath.Base(argv[0]) == "attacker" {
+		// The Go attacker runs from its package in the owner-only state
+		// directory, as an installed plugin/v1 provider does.
+		bin := filepath.Join(a.installDir, "attacker")
+		if err := fsutil.CopyFile(argv[0], bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		argv = []string{bin}
 	}
 	cfg := sandbox.Config{Level: level, ReadOnly: []string{a.root, attackerDir}}
 	p, err := Start(context.Background(), Request{Plugin: "attacker", Path: argv[0], Args: append(argv[1:], "probe"), Env: env,

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -78,14 +79,44 @@ func execMain(argv []string) int {
 		return 127
 	}
 	if uid >= 0 {
+		// Open the program while still root: its directory (a package
+		// in the owner-only state directory) need not be traversable by
+		// the plugin's uid, only the program executable.
+		fd, err := unix.Open(argv[2], unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "airlock sandbox: opening the plugin's program:", err)
+			return 127
+		}
 		if err := becomeUser(uid); err != nil {
 			fmt.Fprintln(os.Stderr, "airlock sandbox: dropping to the plugin's uid:", err)
 			return 127
 		}
+		err = execveat(fd, argv[2:], os.Environ())
+		fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+		return 127
 	}
 	err := syscall.Exec(argv[2], argv[2:], os.Environ())
 	fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
 	return 127
+}
+
+// execveat executes the program open at fd.
+func execveat(fd int, argv, env []string) error {
+	empty, err := syscall.BytePtrFromString("")
+	if err != nil {
+		return err
+	}
+	av, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	ev, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return err
+	}
+	_, _, e := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&av[0])), uintptr(unsafe.Pointer(&ev[0])), unix.AT_EMPTY_PATH, 0)
+	return e
 }
 
 // becomeUser drops every group and becomes uid (gid the same), which
