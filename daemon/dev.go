@@ -124,7 +124,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		policy = nil // the configured one
 	}
 	hn, err := startHost(ctx, cfg, opts.Options, hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
-		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, admin: sn.admin, registry: sn.registry,
+		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, proxyServe: sn.serveSandbox, admin: sn.admin, registry: sn.registry,
 		policy: policy, evidence: ev})
 	if err != nil {
 		return err

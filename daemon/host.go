@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +23,8 @@ import (
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/handoff"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/serve"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/tokens"
@@ -57,7 +62,8 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 		return fmt.Errorf("broker at %s: %w (is airlock serve running?)", cfg.Host.Broker, err)
 	}
 	verifyKeys := &tokens.JWKSClient{URL: cfg.Host.Executa.JWKS, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
-	n, err := startHost(ctx, cfg, opts, hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy})
+	n, err := startHost(ctx, cfg, opts, hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy,
+		proxyServe: handoffTo(cfg, opts.Log)})
 	if err != nil {
 		return err
 	}
@@ -74,6 +80,9 @@ type hostDeps struct {
 	keys        tokens.KeyResolver
 	secrets     secretReader // the raw-credential opt-in; none when nil
 	egressProxy string
+	// proxyServe hands the egress proxy a sandboxed plugin's listener
+	// (host.Options.ProxyServe); relayed when nil.
+	proxyServe func(net.Listener) (io.Closer, error)
 	// admin, when set, is the listener the host registers its checks on
 	// (Dev shares Serve's); else the host serves its own on host.admin.
 	admin    *admin.Server
@@ -82,6 +91,23 @@ type hostDeps struct {
 	policy      *host.Policy
 	evidence    *host.EvidenceLog
 	evidenceKey *host.EvidenceKey
+}
+
+// handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
+// beside this host, whose proxy is the plugins' egress proxy when that is
+// a loopback address; nil (relay) otherwise or without the broker token.
+func handoffTo(cfg *config.Config, log *slog.Logger) func(net.Listener) (io.Closer, error) {
+	host, _, err := net.SplitHostPort(cfg.Broker.EgressProxy)
+	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
+		return nil
+	}
+	tok, err := peerauth.ReadToken("broker.api.token_file", cfg.Broker.API.TokenFile)
+	if err != nil {
+		log.Warn("sandboxed plugins reach the proxy through a relay: the broker token cannot be read", "err", err)
+		return nil
+	}
+	socket := filepath.Join(filepath.Dir(strings.TrimPrefix(cfg.Host.Broker, "unix:")), handoff.SocketName)
+	return func(l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, l) }
 }
 
 // hostNode is a running host.
@@ -149,7 +175,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden(), ProxyServe: deps.proxyServe}
 	if dir := cfg.Host.Artifacts; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -94,8 +96,22 @@ type serveNode struct {
 	adminL    net.Listener
 	adminAddr string
 	proxyAddr string
+	proxy     *proxy.Server
 	*node
 }
+
+// serveSandbox serves a sandboxed plugin's proxy listener on this
+// process's proxy (airlock dev: no relay hop) until the Closer closes.
+func (n *serveNode) serveSandbox(l net.Listener) (io.Closer, error) {
+	ctx, cancel := context.WithCancel(n.ctx)
+	done := make(chan struct{})
+	go func() { _ = n.proxy.ServeSandbox(ctx, l); close(done) }()
+	return closerFunc(func() error { cancel(); <-done; return nil }), nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 func startServe(ctx context.Context, cfg *config.Config, opts Options, parts serveParts) (_ *serveNode, err error) {
 	opts = opts.withDefaults()
@@ -202,10 +218,11 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if err != nil {
 		return nil, err
 	}
+	n.proxy = px
 	if parts.brokerAPI {
 		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: ring, StoreType: cfg.Broker.Store.Type,
 			Version: opts.Version, Log: log, Explainer: px}
-		stopAPI, err := serveAPI(cfg.Broker.API, api, log)
+		stopAPI, err := serveAPI(cfg.Broker.API, api, px, log)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +274,12 @@ func refreshHandler(b *broker.Broker) http.Handler {
 // mutual TLS when configured) and returns a function that stops it. Every
 // call on either listener presents the token of broker.api.token_file,
 // created here when missing.
-func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(), error) {
+//
+// Beside the broker socket, with the same peers and token, it answers
+// hand-overs of sandboxed plugins' proxy listeners (internal/handoff), so
+// that an airlock host on this machine sends its plugins' requests to px
+// with no relay hop.
+func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slog.Logger) (func(), error) {
 	gid, uids, err := c.Peers()
 	if err != nil {
 		return nil, err
@@ -287,6 +309,17 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 	api.Register(g)
 	servers = append(servers, g)
 	go func() { _ = g.Serve(ul) }()
+	hl, err := peerauth.ListenUnix(filepath.Join(filepath.Dir(c.Socket), handoff.SocketName),
+		peerauth.UnixOptions{Name: "proxy handoff socket", AllowedUIDs: uids, GID: gid, Log: log})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	hdone := make(chan struct{})
+	go func() { handoff.Serve(hctx, hl, tok, px.ServeSandbox, log); close(hdone) }()
+	stopGRPC := stop
+	stop = func() { hcancel(); <-hdone; stopGRPC() }
 	if c.TCP.Listen != "" {
 		creds, err := broker.TCPCredentials(c.TCP)
 		if err != nil {

@@ -41,7 +41,7 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 		opts.Redactor = h.opts.Redactor
 	}
 	opts.StderrLevel = h.opts.StderrLevel
-	opts.Sandbox, opts.Hide = h.opts.Sandbox, h.opts.Hide
+	opts.Sandbox, opts.Hide, opts.ProxyServe = h.opts.Sandbox, h.opts.Hide, h.opts.ProxyServe
 	opts.Record = func(typ, invocation string, data map[string]any) { h.opts.record(cfg.Name, typ, invocation, data) }
 	first := true
 	return h.Add(cfg.Name, KindExecuta, func(ctx context.Context) (Runtime, error) {

@@ -101,6 +101,9 @@ type Options struct {
 	// directories).
 	Sandbox SandboxConfig
 	Hide    []string
+	// ProxyServe, when set, hands the egress proxy each sandboxed
+	// plugin's proxy listener to serve directly, with no relay hop.
+	ProxyServe func(net.Listener) (io.Closer, error)
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
@@ -113,7 +116,7 @@ type SandboxConfig = sandbox.Config
 // launchOptions are what the launch layer needs of o.
 func (o Options) launchOptions(log *slog.Logger) launch.Options {
 	return launch.Options{Broker: o.Broker, EgressProxy: o.EgressProxy, InterceptCAFile: o.InterceptCAFile,
-		Sandbox: o.Sandbox, Hide: o.Hide, StderrLevel: o.StderrLevel, Redactor: o.Redactor, Log: log}
+		Sandbox: o.Sandbox, Hide: o.Hide, ProxyServe: o.ProxyServe, StderrLevel: o.StderrLevel, Redactor: o.Redactor, Log: log}
 }
 
 // Errors of the launch sequence; each wraps the detail of what failed.

@@ -209,8 +209,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 // before Serve returns, whether ctx ended or the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
-	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
-		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
+	cs := s.connServer()
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -223,6 +222,20 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
 	return err
+}
+
+// ServeSandbox serves the connections a sandboxed plugin opens on l — a
+// listener on the plugin's own loopback, handed over by its host, so that
+// its requests reach the proxy without a relay hop — until ctx ends
+// (gracefully, as Serve) or l is closed. The background work is Serve's:
+// a Server serving only sandbox listeners has none.
+func (s *Server) ServeSandbox(ctx context.Context, l net.Listener) error {
+	return s.connServer().serve(ctx, l)
+}
+
+func (s *Server) connServer() *connServer {
+	return &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
+		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
 }
 
 // finish records the end of a request: audit line and metrics.

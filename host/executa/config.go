@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -100,10 +102,12 @@ type Options struct {
 	NoHTTPSProxy bool
 	// Sandbox is how the plugin is confined (host.sandbox); Hide are
 	// Airlock's own paths it never sees.
-	Sandbox  sandbox.Config
-	Hide     []string
-	Timeouts Timeouts
-	Log      *slog.Logger
+	Sandbox sandbox.Config
+	Hide    []string
+	// ProxyServe: see host.Options.ProxyServe.
+	ProxyServe func(net.Listener) (io.Closer, error)
+	Timeouts   Timeouts
+	Log        *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.

@@ -89,7 +89,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 		Env:     pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv, deny: cfg.EnvDeny}),
 		NoHTTPS: opts.NoHTTPSProxy, PassIntents: intents, Direct: opts.Files.directHosts(), Stdin: true,
 	}, launch.Options{Broker: opts.Broker, EgressProxy: opts.EgressProxy, InterceptCAFile: opts.InterceptCAFile,
-		Sandbox: opts.Sandbox, Hide: opts.Hide, StderrLevel: opts.StderrLevel, Redactor: opts.Redactor, Log: p.log})
+		Sandbox: opts.Sandbox, Hide: opts.Hide, ProxyServe: opts.ProxyServe, StderrLevel: opts.StderrLevel, Redactor: opts.Redactor, Log: p.log})
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}

@@ -46,6 +46,11 @@ type Options struct {
 	InterceptCAFile string
 	// Sandbox is the host.sandbox config.
 	Sandbox sandbox.Config
+	// ProxyServe, when set, hands the egress proxy a sandboxed plugin's
+	// proxy listener to serve directly (no relay hop): the proxy of this
+	// process (airlock dev) or of the airlock serve beside the host
+	// (handoff).
+	ProxyServe func(net.Listener) (io.Closer, error)
 	// Hide are Airlock's own paths (state directory, config, runtime
 	// directories) a plugin never sees.
 	Hide        []string
@@ -144,7 +149,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	var relays []sandbox.Relay
 	proxy := ""
 	if o.EgressProxy != "" {
-		r := sandbox.Relay{Target: o.EgressProxy}
+		r := sandbox.Relay{Target: o.EgressProxy, Serve: o.ProxyServe}
 		relays = append(relays, r)
 		proxy = r.PluginAddr(level)
 	}

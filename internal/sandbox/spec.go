@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io"
 	"net"
 	"strconv"
 )
@@ -40,6 +41,12 @@ type Spec struct {
 // Executa files endpoint. Target is host:port as the host dials it.
 type Relay struct {
 	Target string
+	// Serve, when set, takes the sandbox's listener over at the
+	// namespaces level — the egress proxy serves it directly, with no
+	// relay hop — until the returned Closer is closed. On success the
+	// listener is Serve's; on failure it is still the caller's, which
+	// relays it.
+	Serve func(net.Listener) (io.Closer, error)
 }
 
 // PluginAddr is the address the plugin dials for r at level: at the

@@ -42,6 +42,7 @@ type Box struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
+	served    []io.Closer // listeners another server took over
 	waited    bool
 	reading   bool // readExit runs
 	listeners []net.Listener
@@ -199,6 +200,21 @@ func (b *Box) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%w: relay listener: %w", ErrSetup, err)
 			}
+			r := b.spec.Relays[i]
+			if r.Serve != nil {
+				c, err := r.Serve(l)
+				if err == nil { // l is the server's now
+					b.mu.Lock()
+					b.served = append(b.served, c)
+					waited := b.waited
+					b.mu.Unlock()
+					if waited {
+						c.Close()
+					}
+					continue
+				}
+				b.log.Warn("the proxy did not take the plugin's listener over; relaying instead", "err", err)
+			}
 			b.mu.Lock()
 			if b.waited {
 				b.mu.Unlock()
@@ -208,7 +224,7 @@ func (b *Box) Start(ctx context.Context) error {
 			b.listeners = append(b.listeners, l)
 			b.relays.Add(1)
 			b.mu.Unlock()
-			go b.relay(l, b.spec.Relays[i].Target)
+			go b.relay(l, r.Target)
 		}
 	}
 	b.mu.Lock()
@@ -287,6 +303,10 @@ func (b *Box) Wait() Exit {
 	for c := range b.conns {
 		c.Close()
 	}
+	for _, c := range b.served {
+		c.Close()
+	}
+	b.served = nil
 	b.mu.Unlock()
 	b.relays.Wait()
 	var e Exit

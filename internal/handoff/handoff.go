@@ -1,0 +1,180 @@
+// Package handoff lets airlock host hand a sandboxed plugin's proxy
+// listener to the airlock serve on the same machine, so that the plugin's
+// requests reach the egress proxy with no relay hop. The listener lives
+// in the plugin's network namespace; only its descriptor crosses, over a
+// unix socket beside the broker API's, with the broker token.
+//
+// # Protocol
+//
+// The host connects, sends one message — the token as its bytes and the
+// listener's descriptor (SCM_RIGHTS) — and reads one line: "ok" or why
+// not. The proxy then serves the listener for as long as that connection
+// stays open; the host closes it when the plugin exits, and the proxy
+// closes the listener.
+//
+// # Security
+//
+// The socket is a peerauth socket (peer uid checked) and the token is the
+// broker API's: whoever may hand over a listener may mint handles anyway.
+// A plugin never sees either (the sandbox hides both).
+package handoff
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/peerauth"
+)
+
+// SocketName is the handoff socket's name beside the broker socket.
+const SocketName = "proxy-handoff.sock"
+
+const (
+	maxMessage = 4 << 10
+	timeout    = 10 * time.Second
+)
+
+// ErrRefused: serve refused the listener.
+var ErrRefused = errors.New("airlock serve refused the plugin's proxy listener")
+
+// Serve answers hand-overs on l until ctx ends: each listener passes to
+// take, which serves it until its context ends. Every goroutine Serve
+// starts has ended when it returns.
+func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func(context.Context, net.Listener) error, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			log.Warn("proxy handoff: accept failed", "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		wg.Go(func() { serveConn(ctx, c, token, take, log) })
+	}
+}
+
+func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func(context.Context, net.Listener) error, log *slog.Logger) {
+	defer c.Close()
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return
+	}
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return
+	}
+	fds := rights(oob[:oobn])
+	if !token.Match(string(buf[:n])) {
+		closeAll(fds)
+		log.Warn("proxy handoff refused: the token is not broker.api.token_file's")
+		_, _ = io.WriteString(c, "unauthenticated: present the token of broker.api.token_file\n")
+		return
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		_, _ = io.WriteString(c, "one listener descriptor expected\n")
+		return
+	}
+	f := os.NewFile(uintptr(fds[0]), "plugin-proxy-listener")
+	pl, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		_, _ = io.WriteString(c, "the descriptor is not a listening socket\n")
+		return
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = take(sctx, pl)
+	}()
+	defer func() { cancel(); pl.Close(); <-done }()
+	if _, err := io.WriteString(c, "ok\n"); err != nil {
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	// Served until the host hangs up (the plugin exited) or ctx ends.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_, _ = io.Copy(io.Discard, c)
+}
+
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// Give hands l to the airlock serve listening on socket, presenting
+// token. Serve's proxy serves l until the returned Closer is closed. On
+// success l is closed here (serve holds its own descriptor); on error it
+// is left open for the caller.
+func Give(socket, token string, l net.Listener) (io.Closer, error) {
+	tl, ok := l.(*net.TCPListener)
+	if !ok {
+		return nil, errors.New("only a TCP listener can be handed over")
+	}
+	f, err := tl.File()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := net.DialTimeout("unix", socket, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("proxy handoff socket: %w", err)
+	}
+	uc := c.(*net.UnixConn)
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, _, err := uc.WriteMsgUnix([]byte(token), unix.UnixRights(int(f.Fd())), nil); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("proxy handoff: %w", err)
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, 512)).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ok" {
+		c.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(line))
+	}
+	_ = c.SetDeadline(time.Time{})
+	l.Close()
+	return c, nil
+}
