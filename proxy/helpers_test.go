@@ -72,6 +72,7 @@ type seenRequest struct {
 	Method string
 	Path   string
 	Query  string
+	Target string // the request target exactly as received
 	Header http.Header
 	Body   string
 }
@@ -113,7 +114,7 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.seen = append(u.seen, seenRequest{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: string(body)})
+		u.seen = append(u.seen, seenRequest{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Target: r.RequestURI, Header: r.Header.Clone(), Body: string(body)})
 		rotated := u.rotated
 		u.mu.Unlock()
 		switch {

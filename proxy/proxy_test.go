@@ -199,17 +199,6 @@ func TestDenials(t *testing.T) {
 	}
 }
 
-func TestNarrowIntentAllowsItsPrefix(t *testing.T) {
-	f := newFixture(t, nil)
-	h := f.issue(t, "api.narrow", "inv-n")
-	if code, errCode, _ := do(t, f.client(h), "GET", f.url("/v1/a/./b//c"), nil, ""); code != 200 {
-		t.Fatalf("status %d %s", code, errCode)
-	}
-	if p := f.up.last(t).Path; p != "/v1/a/b/c" {
-		t.Fatalf("upstream path %q: the cleaned path must be what is sent", p)
-	}
-}
-
 func TestConnectAndOriginForm(t *testing.T) {
 	f := newFixture(t, nil)
 	req, _ := http.NewRequest(http.MethodConnect, "http://"+f.addr, nil)
