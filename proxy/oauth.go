@@ -119,7 +119,7 @@ func (s *Server) setToken(r *http.Request, x *exchange) *denial {
 	r.Header.Del(t.Header)
 	r.Header.Set(t.Header, strings.Replace(t.Template, broker.TokenPlaceholder, tok.AccessToken, 1))
 	x.forms = cachedForms(formsKey{secret: x.secret.Value, derived: tok.AccessToken}, func() []string {
-		return append(encodings(x.secret.Value), encodings(tok.AccessToken)...)
+		return secretForms(x.secret.Value, tok.AccessToken)
 	})
 	return nil
 }

@@ -124,6 +124,24 @@ func TestEchoGuard(t *testing.T) {
 	}
 }
 
+// A multi-line secret (a PEM key, here sent as a query parameter) echoed
+// JSON-escaped, with CRLF line ends, or in unpadded base64 and base64url
+// is redacted like the secret itself.
+func TestEchoGuardDerivedForms(t *testing.T) {
+	f := newFixture(t, nil)
+	pem := "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg/+abc\nZm9vYmFyYmF6cXV4+/0123456789\n-----END PRIVATE KEY-----\n"
+	f.writeSecret(t, pem)
+	_, _, body := do(t, f.client(f.issue(t, "api.query", "inv-pem")), "GET", f.url("/reformat"), nil, "")
+	for _, line := range []string{"MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg", "Zm9vYmFyYmF6cXV4", "TUlHSEFnRUFNQk1H"} {
+		if strings.Contains(body, line) {
+			t.Fatalf("a form of the PEM secret passed the guard (%q): %s", line, body)
+		}
+	}
+	if strings.Count(body, Redaction) != 4 {
+		t.Fatalf("want 4 redactions: %s", body)
+	}
+}
+
 // The echo guard covers trailers too: they arrive after the body and are
 // forwarded after it.
 func TestEchoGuardTrailers(t *testing.T) {
