@@ -43,6 +43,7 @@ const (
 	CodeTokenEndpoint        = "token_endpoint_unreachable"    // 502
 	CodeTokenExchange        = "token_exchange_failed"         // 502
 	CodeClockSkew            = "clock_skew"                    // 503
+	CodePresigned            = "presigned_url_not_supported"   // 400
 )
 
 var codeStatus = map[string]int{
@@ -60,7 +61,7 @@ var codeStatus = map[string]int{
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
-	CodeClockSkew: http.StatusServiceUnavailable,
+	CodeClockSkew: http.StatusServiceUnavailable, CodePresigned: http.StatusBadRequest,
 }
 
 // HeaderError carries the denial code on every proxy-made response.
