@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,20 +142,8 @@ func specCanonicalURI(raw string, s3 bool) string {
 		}
 		return specURIEncode(dec, true)
 	}
-	var out []string
-	for _, seg := range strings.Split(raw, "/") {
-		switch seg {
-		case "", ".":
-		case "..":
-			if len(out) > 0 {
-				out = out[:len(out)-1]
-			}
-		default:
-			out = append(out, seg)
-		}
-	}
-	p := "/" + strings.Join(out, "/")
-	if strings.HasSuffix(raw, "/") && len(out) > 0 {
+	p := path.Clean("/" + raw)
+	if strings.HasSuffix(raw, "/") && p != "/" {
 		p += "/"
 	}
 	return specURIEncode(p, true)
