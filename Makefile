@@ -28,6 +28,7 @@ tools:
 	@./tools/ensure-pkg.sh curl curl
 	@./tools/ensure-pkg.sh /usr/bin/python3 python3
 	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/requests/__init__.py python3-requests
+	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/botocore/__init__.py python3-botocore
 	@./tools/ensure-pkg.sh node nodejs
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev

@@ -61,6 +61,12 @@ type TokenInject struct {
 	// Skew: a cached token is renewed this long before it expires
 	// (default 60s).
 	Skew time.Duration `yaml:"skew"`
+	// RefreshBackoff bounds the token fetches of an API that refuses
+	// every token, or of a failing token endpoint (default 1s): the
+	// first refusal or failure is retried at once, each further one
+	// waits this long after the previous fetch, doubling up to 5
+	// minutes, until the API accepts a token.
+	RefreshBackoff time.Duration `yaml:"refresh_backoff"`
 }
 
 // OAuth2ClientCredentialsInject obtains an access token with the client
@@ -94,9 +100,10 @@ type OAuth2JWTBearerInject struct {
 
 // Defaults of the processors.
 const (
-	TokenPlaceholder     = "{{token}}"
-	SignaturePlaceholder = "{{signature}}"
-	DefaultTokenSkew     = 60 * time.Second
+	TokenPlaceholder      = "{{token}}"
+	SignaturePlaceholder  = "{{signature}}"
+	DefaultTokenSkew      = 60 * time.Second
+	DefaultRefreshBackoff = time.Second
 )
 
 // Processor names an inject kind that is a processor ("" for the static
@@ -135,6 +142,9 @@ func (i Inject) Token() *TokenInject {
 	}
 	if t.Skew == 0 {
 		t.Skew = DefaultTokenSkew
+	}
+	if t.RefreshBackoff == 0 {
+		t.RefreshBackoff = DefaultRefreshBackoff
 	}
 	return &t
 }
@@ -208,6 +218,9 @@ func (t TokenInject) validate(p string, dests []Destination) []error {
 	}
 	if t.Skew < 0 || t.Skew > time.Hour {
 		add("%s.skew: between 0 and 1h", p)
+	}
+	if t.RefreshBackoff < 0 || t.RefreshBackoff > time.Hour {
+		add("%s.refresh_backoff: between 0 and 1h", p)
 	}
 	return errs
 }

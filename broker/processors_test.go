@@ -38,6 +38,7 @@ func TestProcessorValidation(t *testing.T) {
 		{"jwt bearer, issuer twice", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: tok, Issuer: "a", IssuerField: "b"}}, auth, "at most one of issuer"},
 		{"token template without token", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Template: "Bearer"}}}, auth, "template"},
 		{"scope with a space", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Scopes: []string{"a b"}}}}, auth, "scopes[0]"},
+		{"negative refresh backoff", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, RefreshBackoff: -1}}}, auth, "refresh_backoff"},
 		{"two kinds", Inject{HMAC: &HMACInject{Header: "X-Sig"}, AWSSigV4: &SigV4Inject{}}, nil, "exactly one of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,7 +58,7 @@ func TestProcessorValidation(t *testing.T) {
 func TestInjectTokenDefaults(t *testing.T) {
 	in := Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{ClientID: "c"}}
 	tk := in.Token()
-	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != DefaultTokenSkew || in.Mode() != "oauth2_client_credentials" {
+	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != DefaultTokenSkew || tk.RefreshBackoff != DefaultRefreshBackoff || in.Mode() != "oauth2_client_credentials" {
 		t.Fatalf("%+v %s", tk, in.Mode())
 	}
 	if (Inject{Header: &HeaderInject{}}).Token() != nil || (Inject{Header: &HeaderInject{}}).Processor() != "" {
@@ -78,13 +79,14 @@ inject:
     scopes: [payments.read]
     client_id_field: client_id
     skew: 2m
+    refresh_backoff: 30s
 `), &in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := in.Inject.OAuth2ClientCredentials
 	if c == nil || c.TokenURL != "https://auth.example.com/oauth/token" || c.ClientIDField != "client_id" || c.Skew.Minutes() != 2 ||
-		len(c.Scopes) != 1 {
+		len(c.Scopes) != 1 || c.RefreshBackoff.Seconds() != 30 {
 		t.Fatalf("%+v", c)
 	}
 }

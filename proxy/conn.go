@@ -423,6 +423,15 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 		if body != nil {
 			ec = &expectContinue{rc: body, w: w}
 			req.Body = ec
+		} else {
+			// No body to wait for, but the client asked: answer 100
+			// anyway. botocore takes a final response that comes
+			// without it for an early one, and its next request on
+			// the connection then stalls until its read timeout.
+			_, _ = c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			if c.bw.Flush() != nil {
+				return false
+			}
 		}
 	}
 	if c.tunnel != nil {

@@ -45,6 +45,7 @@ const (
 	CodeClockSkew            = "clock_skew"                    // 503
 	CodeHandleInRequest      = "handle_in_request"             // 403
 	CodeSelfDial             = "proxy_self_dial"               // 403
+	CodePresigned            = "presigned_url_not_supported"   // 400
 )
 
 var codeStatus = map[string]int{
@@ -63,6 +64,7 @@ var codeStatus = map[string]int{
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
+	CodePresigned: http.StatusBadRequest,
 }
 
 // HeaderError carries the denial code on every proxy-made response.

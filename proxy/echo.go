@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -135,11 +136,57 @@ var formsCache = memo[formsKey, *echoForms]{max: 256}
 // token) that the guard must catch too.
 type formsKey struct{ secret, basicUser, derived string }
 
-// encodings are the forms of v the echo guard looks for: raw, base64
-// (standard and URL alphabets), query- and path-escaped.
+// encodings are the forms of v the echo guard looks for: raw; base64 in
+// the standard and URL alphabets, as the characters that depend on v
+// alone (so padded, unpadded and v at the start of a longer encoded text
+// are all caught); query- and path-escaped; and for a value with line
+// breaks (a PEM key) its lines joined by LF and by CRLF, each also
+// JSON-escaped ("\n", "\r\n"). Any value JSON escapes is caught
+// JSON-escaped, with and without HTML escapes and with "/" as "\/".
 func encodings(v string) []string {
-	return []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.URLEncoding.EncodeToString([]byte(v)),
-		url.QueryEscape(v), url.PathEscape(v)}
+	if v == "" {
+		return nil
+	}
+	forms := []string{v, base64Core(base64.StdEncoding, v), base64Core(base64.URLEncoding, v), url.QueryEscape(v), url.PathEscape(v)}
+	texts := []string{v}
+	if strings.Contains(v, "\n") {
+		lf := strings.ReplaceAll(v, "\r\n", "\n")
+		texts = append(texts, lf, strings.ReplaceAll(lf, "\n", "\r\n"))
+	}
+	for _, t := range texts {
+		forms = append(forms, t)
+		for _, html := range []bool{false, true} {
+			j := jsonEscape(t, html)
+			forms = append(forms, j, strings.ReplaceAll(j, "/", `\/`))
+		}
+	}
+	return forms
+}
+
+// secretForms are the forms of every value given.
+func secretForms(values ...string) []string {
+	var forms []string
+	for _, v := range values {
+		forms = append(forms, encodings(v)...)
+	}
+	return forms
+}
+
+// base64Core is the encoding of v without its last character when that
+// character also holds bits of what follows v (and without padding).
+func base64Core(enc *base64.Encoding, v string) string {
+	return enc.EncodeToString([]byte(v))[:len(v)*8/6]
+}
+
+// jsonEscape is v as it appears inside a JSON string, with <, > and &
+// escaped when html is set (as Go's encoder does by default).
+func jsonEscape(v string, html bool) string {
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(html)
+	_ = e.Encode(v)
+	s := strings.TrimSuffix(b.String(), "\n")
+	return s[1 : len(s)-1]
 }
 
 func cachedForms(k formsKey, build func() []string) *echoForms {

@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -69,4 +72,34 @@ func FuzzRedactor(f *testing.F) {
 			t.Fatalf("secret survived in %q", out)
 		}
 	})
+}
+
+// The forms the guard derives from a value: every spelling an upstream
+// that reformats what it got may echo is caught, for a one-line secret
+// whose base64 differs between the alphabets and for a PEM key.
+func TestEncodingsCatchDerivedForms(t *testing.T) {
+	pemKey := "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg+/abc\nZm9vYmFyYmF6cXV4/+0123456789==\n-----END PRIVATE KEY-----\n"
+	for _, v := range []string{"wJalrXUtnFEMI/K7MDENG+bPxRfiCY>?>", pemKey, "AKIDAIRLOCKTEST01"} {
+		j, _ := json.Marshal(v)
+		js := string(j[1 : len(j)-1])
+		crlf := strings.ReplaceAll(v, "\n", "\r\n")
+		jc, _ := json.Marshal(crlf)
+		for name, echo := range map[string]string{
+			"raw": v, "base64": base64.StdEncoding.EncodeToString([]byte(v)), "base64 unpadded": base64.RawStdEncoding.EncodeToString([]byte(v)),
+			"base64url": base64.URLEncoding.EncodeToString([]byte(v)), "base64url unpadded": base64.RawURLEncoding.EncodeToString([]byte(v)),
+			"base64 of a longer text": base64.StdEncoding.EncodeToString([]byte(v + " and more")),
+			"query-escaped":           url.QueryEscape(v), "path-escaped": url.PathEscape(v),
+			"JSON-escaped": js, "JSON-escaped, slash escaped": strings.ReplaceAll(js, "/", `\/`),
+			"CRLF": crlf, "CRLF JSON-escaped": string(jc[1 : len(jc)-1]),
+		} {
+			body := "before " + echo + " after"
+			out, err := io.ReadAll(newRedactor(strings.NewReader(body), newEchoForms(encodings(v))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), echo) || len(out) != len(body) {
+				t.Errorf("%.12q… echoed %s passed the guard: %q", v, name, out)
+			}
+		}
+	}
 }

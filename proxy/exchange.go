@@ -50,9 +50,11 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
 	resp, err := x.s.up.RoundTrip(req)
+	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
 			resp, err = retried, rerr
+			x.judgeToken(resp, err)
 		}
 	}
 	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
@@ -78,6 +80,21 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 	return resp, nil
 }
 
+// judgeToken tells the token cache what the upstream made of the access
+// token sent: a 401 drops it, whether or not the request can be
+// replayed (a large or streamed upload cannot), so the next request
+// gets a fresh one; any other answer ends a refresh backoff.
+func (x *exchange) judgeToken(resp *http.Response, err error) {
+	if err != nil || x.token == "" {
+		return
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		x.s.tokens.drop(x.grant.Intent, x.token)
+	} else {
+		x.s.tokens.accepted(x.grant.Intent, x.token)
+	}
+}
+
 // retry handles an upstream 401/403: if Vault now holds a newer version of
 // the secret, the request is sent once more with it; a token processor's
 // request refused with 401 is sent once more with a fresh access token.
@@ -92,9 +109,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	if !rotated {
 		fresh = x.secret
 	}
-	if x.token != "" {
-		x.s.tokens.drop(x.grant.Intent, x.token)
-	}
+	refused := x.token
 	next := req.Clone(req.Context())
 	for k, v := range x.placeholders {
 		next.Header[k] = v
@@ -111,7 +126,9 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	prev := x.forms
 	x.secret, x.forms = fresh, forms
 	if x.intent.Inject.Processor() != "" {
-		if d := x.s.process(next, x); d != nil {
+		if d := x.s.process(next, x); d != nil || !rotated && refused != "" && x.token == refused {
+			// No new token (the refresh is backing off): the first
+			// answer stands.
 			x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs))
 			return nil, nil, false
 		}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,6 +73,7 @@ type seenRequest struct {
 	Method string
 	Path   string
 	Query  string
+	Target string // the request target exactly as received
 	Header http.Header
 	Body   string
 }
@@ -113,7 +115,7 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.seen = append(u.seen, seenRequest{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: string(body)})
+		u.seen = append(u.seen, seenRequest{Host: r.Host, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Target: r.RequestURI, Header: r.Header.Clone(), Body: string(body)})
 		rotated := u.rotated
 		u.mu.Unlock()
 		switch {
@@ -123,6 +125,14 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 			w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]any{"authorization": r.Header.Get("Authorization"),
 				"x_api_key": r.Header.Get("X-Api-Key"), "query": r.URL.RawQuery, "body": string(body)})
+		case r.URL.Path == "/reformat":
+			// Echo the query's api_key decoded: JSON-escaped, with CRLF
+			// line ends, and in unpadded base64 and base64url, as APIs
+			// that reformat what they got do.
+			v := r.URL.Query().Get("api_key")
+			j, _ := json.Marshal(map[string]string{"api_key": v})
+			_, _ = fmt.Fprintf(w, "%s\n%s\n%s\n%s\n", j, strings.ReplaceAll(v, "\n", "\r\n"),
+				base64.RawStdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)))
 		case r.URL.Path == "/trailer":
 			// Echo the credential in a trailer, after a streamed body.
 			w.Header().Set("Trailer", "X-Echo-Trailer")

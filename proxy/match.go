@@ -23,6 +23,17 @@ func checkDestination(g *broker.Grant, in broker.Intent, method string, t target
 			return d.withReason("outside the intent binding's destinations: " + d.auditReason())
 		}
 	}
+	if t.literal != "" && t.literal != t.path {
+		// The path is sent as it came, so it must be declared also as
+		// an upstream that resolves nothing (S3) reads it:
+		// /other/../bucket/key is bucket "other" there.
+		lit := t
+		lit.path = t.literal
+		if matchAny(g.Destinations, method, lit) != nil || len(in.Destinations) > 0 && matchAny(in.Destinations, method, lit) != nil {
+			return deny(CodePathNotAllowed, "the path's dot or empty segments move it across a declared path prefix; send the path without them").
+				withReason("the path as sent is outside the declared prefixes, the resolved path inside")
+		}
+	}
 	return nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -23,22 +22,9 @@ import (
 
 // The OAuth2 processors: the proxy obtains an access token with the
 // long-lived credential from Vault, caches it per intent until it nears
-// its expiry, and sends it; the token endpoint's answer never reaches the
-// plugin, and the echo guard catches the token as it catches the secret.
-
-// tokenCache holds one access token per intent. A slot's mutex makes the
-// fetch single-flight: requests arriving while one fetches wait for its
-// token.
-type tokenCache struct {
-	mu    sync.Mutex
-	slots map[string]*tokenSlot
-}
-
-type tokenSlot struct {
-	mu      sync.Mutex
-	version int // the secret version the token was obtained with
-	tok     *oauth2.Token
-}
+// its expiry (tokenCache), and sends it; the token endpoint's answer
+// never reaches the plugin, and the echo guard catches the token as it
+// catches the secret.
 
 // noExpiryLife is how long a token is kept when the endpoint gives no
 // expires_in.
@@ -51,67 +37,28 @@ const jwtAssertionLife = 5 * time.Minute
 // token endpoint's Date beyond which a refusal is blamed on the clock.
 const maxClockSkew = 5 * time.Minute
 
-func (c *tokenCache) slot(intent string) *tokenSlot {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.slots == nil {
-		c.slots = map[string]*tokenSlot{}
-	}
-	sl := c.slots[intent]
-	if sl == nil {
-		sl = &tokenSlot{}
-		c.slots[intent] = sl
-	}
-	return sl
-}
-
-// get returns intent's token for the secret version, fetching one when
-// none is cached or the cached one expires within skew; hit says it came
-// from the cache.
-func (c *tokenCache) get(intent string, version int, skew time.Duration, fetch func() (*oauth2.Token, error)) (tok *oauth2.Token, hit bool, err error) {
-	sl := c.slot(intent)
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	if sl.tok != nil && sl.version == version && time.Until(sl.tok.Expiry) > skew {
-		return sl.tok, true, nil
-	}
-	tok, err = fetch()
-	if err != nil {
-		return nil, false, err
-	}
-	if tok.Expiry.IsZero() {
-		tok.Expiry = time.Now().Add(noExpiryLife + skew)
-	}
-	sl.tok, sl.version = tok, version
-	return tok, false, nil
-}
-
-// drop forgets intent's token if it is still access (the upstream
-// refused it).
-func (c *tokenCache) drop(intent, access string) {
-	sl := c.slot(intent)
-	sl.mu.Lock()
-	if sl.tok != nil && sl.tok.AccessToken == access {
-		sl.tok = nil
-	}
-	sl.mu.Unlock()
-}
-
 // setToken puts the intent's access token in the request.
 func (s *Server) setToken(r *http.Request, x *exchange) *denial {
 	t := x.intent.Inject.Token()
-	tok, hit, err := s.tokens.get(x.grant.Intent, x.secret.Version, t.Skew, func() (*oauth2.Token, error) {
-		return s.fetchToken(r.Context(), x)
-	})
+	intent, in, sec := x.grant.Intent, x.intent, x.secret
+	tok, source, err := s.tokens.get(r.Context(), tokenRequest{intent: intent, version: sec.Version, skew: t.Skew, backoff: t.RefreshBackoff,
+		timeout: s.cfg.Upstream.DialTimeout + s.cfg.Upstream.TLSHandshakeTimeout + s.cfg.Upstream.ResponseTimeout,
+		fetch: func(ctx context.Context) (*oauth2.Token, error) {
+			tok, err := s.fetchToken(ctx, in, sec)
+			result := "ok"
+			switch {
+			case errors.Is(ctx.Err(), context.Canceled):
+				result = "abandoned"
+			case err != nil:
+				result = tokenDenial(err).code
+			}
+			s.metrics.tokenFetch(intent, result)
+			return tok, err
+		}})
+	x.audit.TokenCache = source
 	if err != nil {
-		d := tokenDenial(err)
-		s.metrics.tokenFetch(x.grant.Intent, d.code)
-		return d
+		return tokenDenial(err)
 	}
-	if !hit {
-		s.metrics.tokenFetch(x.grant.Intent, "ok")
-	}
-	x.audit.TokenCache = map[bool]string{true: "hit", false: "miss"}[hit]
 	if badHeaderValue(tok.AccessToken) {
 		return deny(CodeTokenExchange, "the token endpoint's access token cannot be sent in a header").withReason("token holds CR, LF or NUL")
 	}
@@ -119,27 +66,23 @@ func (s *Server) setToken(r *http.Request, x *exchange) *denial {
 	r.Header.Del(t.Header)
 	r.Header.Set(t.Header, strings.Replace(t.Template, broker.TokenPlaceholder, tok.AccessToken, 1))
 	x.forms = cachedForms(formsKey{secret: x.secret.Value, derived: tok.AccessToken}, func() []string {
-		return append(encodings(x.secret.Value), encodings(tok.AccessToken)...)
+		return secretForms(x.secret.Value, tok.AccessToken)
 	})
 	return nil
 }
 
 // fetchToken asks the token endpoint, through the proxy's own upstream
 // client (the address policy and verified TLS apply; redirects are not
-// followed). A client that gives up does not cancel a fetch others wait
-// for: the fetch has its own deadline.
-func (s *Server) fetchToken(ctx context.Context, x *exchange) (*oauth2.Token, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Upstream.ResponseTimeout+s.cfg.Upstream.DialTimeout)
-	defer cancel()
+// followed). ctx is the fetch's own (tokenCache): no single client's.
+func (s *Server) fetchToken(ctx context.Context, in broker.Intent, sec broker.Secret) (*oauth2.Token, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: s.up,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
-	in := x.intent.Inject
-	t := in.Token()
+	t := in.Inject.Token()
 	cc := clientcredentials.Config{TokenURL: t.TokenURL, Scopes: t.Scopes, AuthStyle: oauth2.AuthStyleInParams}
-	if c := in.OAuth2ClientCredentials; c != nil {
-		cc.ClientID, cc.ClientSecret = c.ClientID, x.secret.Value
+	if c := in.Inject.OAuth2ClientCredentials; c != nil {
+		cc.ClientID, cc.ClientSecret = c.ClientID, sec.Value
 		if c.ClientIDField != "" {
-			if cc.ClientID = x.secret.Fields[c.ClientIDField]; cc.ClientID == "" {
+			if cc.ClientID = sec.Fields[c.ClientIDField]; cc.ClientID == "" {
 				return nil, errTokenSecret{"field " + c.ClientIDField + " missing"}
 			}
 		}
@@ -147,7 +90,7 @@ func (s *Server) fetchToken(ctx context.Context, x *exchange) (*oauth2.Token, er
 			cc.AuthStyle = oauth2.AuthStyleInHeader
 		}
 	} else {
-		assertion, err := jwtAssertion(in.OAuth2JWTBearer, t, x.secret)
+		assertion, err := jwtAssertion(in.Inject.OAuth2JWTBearer, t, sec)
 		if err != nil {
 			return nil, err
 		}

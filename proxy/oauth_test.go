@@ -45,13 +45,17 @@ type authServer struct {
 
 	mu      sync.Mutex
 	valid   map[string]bool
-	mode    string // "" ok; "down" 500 once closed; "refuse"; "skew"
+	mode    string // "" ok; "refuse"; "skew"; "hang" (until release, then 503); "api401" (the API refuses every token)
 	seenAPI []string
+	// release ends the fetches of mode "hang"; gone receives one value
+	// for each such fetch whose client (the proxy) went away.
+	release chan struct{}
+	gone    chan struct{}
 }
 
 func startAuthServer(t testing.TB, ca *testenv.CA) *authServer {
 	t.Helper()
-	a := &authServer{valid: map[string]bool{}, pub: map[string]crypto.PublicKey{}}
+	a := &authServer{valid: map[string]bool{}, pub: map[string]crypto.PublicKey{}, release: make(chan struct{}), gone: make(chan struct{}, 64)}
 	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.serve))
 	a.srv.TLS = tls12Config{}.config(ca, t)
 	a.srv.StartTLS()
@@ -66,9 +70,10 @@ func (a *authServer) serve(w http.ResponseWriter, r *http.Request) {
 	mode := a.mode
 	a.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/api/") {
+		_, _ = io.Copy(io.Discard, r.Body) // an upload is read before the answer
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		a.mu.Lock()
-		ok := a.valid[tok]
+		ok := a.valid[tok] && mode != "api401"
 		a.seenAPI = append(a.seenAPI, tok)
 		a.mu.Unlock()
 		if !ok {
@@ -83,6 +88,14 @@ func (a *authServer) serve(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(a.delay)
 	_ = r.ParseForm()
 	switch mode {
+	case "hang":
+		select {
+		case <-a.release:
+			http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+			a.gone <- struct{}{}
+		}
+		return
 	case "refuse":
 		// An error body that repeats what was sent: it must not reach the plugin.
 		w.Header().Set("Content-Type", "application/json")
@@ -142,10 +155,11 @@ func pemKey(t testing.TB, k crypto.Signer) string {
 // bearer intents (RSA and EC keys) against one auth server.
 func oauthFixture(t testing.TB) (*fixture, *authServer) {
 	t.Helper()
-	return oauthFixtureWith(t, nil)
+	return oauthFixtureWith(t, nil, nil)
 }
 
-func oauthFixtureWith(t testing.TB, reg prometheus.Registerer) (*fixture, *authServer) {
+// mutate, when set, changes the proxy's config after unlimited.
+func oauthFixtureWith(t testing.TB, reg prometheus.Registerer, mutate func(*Config)) (*fixture, *authServer) {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	a := startAuthServer(t, ca)
@@ -166,6 +180,12 @@ func oauthFixtureWith(t testing.TB, reg prometheus.Registerer) (*fixture, *authS
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "demo/sa-ec", Field: "private_key"},
 			Inject: broker.Inject{OAuth2JWTBearer: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
 	}
+	// An intent whose refreshes back off for an hour after a second
+	// refusal or failure in a row: no test can outrun it.
+	slow := ti
+	slow.RefreshBackoff = time.Hour
+	intents["oauth.slow"] = broker.Intent{Class: broker.ClassWrite, Destinations: dests, Secret: intents["oauth.cc"].Secret,
+		Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: slow, ClientIDField: "client_id"}}}
 	// A token endpoint nobody listens at.
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := l.Addr().(*net.TCPAddr).Port
@@ -174,7 +194,12 @@ func oauthFixtureWith(t testing.TB, reg prometheus.Registerer) (*fixture, *authS
 		Secret: intents["oauth.cc"].Secret, Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{
 			TokenInject: broker.TokenInject{TokenURL: "https://gone.example.org:" + strconv.Itoa(gone) + "/token"}, ClientIDField: "client_id"}}}
 	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	f := newFixtureWith(t, unlimited, fixtureOpts{ca: ca, intents: intents, reg: reg, secrets: fmt.Sprintf(
+	f := newFixtureWith(t, func(c *Config) {
+		unlimited(c)
+		if mutate != nil {
+			mutate(c)
+		}
+	}, fixtureOpts{ca: ca, intents: intents, reg: reg, secrets: fmt.Sprintf(
 		"demo/oauth: {client_id: %q, client_secret: %q}\n"+
 			"demo/sa-rsa: {client_email: svc@example.org, private_key_id: rsa-1, private_key: %s}\n"+
 			"demo/sa-ec: {client_email: svc@example.org, private_key_id: ec-1, private_key: %s}\n",
@@ -255,7 +280,7 @@ func lastToken(a *authServer) string {
 // API without its token, and no refusal body reaches the plugin.
 func TestOAuth2Failures(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	f, a := oauthFixtureWith(t, reg)
+	f, a := oauthFixtureWith(t, reg, nil)
 	for _, tc := range []struct {
 		mode, intent string
 		status       int

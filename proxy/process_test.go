@@ -11,7 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
+	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,8 +63,11 @@ func startVerifier(t testing.TB, ca *testenv.CA, names ...string) *verifier {
 			http.Error(w, "signature does not match", http.StatusForbidden)
 			return
 		}
-		// Echo what arrived, as a careless API might.
-		_, _ = fmt.Fprintf(w, "verified %s", r.Header.Get("Authorization"))
+		// Echo what arrived, as a careless API might, and the access key
+		// id in three spellings.
+		id, _, _ := strings.Cut(strings.TrimPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="), "/")
+		_, _ = fmt.Fprintf(w, "verified %s key %s %s %s", r.Header.Get("Authorization"), id,
+			base64.RawStdEncoding.EncodeToString([]byte(id)), url.QueryEscape(id+"/"))
 	}))
 	v.srv.TLS = tls12Config{}.config(ca, t)
 	v.srv.TLS.Certificates = append(v.srv.TLS.Certificates, ca.Issue(t, names...))
@@ -83,8 +87,8 @@ func hexMAC(key, msg string) string {
 }
 
 // verifySigV4 checks an AWS Signature Version 4 header signature, written
-// from the specification for these tests (paths and query names of
-// unreserved characters only).
+// from the specification for these tests: the canonical request is built
+// from the request target exactly as received.
 func verifySigV4(r *http.Request, body []byte, secret string) error {
 	auth := r.Header.Get("Authorization")
 	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
@@ -104,7 +108,8 @@ func verifySigV4(r *http.Request, body []byte, secret string) error {
 	if payload != "UNSIGNED-PAYLOAD" && payload != hexSHA(body) {
 		return fmt.Errorf("payload hash differs")
 	}
-	want := sigV4Signature(r.Method, r.URL.EscapedPath(), r.URL.Query(), r.Host, r.Header,
+	path, query, _ := strings.Cut(r.RequestURI, "?")
+	want := sigV4Signature(r.Method, specCanonicalURI(path, cred[3] == "s3"), specCanonicalQuery(query), r.Host, r.Header,
 		strings.Split(parts["SignedHeaders"], ";"), payload, r.Header.Get("X-Amz-Date"), cred[1], cred[2], cred[3], secret)
 	if !hmac.Equal([]byte(want), []byte(parts["Signature"])) {
 		return fmt.Errorf("signature differs")
@@ -112,21 +117,61 @@ func verifySigV4(r *http.Request, body []byte, secret string) error {
 	return nil
 }
 
-func sigV4Signature(method, path string, query map[string][]string, host string, h http.Header, signed []string,
-	payload, amzDate, date, region, service, secret string) string {
-	keys := make([]string, 0, len(query))
-	for k := range query {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var q []string
-	for _, k := range keys {
-		vs := slices.Clone(query[k])
-		sort.Strings(vs)
-		for _, v := range vs {
-			q = append(q, k+"="+v)
+// specURIEncode is the specification's UriEncode.
+func specURIEncode(s string, slash bool) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		switch {
+		case strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~", rune(c)), slash && c == '/':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
 	}
+	return b.String()
+}
+
+// specCanonicalURI: S3 encodes the object key once and resolves
+// nothing; other services normalize the path (RFC 3986 dot segments,
+// no empty segments) and encode the path as received.
+func specCanonicalURI(raw string, s3 bool) string {
+	if s3 {
+		dec, err := url.PathUnescape(raw)
+		if err != nil {
+			return "<bad escape>"
+		}
+		return specURIEncode(dec, true)
+	}
+	p := path.Clean("/" + raw)
+	if strings.HasSuffix(raw, "/") && p != "/" {
+		p += "/"
+	}
+	return specURIEncode(p, true)
+}
+
+// specCanonicalQuery: every name and value decoded ('+' is a plus
+// sign), encoded, sorted by name then value.
+func specCanonicalQuery(raw string) string {
+	var pairs []string
+	for _, p := range strings.Split(raw, "&") {
+		if p == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(p, "=")
+		dk, _ := url.PathUnescape(k)
+		dv, _ := url.PathUnescape(v)
+		pairs = append(pairs, specURIEncode(dk, false)+"="+specURIEncode(dv, false))
+	}
+	sort.Slice(pairs, func(i, j int) bool {
+		ki, vi, _ := strings.Cut(pairs[i], "=")
+		kj, vj, _ := strings.Cut(pairs[j], "=")
+		return ki < kj || ki == kj && vi < vj
+	})
+	return strings.Join(pairs, "&")
+}
+
+func sigV4Signature(method, path, query string, host string, h http.Header, signed []string,
+	payload, amzDate, date, region, service, secret string) string {
 	var ch strings.Builder
 	for _, name := range signed {
 		val := strings.Join(h.Values(name), ",")
@@ -135,7 +180,7 @@ func sigV4Signature(method, path string, query map[string][]string, host string,
 		}
 		ch.WriteString(name + ":" + strings.TrimSpace(val) + "\n")
 	}
-	creq := strings.Join([]string{method, path, strings.Join(q, "&"), ch.String(), strings.Join(signed, ";"), payload}, "\n")
+	creq := strings.Join([]string{method, path, query, ch.String(), strings.Join(signed, ";"), payload}, "\n")
 	scope := date + "/" + region + "/" + service + "/aws4_request"
 	sts := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hexSHA([]byte(creq))
 	k := []byte("AWS4" + secret)
@@ -151,7 +196,7 @@ func sigV4Signature(method, path string, query map[string][]string, host string,
 // SigV4 test suite.
 func TestSigV4VerifierKnownVector(t *testing.T) {
 	h := http.Header{"X-Amz-Date": {"20150830T123600Z"}}
-	got := sigV4Signature("GET", "/", nil, "example.amazonaws.com", h, []string{"host", "x-amz-date"},
+	got := sigV4Signature("GET", "/", "", "example.amazonaws.com", h, []string{"host", "x-amz-date"},
 		hexSHA(nil), "20150830T123600Z", "20150830", "us-east-1", "service", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 	if got != "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31" {
 		t.Fatalf("signature %s", got)
@@ -262,6 +307,17 @@ func TestSigningProcessors(t *testing.T) {
 					t.Errorf("session token not sent and signed: %v", r.Header)
 				}
 			}},
+		{name: "sigv4 signs the path and query as sent, and sends them so", intent: "aws.parsed", method: "GET",
+			url: sig("sqs.us-east-1.amazonaws.com", "/aws/a//b/../c/%2B+;?q=a;b&r=c+d&s=%2B&t=%7e&u"), status: 200,
+			check: func(t *testing.T, r *http.Request) {
+				if want := "/aws/a//b/../c/%2B+;?q=a;b&r=c+d&s=%2B&t=%7e&u"; r.RequestURI != want {
+					t.Errorf("the upstream received %q, the client sent %q", r.RequestURI, want)
+				}
+			}},
+		{name: "hmac signs the path and query as sent", intent: "sig.stripe", method: "PUT",
+			url: sig("sig.example.org", "/hmac/stripe/a//b/../c?q=a;b&r=c+d"), body: "payload", status: 200},
+		{name: "sigv4 refuses a presigned URL", intent: "aws.parsed", method: "GET",
+			url: sig("sqs.us-east-1.amazonaws.com", "/aws/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=alh_x%2F20200101"), status: 400, code: CodePresigned},
 		{name: "sigv4 without region for a host that names none", intent: "aws.parsed", method: "GET",
 			url: sig("sig.example.org", "/aws/x"), status: 502, code: CodeSigningFailed},
 		{name: "sigv4 with a secret lacking the access key id", intent: "aws.nokeyid", method: "GET",
@@ -289,7 +345,7 @@ func TestSigningProcessors(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t, r)
 			}
-			for _, leak := range []string{hmacKey, awsSecretKey, awsSession} {
+			for _, leak := range []string{hmacKey, awsSecretKey, awsSession, awsKeyID, base64.StdEncoding.EncodeToString([]byte(awsKeyID))[:20]} {
 				if strings.Contains(body, leak) {
 					t.Fatalf("the response carried a secret: %s", body)
 				}

@@ -365,9 +365,8 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		r.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
 	}
 	r.Host = r.URL.Host
-	if t.rewrite {
-		r.URL.Path, r.URL.RawPath = t.path, ""
-	}
+	// The path goes upstream byte for byte as the client sent it.
+	r.URL.Opaque = t.raw
 	if s.echo {
 		// Ask for identity so the guard can scan the body; a response
 		// compressed anyway is refused in exchange.RoundTrip.

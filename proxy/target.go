@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,9 +16,14 @@ type target struct {
 	host string // lower-case ASCII (punycode), no trailing dot
 	port int    // 443 when the request said 80 or nothing
 	path string // cleaned, decoded path used for prefix checks
-	// rewrite is set when cleaning changed the path: the cleaned form is
-	// what goes upstream, so the upstream sees exactly what was checked.
-	rewrite bool
+	// literal is the decoded path without dot or empty segments
+	// resolved: how an upstream that does not normalize paths (S3) reads
+	// it. Destinations are checked on both forms.
+	literal string
+	// raw is the path exactly as the client sent it, escapes and all:
+	// what goes upstream. The proxy never rewrites a path (for S3 the
+	// path is an object key: a rewritten key is silent data corruption).
+	raw string
 }
 
 var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.BidiRule(), idna.StrictDomainName(true))
@@ -51,11 +57,50 @@ func parseTarget(r *http.Request) (target, *denial) {
 			return target{}, deny(CodeHostMismatch, "the Host header disagrees with the request target")
 		}
 	}
-	p, rewrite, ok := cleanPath(u)
+	raw := rawPath(r)
+	p, literal, ok := cleanPath(raw)
 	if !ok {
 		return target{}, deny(CodePathNotAllowed, "the request path holds a backslash, a control character or an invalid escape")
 	}
-	return target{host: host, port: port, path: p, rewrite: rewrite}, nil
+	return target{host: host, port: port, path: p, literal: literal, raw: raw}, nil
+}
+
+// rawPath is the path of r's request target exactly as the client sent
+// it (http.ReadRequest keeps the target in RequestURI; a request made in
+// process has none, and its URL's path is used).
+func rawPath(r *http.Request) string {
+	s := r.RequestURI
+	if s == "" {
+		return cmp.Or(r.URL.EscapedPath(), "/")
+	}
+	if !strings.HasPrefix(s, "/") {
+		// Absolute form: drop the scheme and the authority.
+		_, rest, _ := strings.Cut(s, ":")
+		rest, ok := strings.CutPrefix(rest, "//")
+		if !ok {
+			return cmp.Or(r.URL.EscapedPath(), "/")
+		}
+		s = ""
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			s = rest[i:]
+		}
+	}
+	s, _, _ = strings.Cut(s, "?")
+	return cmp.Or(s, "/")
+}
+
+// requestTarget is the origin-form target sent upstream: the client's
+// exact path, which prepare puts in Opaque, and the query as sent (with
+// a query injection's parameter); a URL without Opaque is sent as Go
+// escapes it.
+func requestTarget(u *url.URL) string {
+	if u.Opaque == "" {
+		return u.RequestURI()
+	}
+	if u.ForceQuery || u.RawQuery != "" {
+		return u.Opaque + "?" + u.RawQuery
+	}
+	return u.Opaque
 }
 
 func portOr80(p string) string {
@@ -111,22 +156,19 @@ func (e hostError) Error() string { return string(e) }
 
 const errEmptyHost = hostError("empty host")
 
-// cleanPath decodes the path, refuses backslashes and control characters
-// (some servers treat \ as /), and resolves dot segments and repeated
-// slashes, so that "..", "%2e%2e" and "//" cannot step out of a prefix.
-// A trailing slash is kept.
-func cleanPath(u *url.URL) (string, bool, bool) {
-	raw := u.EscapedPath()
-	if raw == "" {
-		raw = "/"
-	}
+// cleanPath decodes the raw path, refuses backslashes and control
+// characters (some servers treat \ as /), and resolves dot segments and
+// repeated slashes, so that "..", "%2e%2e" and "//" cannot step out of a
+// prefix (a trailing slash is kept). It also returns the decoded path
+// with nothing resolved.
+func cleanPath(raw string) (cleaned, literal string, ok bool) {
 	dec, err := url.PathUnescape(raw)
 	if err != nil {
-		return "", false, false
+		return "", "", false
 	}
 	for i := 0; i < len(dec); i++ {
 		if c := dec[i]; c < 0x20 || c == 0x7f || c == '\\' {
-			return "", false, false
+			return "", "", false
 		}
 	}
 	if !strings.HasPrefix(dec, "/") {
@@ -134,15 +176,11 @@ func cleanPath(u *url.URL) (string, bool, bool) {
 	}
 	segs := strings.Split(dec, "/")
 	out := make([]string, 0, len(segs))
-	changed := false
 	for i, s := range segs {
 		switch {
-		case s == "" && i != 0 && i != len(segs)-1:
-			changed = true // "//"
-		case s == ".":
-			changed = true
+		case s == "" && i != 0 && i != len(segs)-1, s == ".":
+			// "//" and "./"
 		case s == "..":
-			changed = true
 			if len(out) > 1 {
 				out = out[:len(out)-1]
 			}
@@ -150,14 +188,9 @@ func cleanPath(u *url.URL) (string, bool, bool) {
 			out = append(out, s)
 		}
 	}
-	cleaned := strings.Join(out, "/")
-	if cleaned == "" {
-		cleaned = "/"
-	}
+	cleaned = strings.Join(out, "/")
 	if !strings.HasPrefix(cleaned, "/") {
 		cleaned = "/" + cleaned
 	}
-	// %2e in a segment decodes to "." above; if the raw form differs
-	// from the decoded one only by escapes, no rewrite is needed.
-	return cleaned, changed, true
+	return cleaned, dec, true
 }

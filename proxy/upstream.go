@@ -256,7 +256,7 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	b := w.AvailableBuffer()
 	b = append(b, req.Method...)
 	b = append(b, ' ')
-	b = append(b, req.URL.RequestURI()...)
+	b = append(b, requestTarget(req.URL)...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	host := req.Host
 	if host == "" {
