@@ -3,6 +3,8 @@ package launch
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -43,13 +45,35 @@ func BenchmarkLaunch(b *testing.B) {
 // HTTP_PROXY, 16 at a time, at each level: at the namespaces level each
 // connection crosses the host's relay. ns/op is per request (the launch
 // is amortized over b.N).
+//
+// "namespaces-handoff" hands the plugin's listener to the proxy itself
+// (Options.ProxyServe, as airlock dev and an airlock host beside its
+// airlock serve do): no relay hop.
 func BenchmarkProxiedRequests(b *testing.B) {
 	proxy := fakeProxy(b)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "proxied "+r.URL.Host) })
+	handoff := func(l net.Listener) (io.Closer, error) {
+		srv := &http.Server{Handler: handler}
+		go func() { _ = srv.Serve(l) }()
+		return srv, nil
+	}
+	type variant struct {
+		name  string
+		level sandbox.Level
+		serve func(net.Listener) (io.Closer, error)
+	}
+	var variants []variant
 	for _, level := range benchLevels() {
-		b.Run(string(level), func(b *testing.B) {
+		variants = append(variants, variant{string(level), level, nil})
+		if level == sandbox.LevelNamespaces {
+			variants = append(variants, variant{"namespaces-handoff", level, handoff})
+		}
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
 			env := []string{"ATTACK_N=" + strconv.Itoa(b.N), "ATTACK_PROXIED=http://api.example.com/x"}
 			p, err := Start(context.Background(), Request{Plugin: "bench", Path: filepath.Join(attackerDir, "attacker"), Args: []string{"load"}, Env: env},
-				Options{EgressProxy: proxy, Sandbox: sandbox.Config{Level: level, ReadOnly: []string{attackerDir}}})
+				Options{EgressProxy: proxy, ProxyServe: v.serve, Sandbox: sandbox.Config{Level: v.level, ReadOnly: []string{attackerDir}}})
 			if err != nil {
 				b.Fatal(err)
 			}
