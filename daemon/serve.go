@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -283,7 +284,9 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 	if err != nil {
 		return nil, err
 	}
-	g := grpc.NewServer(auth...)
+	// Authentication first, so a refused caller never takes a call slot.
+	opts := slices.Concat(auth, api.ServerOptions())
+	g := grpc.NewServer(opts...)
 	api.Register(g)
 	servers = append(servers, g)
 	go func() { _ = g.Serve(ul) }()
@@ -298,7 +301,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 			stop()
 			return nil, fmt.Errorf("broker API TCP listener: %w", err)
 		}
-		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, auth...)...)
+		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, opts...)...)
 		api.Register(tg)
 		servers = append(servers, tg)
 		go func() { _ = tg.Serve(tl) }()
