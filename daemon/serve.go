@@ -27,7 +27,9 @@ import (
 )
 
 // VaultReadyTTL is how long a Vault readiness probe's answer is reused.
-const VaultReadyTTL = 2 * time.Second
+// With admin.DefaultCheckTimeout (1 s) for a probe that gets no answer,
+// /readyz reports a sealed or stalled Vault within 2 s.
+const VaultReadyTTL = time.Second
 
 // Options are what every entry point takes besides its config.
 type Options struct {
@@ -152,7 +154,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		}
 		return nil
 	})
-	storeCheck := admin.Cached(VaultReadyTTL, b.Ping)
+	// Not cached: a ping is cheap, and a reused answer hid short Redis
+	// outages from /readyz.
+	storeCheck := admin.Check(b.Ping)
 	n.admin.AddCheck("handle_store", storeCheck)
 	reg.MustRegister(upGauge("airlock_handle_store_up", "1 when the handle store (memory or Redis) answers.", storeCheck))
 	if vc != nil {

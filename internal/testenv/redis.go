@@ -97,16 +97,16 @@ func (r *RedisServer) Kill() {
 // Pause stops the server with SIGSTOP: it keeps its connections and its
 // listening socket but answers nothing (a stalled primary), until Resume.
 func (r *RedisServer) Pause() {
-	if r.proc != nil && !r.proc.exited() {
-		_ = syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGSTOP)
+	if r.proc != nil {
+		r.proc.signal(syscall.SIGSTOP)
 	}
 }
 
 // Resume continues a paused server (SIGCONT); it then works through what
 // its clients sent meanwhile.
 func (r *RedisServer) Resume() {
-	if r.proc != nil && !r.proc.exited() {
-		_ = syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGCONT)
+	if r.proc != nil {
+		r.proc.signal(syscall.SIGCONT)
 	}
 }
 
