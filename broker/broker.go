@@ -89,6 +89,7 @@ const (
 	MaxDestinations     = 64
 	MaxDestinationBytes = 1024 // host plus path prefix of one destination
 	MaxMethods          = 16
+	MaxMethodBytes      = 20 // longest registered HTTP method: 17 bytes
 )
 
 func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
@@ -144,11 +145,23 @@ func checkIDs(req IssueRequest) error {
 		return fmt.Errorf("%w: destinations: at most %d", ErrBadRequest, MaxDestinations)
 	case len(req.PassIntents) > MaxDestinations:
 		return fmt.Errorf("%w: pass intents: at most %d", ErrBadRequest, MaxDestinations)
+	case len(req.Renew) > MaxIDBytes:
+		return fmt.Errorf("%w: renew: at most %d bytes", ErrBadRequest, MaxIDBytes)
+	}
+	for i, in := range req.PassIntents {
+		if len(in) > MaxIDBytes {
+			return fmt.Errorf("%w: pass intents[%d]: at most %d bytes", ErrBadRequest, i, MaxIDBytes)
+		}
 	}
 	for i, d := range req.Destinations {
 		if len(d.Host)+len(d.PathPrefix) > MaxDestinationBytes || len(d.Methods) > MaxMethods {
 			return fmt.Errorf("%w: destinations[%d]: host and path prefix at most %d bytes, at most %d methods",
 				ErrBadRequest, i, MaxDestinationBytes, MaxMethods)
+		}
+		for _, m := range d.Methods {
+			if len(m) > MaxMethodBytes {
+				return fmt.Errorf("%w: destinations[%d]: a method is at most %d bytes", ErrBadRequest, i, MaxMethodBytes)
+			}
 		}
 	}
 	return nil

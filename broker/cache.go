@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -32,6 +33,12 @@ type SecretCache struct {
 	entries map[cacheKey]*cacheEntry
 	gen     atomic.Uint64 // bumped by Invalidate
 	sf      singleflight.Group
+
+	// retry is how long a source that failed as unavailable is known
+	// down (SourceRetry; settable by tests).
+	retry  time.Duration
+	downMu sync.Mutex
+	down   map[string]time.Time // source -> no fresh re-read until then
 }
 
 type cacheKey struct {
@@ -52,7 +59,43 @@ func NewSecretCache(sources map[string]SecretSource, ttl, staleIfError time.Dura
 	}
 	return &SecretCache{
 		sources: sources, ttl: ttl, staleIfError: staleIfError, now: time.Now, log: log, metrics: m,
-		entries: map[cacheKey]*cacheEntry{},
+		entries: map[cacheKey]*cacheEntry{}, retry: SourceRetry, down: map[string]time.Time{},
+	}
+}
+
+// SourceRetry is how long a secret source whose read failed as
+// unavailable (Vault sealed, unreachable, refusing the token) is known
+// down. Meanwhile fresh re-reads of its secrets, which an upstream 401/403
+// asks for to look for a rotated version, are skipped at once instead of
+// making the response wait for a read that will fail; one is let through
+// per SourceRetry to notice recovery. Cache misses still read.
+const SourceRetry = time.Second
+
+// freshAllowed reports whether a fresh re-read of source may run now; a
+// caller let through while the source is known down is its probe.
+func (c *SecretCache) freshAllowed(source string, now time.Time) bool {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	until, down := c.down[source]
+	if !down {
+		return true
+	}
+	if now.Before(until) {
+		return false
+	}
+	c.down[source] = now.Add(c.retry)
+	return true
+}
+
+// sourceState records the outcome of a read of source.
+func (c *SecretCache) sourceState(source string, err error) {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	switch {
+	case err == nil:
+		delete(c.down, source)
+	case errors.Is(err, ErrSecretUnavailable):
+		c.down[source] = c.now().Add(c.retry)
 	}
 }
 
@@ -77,6 +120,9 @@ func (c *SecretCache) Get(ctx context.Context, ref SecretRef, fresh bool) (Secre
 		return e.data, nil
 	}
 	c.metrics.cacheMiss()
+	if fresh && !c.freshAllowed(ref.Source, now) {
+		return SecretData{}, fmt.Errorf("%w: the source failed less than %s ago; not re-read", ErrSecretUnavailable, c.retry)
+	}
 	data, err := c.fetch(ctx, k, ref, fresh)
 	if err == nil {
 		return data, nil
@@ -119,6 +165,7 @@ func (c *SecretCache) fetch(ctx context.Context, k cacheKey, ref SecretRef, fres
 		defer cancel()
 		c.metrics.sourceRead(ref.Source)
 		data, err := src.Read(rctx, ref)
+		c.sourceState(ref.Source, err)
 		if err != nil {
 			c.metrics.sourceError(ref.Source)
 			return SecretData{}, err

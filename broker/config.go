@@ -88,7 +88,18 @@ type RedisConfig struct {
 	// Revocations reach every replica's cache over Redis pub/sub; while
 	// that feed is down the cache is bypassed.
 	LocalCache int `yaml:"local_cache"`
+	// RevocationReplicas is how many replicas must hold a revocation
+	// before it is acknowledged (Redis WAIT): default 1, capped at the
+	// replicas the primary has connected; -1 never waits. A revocation
+	// that no replica confirmed within RevocationWait fails with
+	// ErrRevocationUnreplicated, so a failover cannot silently undo it.
+	RevocationReplicas int `yaml:"revocation_replicas"`
+	// RevocationWait bounds that wait (default 1s).
+	RevocationWait time.Duration `yaml:"revocation_wait"`
 }
+
+// DefaultRevocationWait bounds how long a revocation waits for a replica.
+const DefaultRevocationWait = time.Second
 
 // DefaultLocalCache is the default size of a replica's grant cache.
 const DefaultLocalCache = 100000
@@ -293,6 +304,12 @@ func (c Config) Validate() error {
 		}
 		if c.Store.Redis.LocalCache < -1 {
 			add("broker.store.redis.local_cache: a size, or -1 for none")
+		}
+		if c.Store.Redis.RevocationReplicas < -1 {
+			add("broker.store.redis.revocation_replicas: a count, or -1 for no wait")
+		}
+		if w := c.Store.Redis.RevocationWait; w < 0 || w > time.Minute {
+			add("broker.store.redis.revocation_wait: must be between 0 and 1m")
 		}
 	default:
 		add("broker.store.type: %q is not one of: memory, redis", c.Store.Type)

@@ -15,7 +15,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	bad := Config{
 		EgressProxy:     "nohostport",
-		Store:           StoreConfig{Type: "redis"},
+		Store:           StoreConfig{Type: "redis", Redis: RedisConfig{RevocationReplicas: -2, RevocationWait: -time.Second}},
 		PassTTL:         time.Second,
 		MaxPassLifetime: time.Millisecond,
 		Intents: map[string]Intent{
@@ -43,6 +43,7 @@ func TestConfigValidate(t *testing.T) {
 		"intents.ok.basic.secret.source: file needs broker.secrets.file", "intents.ok.basic.inject.basic: exactly one",
 		"intents.ok.dest.inject.placeholder.headers[0]", "intents.ok.dest.destinations[0]",
 		"broker.pass_ttl: must be between 2s and 24h", "broker.max_pass_lifetime: must be 0 (no limit) or between pass_ttl",
+		"broker.store.redis.revocation_replicas", "broker.store.redis.revocation_wait",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q", want)

@@ -40,6 +40,14 @@ var (
 	ErrBadRequest = errors.New("issue request is incomplete")
 )
 
+// Revocation failures.
+var (
+	// ErrRevocationUnreplicated: the Redis primary applied the revocation
+	// (it is enforced now) but no replica confirmed it within the wait, so
+	// a failover could still undo it. Revocations are idempotent: retry.
+	ErrRevocationUnreplicated = errors.New("revocation was applied but no replica confirmed it")
+)
+
 // Secret failures.
 var (
 	// ErrSecretUnavailable: the secret source cannot serve now (Vault

@@ -28,6 +28,11 @@ func TestIssueRefusesOversizedRequests(t *testing.T) {
 		"huge path prefix": func(r *IssueRequest) {
 			r.Destinations = []Destination{{Host: "api.example.com", PathPrefix: "/" + strings.Repeat("a", 2000)}}
 		},
+		"long method": func(r *IssueRequest) {
+			r.Destinations = []Destination{{Host: "api.example.com", Methods: []string{strings.Repeat("G", MaxMethodBytes+1)}}}
+		},
+		"long renew":       func(r *IssueRequest) { r.Renew = strings.Repeat("r", MaxIDBytes+1) },
+		"long pass intent": func(r *IssueRequest) { r.PassIntents = []string{strings.Repeat("x", MaxIDBytes+1)} },
 		"too many methods": func(r *IssueRequest) {
 			r.Destinations = []Destination{{Host: "api.example.com", Methods: make([]string, MaxMethods+1)}}
 		},

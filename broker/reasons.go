@@ -25,6 +25,7 @@ var reasons = []struct {
 	{ErrInvocationRevoked, "revoked", codes.PermissionDenied},
 	{ErrStoreFull, "store_full", codes.ResourceExhausted},
 	{ErrStoreUnavailable, "store_unavailable", codes.Unavailable},
+	{ErrRevocationUnreplicated, "revocation_unreplicated", codes.Unavailable},
 	{ErrHandleUnknown, "handle_unknown", codes.NotFound},
 	{ErrHandleRevoked, "handle_revoked", codes.PermissionDenied},
 	{ErrHandleExpired, "handle_expired", codes.FailedPrecondition},

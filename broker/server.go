@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +27,9 @@ type Server struct {
 	Log       *slog.Logger
 	// Explainer answers Explain (the egress proxy); Unimplemented when nil.
 	Explainer Explainer
+
+	limitOnce sync.Once
+	limit     *callLimit // see ServerOptions
 }
 
 // Register adds the service to s.

@@ -44,8 +44,9 @@ func startAPI(t *testing.T, allowed []int) *apiFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(AuthOptions(tok, nil)...)
-	(&Server{Broker: f.b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}).Register(g)
+	srv := &Server{Broker: f.b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}
+	g := grpc.NewServer(append(AuthOptions(tok, nil), srv.ServerOptions()...)...)
+	srv.Register(g)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
 	c, err := Dial("unix://"+sock, DialOptions{TokenFile: tokenFile})

@@ -195,3 +195,54 @@ func TestVaultOutages(t *testing.T) {
 		t.Fatalf("Vault stopped: %v", err)
 	}
 }
+
+// With Vault sealed, an upstream answering 401 to every request asks for
+// a fresh re-read on each response. The first re-read finds Vault down;
+// further ones are skipped at once (no response waits for a read that
+// will fail) until SourceRetry has passed, when one probe is let through,
+// and the first probe after unsealing reads again. On the old code every
+// re-read went to the sealed Vault.
+func TestVaultKnownDownSkipsFreshReads(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.NewVault(t)
+	root := v.Client(t)
+	putSecret(t, root, "down/api", map[string]any{"token": "before-seal", "user": "bot"})
+	var src *countingSource
+	b := vaultBroker(t, root, "down", &src)
+	clk := newClock()
+	b.secrets.now = clk.Now
+	if _, err := b.SecretFor(ctx, "api", false); err != nil {
+		t.Fatal(err)
+	}
+	v.Seal(t)
+	clk.Advance(MinFreshInterval)
+	reads := func() int64 { return src.reads.Load() }
+	before := reads()
+	for i := 0; i < 20; i++ {
+		if _, err := b.SecretFor(ctx, "api", true); !errors.Is(err, ErrSecretUnavailable) {
+			t.Fatalf("fresh read %d with Vault sealed: %v", i, err)
+		}
+	}
+	if n := reads() - before; n != 1 {
+		t.Fatalf("20 fresh re-reads with Vault sealed made %d reads of Vault, want 1", n)
+	}
+	// The cached version still serves ordinary requests.
+	if s, err := b.SecretFor(ctx, "api", false); err != nil || s.Value != "before-seal" {
+		t.Fatalf("cached read with Vault sealed: %v", err)
+	}
+	clk.Advance(SourceRetry)
+	for i := 0; i < 5; i++ {
+		_, _ = b.SecretFor(ctx, "api", true)
+	}
+	if n := reads() - before; n != 2 {
+		t.Fatalf("after SourceRetry: %d reads in all, want one probe more (2)", n)
+	}
+	v.Unseal(t)
+	clk.Advance(SourceRetry)
+	if s, err := b.SecretFor(ctx, "api", true); err != nil || s.Value != "before-seal" {
+		t.Fatalf("the first probe after unsealing: %v", err)
+	}
+	if _, err := b.SecretFor(ctx, "api", true); err != nil {
+		t.Fatalf("a fresh read once Vault is known up: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
@@ -31,11 +32,21 @@ import (
 // Put and the revocations are Lua scripts, so each is atomic; Get is one
 // HMGET, so a revocation is visible to every replica on its next Resolve.
 type RedisStore struct {
-	rdb       redis.UniversalClient
+	rdb       *redis.Client // one primary, or the failover client (Sentinel)
 	prefix    string
 	retention time.Duration
 	tombstone time.Duration
 	cache     *grantCache // nil: every Get is a round trip
+
+	// Revocations wait for this many replicas (capped at those connected;
+	// 0: never), for at most waitTimeout.
+	waitReplicas int
+	waitTimeout  time.Duration
+
+	// The grant cache's feed publishes a probe on probeChannel every
+	// feedPing (settable by tests; see Run).
+	probeChannel string
+	feedPing     time.Duration
 }
 
 // NewRedisStore connects per cfg. Expired grants stay for retention;
@@ -74,7 +85,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		}
 		opts.TLSConfig = tc
 	}
-	var rdb redis.UniversalClient
+	var rdb *redis.Client
 	if sn := cfg.Sentinel; sn != nil {
 		// The failover client asks the Sentinels for the primary and
 		// follows a failover; writes then go to the promoted replica.
@@ -93,7 +104,15 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 	} else {
 		rdb = redis.NewClient(opts)
 	}
-	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone}
+	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
+		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait,
+		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing}
+	if st.waitReplicas == 0 {
+		st.waitReplicas = 1
+	}
+	if st.waitTimeout == 0 {
+		st.waitTimeout = DefaultRevocationWait
+	}
 	if cfg.LocalCache >= 0 {
 		size := cfg.LocalCache
 		if size == 0 {
@@ -202,14 +221,11 @@ return n
 
 // RevokeInvocation implements Store.
 func (s *RedisStore) RevokeInvocation(ctx context.Context, id string) (int, error) {
-	n, err := revokeInvocationScript.Run(ctx, s.rdb,
+	n, err := s.revoke(ctx, revokeInvocationScript,
 		[]string{s.key("inv:", id), s.key("invrev:", id)},
-		s.tombstone.Milliseconds(), s.prefix, s.channel(), id).Int()
+		s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
 	s.cache.invalidate("inv:" + id)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
-	}
-	return n, nil
+	return n, err
 }
 
 var revokePluginScript = redis.NewScript(`
@@ -227,14 +243,11 @@ return n
 
 // RevokePlugin implements Store.
 func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
-	n, err := revokePluginScript.Run(ctx, s.rdb,
+	n, err := s.revoke(ctx, revokePluginScript,
 		[]string{s.key("plg:", id), s.key("plgrev:", id)},
-		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id).Int()
+		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
 	s.cache.invalidate("plg:" + id)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
-	}
-	return n, nil
+	return n, err
 }
 
 // Find implements Store: a SCAN for the key's prefix.
@@ -309,12 +322,9 @@ return 1
 // RevokeKey implements Store.
 func (s *RedisStore) RevokeKey(ctx context.Context, k HandleKey) (bool, error) {
 	hk := k.String()
-	n, err := revokeKeyScript.Run(ctx, s.rdb, []string{s.key("h:", hk)}, s.channel(), hk).Int()
+	n, err := s.revoke(ctx, revokeKeyScript, []string{s.key("h:", hk)}, s.channel(), hk)
 	s.cache.invalidate("h:" + hk)
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrStoreUnavailable, err)
-	}
-	return n == 1, nil
+	return n == 1, err
 }
 
 // Ping implements Store.

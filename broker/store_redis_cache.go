@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +13,8 @@ import (
 )
 
 // Grant cache timing: an entry is served for at most MaxCacheAge, and
-// only while the invalidation feed was heard from within FeedStale.
+// only while a probe published less than FeedStale ago came back over the
+// invalidation feed (one is published every feedPing).
 const (
 	MaxCacheAge = 30 * time.Second
 	FeedStale   = 3 * time.Second
@@ -27,12 +29,13 @@ const (
 // was read, so a revocation can never be overwritten by a stale read.
 // All methods are nil-safe (a nil cache is off).
 type grantCache struct {
-	size int
+	size  int
+	stale time.Duration // the feed must have proven itself within this
 
 	mu       sync.Mutex
 	gen      uint64
-	heard    time.Time // the feed last answered
-	live     bool      // subscribed, and nothing missed since the cache was emptied
+	heard    time.Time // when the newest probe that came back was sent
+	live     bool      // proven, and nothing missed since the cache was emptied
 	entries  map[string]cached
 	byInv    map[string]map[string]struct{}
 	byPlugin map[string]map[string]struct{}
@@ -44,7 +47,7 @@ type cached struct {
 }
 
 func newGrantCache(size int) *grantCache {
-	return &grantCache{size: size, entries: map[string]cached{}, byInv: map[string]map[string]struct{}{},
+	return &grantCache{size: size, stale: FeedStale, entries: map[string]cached{}, byInv: map[string]map[string]struct{}{},
 		byPlugin: map[string]map[string]struct{}{}}
 }
 
@@ -56,7 +59,7 @@ func (c *grantCache) begin() (uint64, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.gen, c.live && time.Since(c.heard) < FeedStale
+	return c.gen, c.live && time.Since(c.heard) < c.stale
 }
 
 func (c *grantCache) get(hk string) *Grant {
@@ -145,67 +148,115 @@ func (c *grantCache) resetLocked() {
 	c.byPlugin = map[string]map[string]struct{}{}
 }
 
-// setLive records the feed's state: going live empties the cache (what
-// was missed while down is unknown); going down stops its use.
-func (c *grantCache) setLive(live bool) {
+// down stops the cache's use: the feed is not proven to hear the primary.
+func (c *grantCache) down() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if live && !c.live {
-		c.resetLocked()
-	}
-	if !live {
-		c.gen++
-	}
-	c.live = live
-	if live {
-		c.heard = time.Now()
-	}
+	c.gen++
+	c.live = false
 }
 
-func (c *grantCache) touch() {
+// proven records that a probe published at sent came back over the feed.
+// Going live, or coming back after a silence long enough to have stopped
+// the cache's use, empties the cache: what was missed meanwhile is unknown.
+func (c *grantCache) proven(sent time.Time) {
 	c.mu.Lock()
-	c.heard = time.Now()
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if !c.live || sent.Sub(c.heard) >= c.stale {
+		c.resetLocked()
+		c.live = true
+	}
+	if sent.After(c.heard) {
+		c.heard = sent
+	}
 }
 
-// Run keeps the local grant cache's invalidation feed until ctx ends: it
-// subscribes to the revocation channel, pings it every second, and
-// bypasses the cache whenever the feed is not known to be live.
+// Run keeps the local grant cache's invalidation feed until ctx ends, and
+// keeps it on the current primary.
+//
+// A subscription alone proves nothing: after a Sentinel failover, the
+// failover client moves its ordinary connections to the new primary but
+// not the subscription, and a stalled old primary that comes back answers
+// pings while revocations are published elsewhere. So the feed proves
+// itself end to end: every feedPing it publishes a probe through the
+// store's ordinary (write) path, which goes to the current primary, and
+// the cache is used only while a probe sent less than FeedStale ago has
+// come back over the subscription. A subscription that stops proving
+// itself is dropped and made again, which asks Sentinel for the primary.
 func (s *RedisStore) Run(ctx context.Context) {
 	if s.cache == nil {
 		return
 	}
-	ps := s.rdb.Subscribe(ctx, s.channel())
-	defer ps.Close()
 	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, feedPing)
-		var ne net.Error
+		s.follow(ctx)
+		s.cache.down()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// follow holds one subscription until it fails to prove itself within
+// the cache's staleness bound, breaks, or ctx ends.
+func (s *RedisStore) follow(ctx context.Context) {
+	ps := s.rdb.Subscribe(ctx, s.channel(), s.probeChannel)
+	defer ps.Close()
+	sent := map[string]time.Time{} // probe -> when it was published
+	var seq uint64
+	var lastProbe time.Time // when the last probe was sent
+	proof := time.Now()     // a new subscription has FeedStale to prove itself
+	for ctx.Err() == nil {
+		now := time.Now()
+		if now.Sub(proof) >= s.cache.stale {
+			return
+		}
+		if now.Sub(lastProbe) >= s.feedPing {
+			lastProbe = now
+			for k, at := range sent {
+				if now.Sub(at) >= s.cache.stale {
+					delete(sent, k)
+				}
+			}
+			seq++
+			p := strconv.FormatUint(seq, 10)
+			pctx, cancel := context.WithTimeout(ctx, s.feedPing)
+			// Only a probe whose PUBLISH was answered counts: one that
+			// timed out may sit in a stalled server's buffer and run when
+			// it wakes, long after it was sent.
+			if s.rdb.Publish(pctx, s.probeChannel, p).Err() == nil {
+				sent[p] = now
+			}
+			cancel()
+		}
+		msg, err := ps.ReceiveTimeout(ctx, max(time.Until(lastProbe.Add(s.feedPing)), time.Millisecond))
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				s.cache.setLive(true)
+				// go-redis resubscribed on a new connection: what was
+				// published in between is unknown until a probe proves
+				// the new one.
+				s.cache.down()
 			}
 		case *redis.Message:
-			s.cache.invalidate(m.Payload)
-			s.cache.touch()
-		case *redis.Pong:
-			s.cache.touch()
-		default:
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Quiet: ask the feed to prove it is alive.
-				if perr := ps.Ping(ctx); perr != nil {
-					s.cache.setLive(false)
-				}
+			if m.Channel != s.probeChannel {
+				s.cache.invalidate(m.Payload)
 				continue
 			}
-			if err != nil && ctx.Err() == nil {
-				// The connection broke: go-redis resubscribes on the next
-				// Receive; until then nothing from the cache.
-				s.cache.setLive(false)
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
+			// Only this subscription's own probes count, dated when they
+			// were sent: a probe a stalled server delivers late proves
+			// nothing about now.
+			if at, ok := sent[m.Payload]; ok {
+				delete(sent, m.Payload)
+				if at.After(proof) {
+					proof = at
 				}
+				s.cache.proven(at)
+			}
+		default:
+			var ne net.Error
+			if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+				return // the connection broke: subscribe afresh
 			}
 		}
 	}

@@ -14,8 +14,19 @@ import (
 
 func newRedisBroker(tb testing.TB, addr string, clk *clock) (*Broker, *RedisStore) {
 	tb.Helper()
+	return newRedisBrokerWith(tb, RedisConfig{Address: addr}, clk)
+}
+
+// newRedisBrokerWith is a broker on the Redis store rc (key prefix set
+// here), closed at cleanup.
+func newRedisBrokerWith(tb testing.TB, rc RedisConfig, clk *clock) (*Broker, *RedisStore) {
+	tb.Helper()
 	cfg := testConfig(writeSecrets(tb, "example/api: {token: s3cr3t-value, user: bot}\n"))
-	cfg.Store = StoreConfig{Type: StoreRedis, Redis: RedisConfig{Address: addr, KeyPrefix: "airlock-test:"}}
+	rc.KeyPrefix = "airlock-test:"
+	cfg.Store = StoreConfig{Type: StoreRedis, Redis: rc}
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
 	store, err := NewRedisStore(cfg.Store.Redis, cfg.ExpiredRetention, cfg.MaxHandleLifetime)
 	if err != nil {
 		tb.Fatal(err)

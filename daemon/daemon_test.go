@@ -266,38 +266,10 @@ func TestServeReadinessFollowsVault(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan Ready, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, cfg, Options{OnReady: func(r Ready) { ready <- r }}) }()
-	defer func() { cancel(); <-done }()
-	r := <-ready
-	readyz := func() (int, string) {
-		resp, err := client.Get("http://" + r.Admin + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	waitFor := func(code int, what string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, body := readyz()
-			if got == code && (code == http.StatusOK || strings.Contains(body, `"vault"`)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: /readyz %d %s", what, got, body)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	waitFor(http.StatusOK, "healthy Vault")
+	r := serveForTest(t, cfg)
+	waitReadyz(t, r.Admin, http.StatusOK, "", "healthy Vault")
 	v.Seal(t)
-	waitFor(http.StatusServiceUnavailable, "sealed Vault")
+	waitReadyz(t, r.Admin, http.StatusServiceUnavailable, "vault", "sealed Vault")
 	v.Unseal(t)
-	waitFor(http.StatusOK, "unsealed Vault")
+	waitReadyz(t, r.Admin, http.StatusOK, "", "unsealed Vault")
 }

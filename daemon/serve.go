@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -28,7 +29,9 @@ import (
 )
 
 // VaultReadyTTL is how long a Vault readiness probe's answer is reused.
-const VaultReadyTTL = 2 * time.Second
+// With admin.DefaultCheckTimeout (1 s) for a probe that gets no answer,
+// /readyz reports a sealed or stalled Vault within 2 s.
+const VaultReadyTTL = time.Second
 
 // Options are what every entry point takes besides its config.
 type Options struct {
@@ -167,7 +170,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		}
 		return nil
 	})
-	storeCheck := admin.Cached(VaultReadyTTL, b.Ping)
+	// Not cached: a ping is cheap, and a reused answer hid short Redis
+	// outages from /readyz.
+	storeCheck := admin.Check(b.Ping)
 	n.admin.AddCheck("handle_store", storeCheck)
 	reg.MustRegister(upGauge("airlock_handle_store_up", "1 when the handle store (memory or Redis) answers.", storeCheck))
 	if vc != nil {
@@ -305,7 +310,9 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 	if err != nil {
 		return nil, err
 	}
-	g := grpc.NewServer(auth...)
+	// Authentication first, so a refused caller never takes a call slot.
+	opts := slices.Concat(auth, api.ServerOptions())
+	g := grpc.NewServer(opts...)
 	api.Register(g)
 	servers = append(servers, g)
 	go func() { _ = g.Serve(ul) }()
@@ -331,7 +338,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 			stop()
 			return nil, fmt.Errorf("broker API TCP listener: %w", err)
 		}
-		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, auth...)...)
+		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, opts...)...)
 		api.Register(tg)
 		servers = append(servers, tg)
 		go func() { _ = tg.Serve(tl) }()

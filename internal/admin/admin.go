@@ -12,6 +12,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,8 +29,17 @@ import (
 // Check reports whether a dependency is ready.
 type Check func(ctx context.Context) error
 
+// DefaultCheckTimeout is how long /readyz waits for one check: a
+// dependency that has not answered by then (a stalled Vault or Redis)
+// counts as not ready.
+const DefaultCheckTimeout = time.Second
+
 // Server is the admin HTTP server.
 type Server struct {
+	// CheckTimeout bounds each readiness check (DefaultCheckTimeout when
+	// zero). Checks run in parallel, so /readyz answers within it.
+	CheckTimeout time.Duration
+
 	mux    *http.ServeMux
 	log    *slog.Logger
 	mu     sync.Mutex
@@ -69,11 +79,33 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.Strings(names)
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	timeout := s.CheckTimeout
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	// Every check runs at once and is waited for until the timeout only:
+	// one that ignores its context cannot hold the answer back.
+	results := make(map[string]chan error, len(names))
+	for _, n := range names {
+		ch := make(chan error, 1)
+		results[n] = ch
+		go func() { ch <- checks[n](ctx) }()
+	}
 	failed := []string{}
 	for _, n := range names {
-		if err := checks[n](ctx); err != nil {
+		var err error
+		select {
+		case err = <-results[n]:
+		case <-ctx.Done():
+			select {
+			case err = <-results[n]:
+			default:
+				err = fmt.Errorf("no answer within %s: %w", timeout, ctx.Err())
+			}
+		}
+		if err != nil {
 			s.log.Warn("readiness check failed", "check", n, "err", err)
 			failed = append(failed, n)
 		}

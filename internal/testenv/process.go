@@ -46,6 +46,13 @@ func (p *process) exited() bool {
 	}
 }
 
+// signal sends sig to the process group, if it still runs.
+func (p *process) signal(sig syscall.Signal) {
+	if !p.exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
 // stop sends SIGTERM, then SIGKILL after grace.
 func (p *process) stop(grace time.Duration) {
 	if p.exited() {

@@ -81,6 +81,7 @@ func (r *RedisServer) ping() error {
 // Stop stops the server (a simulated outage when followed by Start).
 func (r *RedisServer) Stop() {
 	if r.proc != nil {
+		r.Resume() // a paused server would hold SIGTERM until the grace ran out
 		r.proc.stop(5 * time.Second)
 	}
 }
@@ -91,6 +92,34 @@ func (r *RedisServer) Kill() {
 		_ = syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGKILL)
 		<-r.proc.done
 	}
+}
+
+// Pause stops the server with SIGSTOP: it keeps its connections and its
+// listening socket but answers nothing (a stalled primary), until Resume.
+func (r *RedisServer) Pause() {
+	if r.proc != nil {
+		r.proc.signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a paused server (SIGCONT); it then works through what
+// its clients sent meanwhile.
+func (r *RedisServer) Resume() {
+	if r.proc != nil {
+		r.proc.signal(syscall.SIGCONT)
+	}
+}
+
+// RedisReplica starts a redis-server replicating the primary at addr
+// (host:port; a Relay's address to control the link), stopped at
+// cleanup. It may still be syncing when it returns.
+func RedisReplica(tb testing.TB, addr string) *RedisServer {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		tb.Fatalf("replica of %q: %v", addr, err)
+	}
+	return startRedis(tb, "--replicaof", host, port)
 }
 
 // RedisFailover is a primary, a replica and three Sentinels watching them
@@ -108,7 +137,7 @@ type RedisFailover struct {
 func RedisSentinel(tb testing.TB) *RedisFailover {
 	tb.Helper()
 	primary := Redis(tb)
-	replica := startRedis(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	replica := RedisReplica(tb, primary.Addr)
 	f := &RedisFailover{Primary: primary, Replica: replica, MasterName: "airlock"}
 	for i := 0; i < 3; i++ {
 		port, err := freePort()

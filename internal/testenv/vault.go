@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,5 +169,15 @@ func (v *VaultServer) Unseal(tb testing.TB) {
 	}
 }
 
+// Pause stalls the server (SIGSTOP): connections are accepted by the
+// kernel but nothing answers, until Resume.
+func (v *VaultServer) Pause() { v.proc.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (v *VaultServer) Resume() { v.proc.signal(syscall.SIGCONT) }
+
 // Stop stops the server; its data is gone.
-func (v *VaultServer) Stop() { v.proc.stop(5 * time.Second) }
+func (v *VaultServer) Stop() {
+	v.Resume() // a paused server would hold SIGTERM until the grace ran out
+	v.proc.stop(5 * time.Second)
+}
