@@ -74,12 +74,13 @@ func (h *hostService) Log(_ context.Context, r *pluginv1.LogRequest) (*pluginv1.
 	if len(r.GetFields()) > 32 {
 		return nil, status.Error(codes.InvalidArgument, "fields: more than 32")
 	}
-	// Values are the plugin's: redacted (handles, tokens, secret-shaped
-	// pairs and the operator's patterns) before they reach the log.
+	// Values are the plugin's: redacted (whole under a secret-like key;
+	// otherwise handles, tokens, URL userinfo, secret-shaped pairs and
+	// the operator's patterns) before they reach the log.
 	red := h.p.opts.Redactor
 	attrs := []any{"invocation", r.GetInvocationId(), "reason_code", red.String(clip(r.GetReasonCode(), 64))}
 	for k, v := range r.GetFields() {
-		attrs = append(attrs, "f_"+red.String(clip(k, 64)), red.String(clip(v, 1024)))
+		attrs = append(attrs, "f_"+red.String(clip(k, 64)), red.Field(k, clip(v, 1024)))
 	}
 	h.p.log.Info("provider log", attrs...)
 	return &pluginv1.LogResponse{}, nil

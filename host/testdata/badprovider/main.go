@@ -268,8 +268,11 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 			return err
 		}
 		fmt.Fprintln(os.Stderr, "debug: got", c.GetHandle(), "password=hunter2")
+		fmt.Fprintln(os.Stderr, `debug: dsn postgres://app:hunter2@db:5432/x {"client_secret": "hunter2 two"}`)
 		_, err = hs.Log(ctx, &pluginv1.LogRequest{InvocationId: inv, Level: "info", Fields: map[string]string{
-			"handle": c.GetHandle(), "auth": "Bearer " + c.GetHandle(), "query": "user=a&password=hunter2"}})
+			"handle": c.GetHandle(), "auth": "Bearer " + c.GetHandle(), "query": "user=a&password=hunter2",
+			"password": "hunter2", "DB-Passwd": "hunter2", "apiKey": "hunter2", "private_key": "hunter2",
+			"dsn": "https://u:hunter2@api.example.com/"}})
 		if err != nil {
 			return err
 		}
