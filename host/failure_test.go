@@ -91,6 +91,8 @@ func TestInvokeFailureTable(t *testing.T) {
 		{"unknown-field", list, 0, pluginv1.Status_STATUS_FAILED, "unknown field", ""},
 		{"side-effect", list, 0, pluginv1.Status_STATUS_FAILED, "side effect", ""},
 		{"claims-partial", list, 0, pluginv1.Status_STATUS_FAILED, "PARTIAL is derived by the host", ""},
+		{"status-77", list, 0, pluginv1.Status_STATUS_FAILED, "undefined enum value at message.status", ""},
+		{"side-effect-negative", list, 0, pluginv1.Status_STATUS_FAILED, "undefined enum value at message.side_effect", ""},
 		{"no-evidence", create, 0, pluginv1.Status_STATUS_PARTIAL, "declared evidence tickets.created", ""},
 		{"host-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: Log (1024)", ""},
 		{"total-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: total HostService calls (2048)", ""},

@@ -162,6 +162,12 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		m := ok(&ticketsv1.ListTicketsResponse{})
 		m.SideEffect = pluginv1.SideEffect_SIDE_EFFECT_DESTRUCTIVE
 		return stream.Send(m)
+	case "status-77":
+		return stream.Send(&pluginv1.ActionResult{Status: 77})
+	case "side-effect-negative":
+		m := ok(&ticketsv1.ListTicketsResponse{})
+		m.SideEffect = -1
+		return stream.Send(m)
 	case "claims-partial":
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_PARTIAL})
 	case "no-evidence":
