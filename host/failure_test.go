@@ -99,6 +99,7 @@ func TestInvokeFailureTable(t *testing.T) {
 		{"huge-terminal", list, 0, pluginv1.Status_STATUS_FAILED, "messages[0]: larger than the 4194304-byte message bound", ""},
 		{"foreign-invocation", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
 		{"undeclared-intent", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
+		{"emit-duplicate-keys", create, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:InvalidArgument"},
 		{"hang", list, time.Second, pluginv1.Status_STATUS_FAILED, "deadline passed", ""},
 		{"reject", list, 0, pluginv1.Status_STATUS_FAILED, "ended the stream with an error", ""},
 	} {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/strictjson"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -146,6 +148,12 @@ func (h *hostService) EmitEvidence(_ context.Context, r *pluginv1.EmitEvidenceRe
 	}
 	if len(r.GetPayload()) > MaxEvidencePayload {
 		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("payload: larger than %d bytes", MaxEvidencePayload))
+	}
+	// A JSON payload is recorded as JSON: one whose objects repeat a key
+	// (or a case variant of one) would read differently to different
+	// readers of the evidence, so it is refused.
+	if err := strictjson.Check(r.GetPayload()); errors.Is(err, strictjson.ErrDuplicateKey) {
+		return nil, status.Error(codes.InvalidArgument, "payload: "+err.Error())
 	}
 	sum := sha256.Sum256(append([]byte(typ+"\x00"), r.GetPayload()...))
 	digest := hex.EncodeToString(sum[:])

@@ -184,6 +184,11 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: "someone-elses", Intent: "tickets.read"})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
 			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
+	case "emit-duplicate-keys":
+		_, err := hs.EmitEvidence(ctx, &pluginv1.EmitEvidenceRequest{InvocationId: inv, RecordType: "tickets.created",
+			EmitKey: "dup", Payload: []byte(`{"a":1,"a":2,"A":3}`)})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
+			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
 	case "undeclared-intent":
 		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: inv, Intent: "sneaky"})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
