@@ -32,7 +32,6 @@ func samplingCall(text string, maxTokens, repeat int) string {
 		strconvQuote(text) + `}}],"maxTokens":` + itoa(maxTokens) + `}}`
 }
 
-
 // The prompt is reserved with maxTokens: a prompt whose bytes alone pass
 // the per-invoke budget is refused before it is sent.
 func TestSamplingReservesThePrompt(t *testing.T) {
