@@ -18,7 +18,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	exe, _ := os.Executable()
 	provider := fs.String("provider", filepath.Join(filepath.Dir(exe), "tickets-provider"), "the sample provider binary (make run builds it)")
 	executaBin := fs.String("executa", filepath.Join(filepath.Dir(exe), "executa-tickets"), "the sample Executa plugin binary (make run builds it)")
-	control := fs.String("control", strings.TrimPrefix(DefaultControl, "http://"), "control API listen address")
+	control := fs.String("control", "", "control API listen address (default: host.control of the config)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

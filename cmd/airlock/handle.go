@@ -38,6 +38,9 @@ func brokerFlags(fs *flag.FlagSet) func() (*broker.Client, error) {
 			}
 			target = cfg.Broker.API.Socket
 		}
+		if err := checkBrokerSocket(strings.TrimPrefix(target, "unix:")); err != nil {
+			return nil, err
+		}
 		return broker.Dial("unix://"+strings.TrimPrefix(target, "unix:"), nil)
 	}
 }
@@ -46,6 +49,11 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, handleUsage)
 		return errUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, handleUsage)
+		return nil
 	}
 	fs := newFlags("handle "+args[0], stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, handleUsage); fs.PrintDefaults() }
@@ -62,7 +70,21 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := parse(fs, args[1:]); err != nil {
 			return err
 		}
-		if *plugin == "" || *inv == "" || *intent == "" || fs.NArg() != 0 {
+		var missing []string
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"--plugin", plugin}, {"--invocation", inv}, {"--intent", intent}} {
+			if *f.v == "" {
+				missing = append(missing, f.name)
+			}
+		}
+		if len(missing) > 0 || fs.NArg() != 0 {
+			if len(missing) > 0 {
+				fmt.Fprintf(stderr, "airlock handle issue: missing %s\n\n", strings.Join(missing, ", "))
+			} else {
+				fmt.Fprintf(stderr, "airlock handle issue: unexpected argument %q\n\n", fs.Arg(0))
+			}
 			fs.Usage()
 			return errUsage
 		}
@@ -93,6 +115,8 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "airlock handle inspect: needs one FINGERPRINT")
+			fmt.Fprintln(stderr)
 			fs.Usage()
 			return errUsage
 		}
@@ -146,6 +170,8 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			n++
 		}
 		if n != 1 || fs.NArg() > 1 {
+			fmt.Fprintln(stderr, "airlock handle revoke: needs exactly one of --invocation, --plugin or a FINGERPRINT")
+			fmt.Fprintln(stderr)
 			fs.Usage()
 			return errUsage
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -21,7 +20,7 @@ const DefaultControl = "http://127.0.0.1:9465"
 
 func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("invoke", stderr)
-	control := fs.String("control", envOr("AIRLOCK_CONTROL", DefaultControl), "control API: http://host:port or unix:/path")
+	controlAddr := controlFlags(fs)
 	dryRun := fs.Bool("dry-run", false, "ask for a dry run")
 	timeout := fs.Duration("timeout", 60*time.Second, "invocation deadline, from now")
 	appID := fs.String("app-id", "", "Executa: the App context to run in (its storage_token carries it; storage scope \"app\")")
@@ -54,7 +53,11 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 	}
 	body, _ := json.Marshal(host.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
 		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug})
-	client, base := controlClient(*control)
+	control, err := controlAddr()
+	if err != nil {
+		return err
+	}
+	client, base := controlClient(control)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/invocations", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -62,7 +65,7 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", *control, err)
+		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", control, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -107,13 +110,6 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 		return fmt.Errorf("the invocation did not succeed (%s)", strings.TrimPrefix(status, "STATUS_"))
 	}
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // controlClient returns a client and base URL for http://… or unix:/path.

@@ -14,10 +14,10 @@ import (
 
 func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plugins", stderr)
-	control := fs.String("control", envOr("AIRLOCK_CONTROL", DefaultControl), "control API: http://host:port or unix:/path")
+	controlAddr := controlFlags(fs)
 	asJSON := fs.Bool("json", false, "print the control API's JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock plugins [--control ADDR] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
+		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -27,21 +27,25 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.Usage()
 		return errUsage
 	}
-	client, base := controlClient(*control)
+	control, err := controlAddr()
+	if err != nil {
+		return err
+	}
+	client, base := controlClient(control)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/plugins", nil)
 	if err != nil {
 		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", *control, err)
+		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", control, err)
 	}
 	defer resp.Body.Close()
 	var list struct {
 		Plugins []host.Status `json:"plugins"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("control API at %s answered %s", *control, resp.Status)
+		return fmt.Errorf("control API at %s answered %s", control, resp.Status)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
 		return fmt.Errorf("control API sent no plugin list")
