@@ -43,6 +43,7 @@ const (
 	CodeTokenEndpoint        = "token_endpoint_unreachable"    // 502
 	CodeTokenExchange        = "token_exchange_failed"         // 502
 	CodeClockSkew            = "clock_skew"                    // 503
+	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 )
 
 var codeStatus = map[string]int{
@@ -60,8 +61,12 @@ var codeStatus = map[string]int{
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
-	CodeClockSkew: http.StatusServiceUnavailable,
+	CodeClockSkew: http.StatusServiceUnavailable, CodeClientClosed: statusClientClosed,
 }
+
+// statusClientClosed is what the audit records for a request whose
+// client hung up before the upstream answered (nginx's 499).
+const statusClientClosed = 499
 
 // HeaderError carries the denial code on every proxy-made response.
 const HeaderError = "X-Airlock-Error"

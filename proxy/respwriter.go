@@ -20,13 +20,21 @@ import (
 type reqBody struct {
 	rc     io.ReadCloser
 	closed bool
+	// onEOF, when set, runs once, on the goroutine that read the end.
+	onEOF func()
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
-	return b.rc.Read(p)
+	n, err := b.rc.Read(p)
+	if err == io.EOF && b.onEOF != nil {
+		f := b.onEOF
+		b.onEOF = nil
+		f()
+	}
+	return n, err
 }
 
 func (b *reqBody) Close() error { b.closed = true; return nil }
