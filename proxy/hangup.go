@@ -68,7 +68,10 @@ func (c *clientConn) watchHangup(req *http.Request, body *reqBody) (*http.Reques
 			w.mu.Unlock()
 		}
 	}
+	// Set under mu: start reads it there (to wait again).
+	w.mu.Lock()
 	w.timer = time.AfterFunc(hangupAfter, w.start)
+	w.mu.Unlock()
 	return req.WithContext(ctx), w
 }
 
