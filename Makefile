@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short lint fmt vet bench bench-proxy proto proto-check deploy-check tools clean
+.PHONY: all build run test test-short fuzz lint fmt vet bench bench-proxy proto proto-check deploy-check tools clean
 
 all: build
 
@@ -26,7 +26,8 @@ run: build
 # into a cache outside the clone.
 tools:
 	@./tools/ensure-pkg.sh curl curl
-	@./tools/ensure-pkg.sh python3 python3
+	@./tools/ensure-pkg.sh /usr/bin/python3 python3
+	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/requests/__init__.py python3-requests
 	@./tools/ensure-pkg.sh node nodejs
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev
@@ -38,11 +39,24 @@ tools:
 # All tests, race detector on, real Vault and Redis required (a missing one
 # fails instead of skipping); before them the linters, the generated-code
 # check and the deployment-file checks.
-test: tools lint proto-check deploy-check
+test: tools lint proto-check deploy-check fuzz
 	VAULT_BIN="$$(./tools/ensure-vault.sh)" \
 	REDIS_SERVER_BIN="$$(./tools/ensure-redis.sh)" \
 	AIRLOCK_REQUIRE_SERVICES=1 \
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# Every fuzz target in the tree, each fuzzed for FUZZTIME on top of its
+# committed seed corpus (testdata/fuzz/): the hand-written parsers and
+# their differential targets against the standard library (net/http) and
+# go-jose. A failing input is written to testdata/fuzz/ for the test run.
+FUZZTIME ?= 5s
+fuzz:
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
+			echo "fuzz $$dir $$fn $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$dir || exit 1; \
+		done; \
+	done
 
 # Unit tests only: integration tests skip when Vault or Redis is missing.
 test-short:

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -18,8 +20,13 @@ import (
 	"github.com/airlock-dev/airlock/tokens"
 )
 
-// ErrBrokerUnavailable: the broker API could not be reached.
-var ErrBrokerUnavailable = errors.New("broker API is unavailable")
+var (
+	// ErrBrokerUnavailable: the broker API could not be reached.
+	ErrBrokerUnavailable = errors.New("broker API is unavailable")
+	// ErrUnauthenticated: the broker API refused the caller's token
+	// (none presented, or not the one in broker.api.token_file).
+	ErrUnauthenticated = errors.New("broker API refused the caller")
+)
 
 // Client calls a broker in another process (airlock serve) over gRPC. It
 // implements API and TokenMinter, and its errors match the broker's with
@@ -29,19 +36,37 @@ type Client struct {
 	api  brokerv1.BrokerServiceClient
 }
 
+// DialOptions say how a Client reaches and authenticates to the broker.
+type DialOptions struct {
+	// TokenFile holds the broker token (broker.api.token_file), presented
+	// on every call; read at each call. Required.
+	TokenFile string
+	// TLS is the mutual-TLS client config for a host:port target;
+	// plaintext TCP is refused.
+	TLS *tls.Config
+}
+
 // Dial connects to target: "unix:///path/to/broker.sock", or host:port
-// with tlsConfig (mutual TLS; plaintext TCP is refused).
-func Dial(target string, tlsConfig *tls.Config) (*Client, error) {
+// with o.TLS. A unix socket that does not exist is ErrBrokerUnavailable at
+// once, with a message that says which setting names it.
+func Dial(target string, o DialOptions) (*Client, error) {
 	var creds credentials.TransportCredentials
-	switch {
-	case strings.HasPrefix(target, "unix://"):
+	switch path, unix := strings.CutPrefix(target, "unix://"); {
+	case unix:
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no socket at %s (is airlock serve running? it listens on broker.api.socket)", ErrBrokerUnavailable, path)
+		}
 		creds = insecure.NewCredentials() // the socket's directory and peer-uid check protect it
-	case tlsConfig != nil:
-		creds = credentials.NewTLS(tlsConfig)
+	case o.TLS != nil:
+		creds = credentials.NewTLS(o.TLS)
 	default:
 		return nil, errors.New("broker API over TCP needs TLS (client certificate)")
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if o.TokenFile == "" {
+		return nil, errors.New("broker API: no token file (broker.api.token_file)")
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(tokenCredentials{path: o.TokenFile}))
 	if err != nil {
 		return nil, fmt.Errorf("broker API: %w", err)
 	}
@@ -137,6 +162,8 @@ func errorFromStatus(err error) error {
 		return &remoteError{msg: "broker: " + st.Message(), err: sentinel}
 	}
 	switch st.Code() {
+	case codes.Unauthenticated:
+		return &remoteError{msg: "broker: " + st.Message(), err: ErrUnauthenticated}
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return &remoteError{msg: "broker: " + st.Message(), err: ErrBrokerUnavailable}
 	}

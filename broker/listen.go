@@ -1,30 +1,39 @@
 package broker
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"slices"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
-// APIConfig says where the broker API listens (the `broker.api:` section).
+// APIConfig says where the broker API listens and who may call it (the
+// `broker.api:` section). Every call, on every listener, presents the
+// token in TokenFile.
 type APIConfig struct {
 	// Socket is the unix socket path. Its directory is created with mode
-	// 0700 (or must already be 0700 and ours). Empty: no unix listener.
+	// 0700 (0750 with Group), or must already be so and ours. Empty: no
+	// unix listener.
 	Socket string `yaml:"socket"`
-	// AllowedUIDs may connect to the socket (checked with SO_PEERCRED);
-	// default: the uid airlock runs as.
-	AllowedUIDs []int `yaml:"allowed_uids"`
-	// TCP, optional, always with mutual TLS.
+	// AllowedUIDs and AllowedUsers (names) may connect to the socket
+	// (checked with SO_PEERCRED); default: the uid airlock runs as.
+	AllowedUIDs  []int    `yaml:"allowed_uids"`
+	AllowedUsers []string `yaml:"allowed_users"`
+	// Group (a name or number) shares the socket and the token file with
+	// the host when it runs as another user: the socket's directory is
+	// 0750 and the socket 0660 of that group, and the token file 0640.
+	// Empty: owner only.
+	Group string `yaml:"group"`
+	// TokenFile holds the bearer token every caller presents (gRPC
+	// metadata "authorization: Bearer …"). airlock serve creates it when
+	// missing (256 random bits, 0600, or 0640 with Group) and refuses one
+	// others may read; the host and the CLI read it. Default: broker.token
+	// beside Socket.
+	TokenFile string `yaml:"token_file"`
+	// TCP, optional, always with mutual TLS (and the token).
 	TCP TCPConfig `yaml:"tcp"`
 }
 
@@ -37,6 +46,17 @@ type TCPConfig struct {
 	ClientCAFile string `yaml:"client_ca_file"`
 }
 
+// DefaultTokenFile is the token file's name beside the socket.
+const DefaultTokenFile = "broker.token"
+
+// WithDefaults puts the token file beside the socket when unset.
+func (c APIConfig) WithDefaults() APIConfig {
+	if c.TokenFile == "" && c.Socket != "" {
+		c.TokenFile = filepath.Join(filepath.Dir(c.Socket), DefaultTokenFile)
+	}
+	return c
+}
+
 // Validate returns every problem at once.
 func (c APIConfig) Validate() error {
 	var errs []error
@@ -45,6 +65,12 @@ func (c APIConfig) Validate() error {
 	}
 	if len(c.Socket) > 107 {
 		errs = append(errs, errors.New("broker.api.socket: longer than a unix socket path may be (107 bytes)"))
+	}
+	if c.TokenFile != "" && !filepath.IsAbs(c.TokenFile) {
+		errs = append(errs, errors.New("broker.api.token_file: must be an absolute path"))
+	}
+	if c.TokenFile == "" && (c.Socket != "" || c.TCP.Listen != "") {
+		errs = append(errs, errors.New("broker.api.token_file: required (every broker API call presents its token)"))
 	}
 	for _, u := range c.AllowedUIDs {
 		if u < 0 {
@@ -63,115 +89,27 @@ func (c APIConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ListenUnix listens on path inside a private directory. Connections from
-// a uid not in allowed are closed before any byte is read.
-func ListenUnix(path string, allowed []int, log *slog.Logger) (net.Listener, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Peers resolves who may connect to the socket: the group's id (or
+// peerauth.NoGroup) and the allowed uids (AllowedUIDs and AllowedUsers;
+// empty means this process's uid).
+func (c APIConfig) Peers() (gid int, uids []int, err error) {
+	gid, gerr := peerauth.LookupGroup(c.Group)
+	if gerr != nil {
+		gerr = errors.New("broker.api.group: " + gerr.Error())
 	}
-	if len(allowed) == 0 {
-		allowed = []int{os.Getuid()}
+	named, uerr := peerauth.LookupUIDs(c.AllowedUsers)
+	if uerr != nil {
+		uerr = errors.New("broker.api.allowed_users: " + uerr.Error())
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("broker socket directory: %w", err)
-	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("broker socket directory: %w", err)
-	}
-	sys, _ := st.Sys().(*syscall.Stat_t)
-	if st.Mode().Perm() != 0o700 || sys == nil || int(sys.Uid) != os.Getuid() {
-		return nil, fmt.Errorf("broker socket directory %s must be mode 0700 and owned by uid %d", dir, os.Getuid())
-	}
-	// Remove a stale socket, never a live one.
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("broker socket %s is in use by another process", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale broker socket: %w", err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("broker socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("broker socket: %w", err)
-	}
-	return &peerCredListener{Listener: l, allowed: allowed, log: log}, nil
-}
-
-type peerCredListener struct {
-	net.Listener
-	allowed []int
-	log     *slog.Logger
-}
-
-// Accept returns the next connection from an allowed uid.
-func (l *peerCredListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		uid, pid, err := peerCred(c)
-		if err != nil {
-			l.log.Warn("broker API: cannot read peer credentials; connection closed", "err", err)
-			c.Close()
-			continue
-		}
-		if !slices.Contains(l.allowed, uid) {
-			l.log.Warn("broker API: peer uid not allowed; connection closed", "uid", uid, "pid", pid)
-			c.Close()
-			continue
-		}
-		return c, nil
-	}
-}
-
-func peerCred(c net.Conn) (uid, pid int, err error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return 0, 0, errors.New("not a unix connection")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var cred *syscall.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return 0, 0, err
-	}
-	if serr != nil {
-		return 0, 0, serr
-	}
-	return int(cred.Uid), int(cred.Pid), nil
+	return gid, append(append([]int(nil), c.AllowedUIDs...), named...), errors.Join(gerr, uerr)
 }
 
 // TCPCredentials returns server credentials for mutual TLS (TLS 1.3,
 // client certificate required and verified against ClientCAFile).
 func TCPCredentials(c TCPConfig) (credentials.TransportCredentials, error) {
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	tc, err := peerauth.MutualTLS("broker.api.tcp", c.CertFile, c.KeyFile, c.ClientCAFile)
 	if err != nil {
-		return nil, fmt.Errorf("broker.api.tcp: server certificate: %w", err)
+		return nil, err
 	}
-	pem, err := os.ReadFile(c.ClientCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("broker.api.tcp.client_ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, errors.New("broker.api.tcp.client_ca_file: no PEM certificate in it")
-	}
-	return credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-		MinVersion:   tls.VersionTLS13,
-	}), nil
+	return credentials.NewTLS(tc), nil
 }

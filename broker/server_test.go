@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -34,15 +35,20 @@ func startAPI(t *testing.T, allowed []int) *apiFixture {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
-	l, err := ListenUnix(sock, allowed, nil)
+	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{AllowedUIDs: allowed, GID: peerauth.NoGroup})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	tokenFile := filepath.Join(filepath.Dir(sock), DefaultTokenFile)
+	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(AuthOptions(tok, nil)...)
 	(&Server{Broker: f.b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}).Register(g)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
-	c, err := Dial("unix://"+sock, nil)
+	c, err := Dial("unix://"+sock, DialOptions{TokenFile: tokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +155,6 @@ func TestAPIRefusesUnlistedUID(t *testing.T) {
 	}
 }
 
-func TestListenUnixRefusesOpenDirectory(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "run")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ListenUnix(filepath.Join(dir, "b.sock"), nil, nil); err == nil || !strings.Contains(err.Error(), "0700") {
-		t.Fatalf("0755 directory: %v", err)
-	}
-}
-
 func TestAPIOverMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -168,8 +164,13 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokenFile := filepath.Join(t.TempDir(), DefaultTokenFile)
+	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newMemFixture(t)
-	g := grpc.NewServer(grpc.Creds(creds))
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, AuthOptions(tok, nil)...)...)
 	(&Server{Broker: f.b}).Register(g)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -178,7 +179,9 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	go g.Serve(l)
 	defer g.Stop()
 
-	good, err := Dial(l.Addr().String(), &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Issue(t, "airlock-host")}, MinVersion: tls.VersionTLS13})
+	clientCert := ca.Issue(t, "airlock-host")
+	good, err := Dial(l.Addr().String(), DialOptions{TokenFile: tokenFile,
+		TLS: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,39 +189,24 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	if _, err := good.Status(ctx); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
 	}
-	noCert, _ := Dial(l.Addr().String(), &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13})
+	noCert, _ := Dial(l.Addr().String(), DialOptions{TokenFile: tokenFile, TLS: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13}})
 	defer noCert.Close()
 	if _, err := noCert.Status(ctx); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
-	if _, err := Dial(l.Addr().String(), nil); err == nil {
-		t.Fatal("plaintext TCP dial accepted")
-	}
-}
-
-func TestListenUnixRefusesLiveSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "run", "b.sock")
-	l, err := ListenUnix(sock, nil, nil)
-	if err != nil {
+	// A client certificate is not enough: the token is required on TCP
+	// too.
+	other := filepath.Join(t.TempDir(), "other.token")
+	if _, err := peerauth.EnsureToken("t", other, peerauth.NoGroup); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	if _, err := ListenUnix(sock, nil, nil); err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Fatalf("second listener on a live socket: %v", err)
+	wrongToken, _ := Dial(l.Addr().String(), DialOptions{TokenFile: other,
+		TLS: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13}})
+	defer wrongToken.Close()
+	if _, err := wrongToken.Status(ctx); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a certificate with another token: %v, want ErrUnauthenticated", err)
 	}
-	l.Close()
-	// A stale socket file (no listener) is replaced.
-	l2, err := ListenUnix(sock, nil, nil)
-	if err != nil {
-		t.Fatalf("stale socket: %v", err)
+	if _, err := Dial(l.Addr().String(), DialOptions{TokenFile: tokenFile}); err == nil {
+		t.Fatal("plaintext TCP dial accepted")
 	}
-	l2.Close()
 }

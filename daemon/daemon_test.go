@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
+
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
@@ -23,10 +25,12 @@ import (
 var providerBin, executaBin string
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
 	dir, err := os.MkdirTemp("", "airlock-daemon-test-")
 	if err != nil {
 		panic(err)
 	}
+	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	providerBin = filepath.Join(dir, "tickets-provider")
 	executaBin = filepath.Join(dir, "executa-tickets")
 	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", executaBin: "../examples/executa-tickets"} {
@@ -55,8 +59,8 @@ func freeAddr(t *testing.T) string {
 func testConfig(t *testing.T) *config.Config {
 	t.Helper()
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {control: %q, admin: %q}\n",
-		freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t))))
+	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {admin: %q}\n",
+		freeAddr(t), freeAddr(t), freeAddr(t))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +72,14 @@ func testConfig(t *testing.T) *config.Config {
 
 var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
+// controlClient calls cfg's control API (by default a unix socket under
+// the state directory) with its token, as airlock invoke does.
+func controlClient(cfg *config.Config) (*http.Client, string) {
+	c, base := ControlClient(cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile})
+	c.Timeout = 30 * time.Second
+	return c, base
+}
+
 // Dev composes Serve and Host in one process: both demo plugins serve a
 // credentialed call, /readyz covers the plugins, and everything it started
 // is gone when its context ends.
@@ -75,7 +87,7 @@ func TestDevInProcess(t *testing.T) {
 	leaks := testenv.CheckGoroutines(t)
 	cfg := testConfig(t)
 	// A plugin author's own plugin, from the config file's host.executa.
-	py, err := exec.LookPath("python3")
+	py, err := exec.LookPath(testenv.Python())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +111,14 @@ func TestDevInProcess(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("Dev not ready")
 	}
+	ctl, base := controlClient(cfg)
+	if r.Control != cfg.Host.Control {
+		t.Fatalf("Ready.Control = %q, want the config's %q", r.Control, cfg.Host.Control)
+	}
 	invoke := func(plugin, method, input string) host.Event {
 		t.Helper()
 		body, _ := json.Marshal(host.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
-		resp, err := client.Post("http://"+r.Control+"/v1/invocations", "application/json", bytes.NewReader(body))
+		resp, err := ctl.Post(base+"/v1/invocations", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +126,7 @@ func TestDevInProcess(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		var ev host.Event
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ev) != nil {
-			t.Fatalf("%s %s: %d %s", plugin, method, resp.StatusCode, b)
+			t.Fatalf("%s %s: %d %s\n%s", plugin, method, resp.StatusCode, b, out.String())
 		}
 		return ev
 	}
@@ -149,9 +165,9 @@ func TestDevInProcess(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no checkpoint served")
 		}
-		head = getOK(t, "http://"+r.Control+"/v1/evidence/head")
+		head = getOK(t, ctl, base+"/v1/evidence/head")
 	}
-	jwks = getOK(t, "http://"+r.Control+"/v1/evidence/jwks.json")
+	jwks = getOK(t, ctl, base+"/v1/evidence/jwks.json")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Dev: %v", err)
@@ -226,9 +242,9 @@ func TestServeListenerTaken(t *testing.T) {
 }
 
 // getOK returns the body of a 200 answer, nil otherwise.
-func getOK(t *testing.T, url string) []byte {
+func getOK(t *testing.T, c *http.Client, url string) []byte {
 	t.Helper()
-	resp, err := client.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,12 +42,22 @@ type banner struct {
 	upPort                          int
 	secrets, secretFP, kid          string
 	evidence, invoke                string
+	controlToken, clientFlags       string
 	status                          []host.Status
 	intercept                       bool // the proxy intercepts CONNECT
 }
 
 func printBanner(out io.Writer, b banner) {
 	var plugins, try strings.Builder
+	cli, pflags := b.invoke+" invoke", ""
+	if b.clientFlags != "" {
+		cli += " " + b.clientFlags
+		pflags = " " + b.clientFlags
+	}
+	control := b.control
+	if !strings.HasPrefix(control, "unix:") {
+		control = "http://" + control
+	}
 	for _, s := range b.status {
 		fmt.Fprintf(&plugins, "  %-16s %-9s %-10s", s.Name, s.Kind, s.State)
 		if s.Pid != 0 {
@@ -59,19 +69,20 @@ func printBanner(out io.Writer, b banner) {
 		plugins.WriteString("\n")
 		switch s.Name {
 		case DemoPlugin:
-			fmt.Fprintf(&try, "  %s invoke %s numinance.ports.tickets.v1.Tickets/ListTickets '{\"project\":\"demo\"}'\n", b.invoke, DemoPlugin)
+			fmt.Fprintf(&try, "  %s %s numinance.ports.tickets.v1.Tickets/ListTickets '{\"project\":\"demo\"}'\n", cli, DemoPlugin)
 		case DemoExecutaPlugin:
-			fmt.Fprintf(&try, "  %s invoke %s summarize '{\"base_url\":\"http://%s:%d\"}'\n", b.invoke, DemoExecutaPlugin, b.upstream, b.upPort)
+			fmt.Fprintf(&try, "  %s %s summarize '{\"base_url\":\"http://%s:%d\"}'\n", cli, DemoExecutaPlugin, b.upstream, b.upPort)
 			if b.intercept {
-				fmt.Fprintf(&try, "  %s invoke %s summarize '{\"base_url\":\"https://%s:%d\"}'   (https://: CONNECT interception)\n",
-					b.invoke, DemoExecutaPlugin, b.upstream, b.upPort)
+				fmt.Fprintf(&try, "  %s %s summarize '{\"base_url\":\"https://%s:%d\"}'   (https://: CONNECT interception)\n",
+					cli, DemoExecutaPlugin, b.upstream, b.upPort)
 			}
 		}
 	}
 	fmt.Fprintf(out, `
 airlock dev is running:
   egress proxy     http://%s   (plugins get HTTP_PROXY pointing here)
-  control API      http://%s   (POST /v1/invocations, GET /v1/plugins)
+  control API      %s   (POST /v1/invocations, GET /v1/plugins)
+  control token    %s   (every control API request presents it)
   admin            http://%s   (/readyz, /metrics, JWKS)
   broker API       unix:%s   (airlock handle, airlock explain)
   demo upstream    https://%s:%d   (local TLS, trusted through upstream_ca_file)
@@ -83,9 +94,9 @@ Plugins:
 %s
 Try a credentialed call end to end, in another terminal:
 
-%s  %s plugins
+%s  %s plugins%s
 
 Ctrl-C stops everything.
 
-`, b.proxy, b.control, b.admin, b.brokerAPI, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke)
+`, b.proxy, control, b.controlToken, b.admin, b.brokerAPI, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke, pflags)
 }

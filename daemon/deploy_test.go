@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -73,5 +74,48 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 	sort.Strings(missing)
 	if len(used) < 15 || len(missing) > 0 {
 		t.Fatalf("%d metrics used; not exported: %v", len(used), missing)
+	}
+}
+
+// The config shipped beside the systemd units validates and puts each
+// file where its unit's user owns it: serve's keys in airlock-broker's
+// state, the broker socket and token in serve's runtime directory (shared
+// with the group airlock), the host's state and control socket in
+// airlock-host's own.
+func TestSystemdConfigMatchesUnits(t *testing.T) {
+	cfg, err := config.Load("../deploy/systemd/airlock.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]string{}
+	for _, u := range []string{"airlock-serve", "airlock-host"} {
+		b, err := os.ReadFile("../deploy/systemd/" + u + ".service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[u] = string(b)
+	}
+	under := func(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
+	for _, c := range []struct {
+		what, path, dir, unit, directive string
+	}{
+		{"tokens.keys.path", cfg.Tokens.Keys.Path, "/var/lib/airlock-broker", "airlock-serve", "StateDirectory=airlock-broker"},
+		{"broker.api.socket", cfg.Broker.API.Socket, "/run/airlock", "airlock-serve", "RuntimeDirectory=airlock"},
+		{"broker.api.token_file", cfg.Broker.API.TokenFile, "/run/airlock", "airlock-serve", "RuntimeDirectory=airlock"},
+		{"state_dir", cfg.StateDir + "/x", "/var/lib/airlock-host", "airlock-host", "StateDirectory=airlock-host"},
+		{"host.evidence_key", cfg.Host.EvidenceKey, "/var/lib/airlock-host", "airlock-host", "StateDirectory=airlock-host"},
+		{"host.control", strings.TrimPrefix(cfg.Host.Control, "unix:"), "/run/airlock-host", "airlock-host", "RuntimeDirectory=airlock-host"},
+		{"host.control_token_file", cfg.Host.ControlTokenFile, "/run/airlock-host", "airlock-host", "RuntimeDirectory=airlock-host"},
+	} {
+		if !under(c.path, c.dir) || !regexp.MustCompile(`(?m)^`+c.directive+`$`).MatchString(units[c.unit]) {
+			t.Errorf("%s = %s: want it under %s, the %s of %s", c.what, c.path, c.dir, c.directive, c.unit)
+		}
+	}
+	if cfg.Broker.API.Group != "airlock" || !strings.Contains(units["airlock-serve"], "\nGroup=airlock\n") ||
+		!strings.Contains(units["airlock-host"], "\nSupplementaryGroups=airlock\n") {
+		t.Errorf("the broker socket's group (%q) is not the one serve runs with and the host is in", cfg.Broker.API.Group)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -44,6 +45,10 @@ type DevOptions struct {
 	Control string
 	// Invoke is how the banner spells the airlock binary.
 	Invoke string
+	// ClientFlags are what the banner's commands need to find this
+	// config (for example "--config FILE"); Dev adds --control and
+	// --control-token-file when Control overrides the config's.
+	ClientFlags string
 }
 
 // Dev runs `airlock dev` until ctx ends: a Serve and a Host composed in
@@ -147,7 +152,11 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
 	}
-	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
+	flags := opts.ClientFlags
+	if opts.Control != "" {
+		flags = strings.TrimSpace(flags + " --control " + hn.control + " --control-token-file " + cfg.Host.ControlTokenFile)
+	}
+	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
 		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
 
@@ -198,6 +207,13 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 	}
 	if opts.Control != "" {
 		cfg.Host.Control = opts.Control
+		if _, unix := cfg.Host.ControlSocket(); !unix && cfg.Host.ControlTLS == nil && cfg.Host.ControlTokenFile == "" {
+			cfg.Host.ControlTokenFile = filepath.Join(dir, host.DefaultControlTokenFile)
+		}
+		cfg.Host = cfg.Host.WithControlDefaults()
+		if err := cfg.Host.Validate(); err != nil {
+			return err
+		}
 	}
 	cfg.Host.Lockfile = filepath.Join(dir, "plugins.lock.json")
 	xc := &cfg.Host.Executa
@@ -221,11 +237,11 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 // the demo upstream.
 func installDemoProvider(dir, provider string, upPort int) (host.Installed, error) {
 	pkg := filepath.Join(dir, "plugins", DemoPlugin)
-	if err := os.MkdirAll(pkg, 0o700); err != nil {
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
 		return host.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
-	if err := fsutil.CopyFile(provider, bin, 0o700); err != nil {
+	if err := fsutil.CopyFile(provider, bin, 0o755); err != nil {
 		return host.Installed{}, err
 	}
 	manifest := fmt.Sprintf(`name: %s
@@ -237,7 +253,7 @@ credential_intents:
   - {name: tickets.write, class: write, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [POST]}]}
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
-	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
 		return host.Installed{}, err
 	}
 	m, err := host.LoadManifest(filepath.Join(pkg, "manifest.yaml"))

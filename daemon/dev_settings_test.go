@@ -61,7 +61,7 @@ func TestDevHonoursUserSettings(t *testing.T) {
 	// A handle for the user's intent: the proxy reads the user's secret
 	// and sends it (the demo upstream, which wants the demo secret,
 	// answers 401); a secret the broker cannot read would be a 503.
-	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, nil)
+	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,18 +45,24 @@ const HostShutdownTimeout = 30 * time.Second
 // a listener, the broker or the evidence log fails.
 func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	opts = opts.withDefaults()
-	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), nil)
+	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		return err
 	}
 	defer bc.Close()
 	if _, err := bc.Status(ctx); err != nil {
+		if errors.Is(err, broker.ErrUnauthenticated) {
+			return fmt.Errorf("broker at %s: %w (the host presents broker.api.token_file %s)", cfg.Host.Broker, err, cfg.Broker.API.TokenFile)
+		}
 		return fmt.Errorf("broker at %s: %w (is airlock serve running?)", cfg.Host.Broker, err)
 	}
 	verifyKeys := &tokens.JWKSClient{URL: cfg.Host.Executa.JWKS, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
 	n, err := startHost(ctx, cfg, opts, hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy})
 	if err != nil {
 		return err
+	}
+	if opts.OnReady != nil {
+		opts.OnReady(Ready{Control: n.control})
 	}
 	return n.wait()
 }
@@ -142,7 +148,8 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
 		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
-		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log}
+		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log,
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
 	if dir := cfg.Host.Artifacts; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
@@ -198,7 +205,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	}
 	starts.Wait()
 
-	l, err := listenControl(cfg.Host.Control)
+	l, handler, err := listenControl(cfg.Host, h.ControlHandler(), log)
 	if err != nil {
 		return nil, fmt.Errorf("host.control: %w", err)
 	}
@@ -206,7 +213,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if l.Addr().Network() == "unix" {
 		n.control = "unix:" + n.control
 	}
-	srv := &http.Server{Handler: h.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	n.serve("control API", func(ctx context.Context) error {
 		// The plugins' shutdown cancels the calls in flight, so the
 		// server's graceful shutdown does not wait out their deadlines.
@@ -247,18 +254,6 @@ func providerLauncher(name string, e host.LockedEntry, h *host.Host) host.Launch
 	}
 }
 
-func listenControl(addr string) (net.Listener, error) {
-	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
-		_ = os.Remove(p)
-		l, err := net.Listen("unix", p)
-		if err == nil {
-			err = os.Chmod(p, 0o600)
-		}
-		return l, err
-	}
-	return net.Listen("tcp", addr)
-}
-
 // Install runs `airlock host install DIR`: review the package, launch it
 // once to check its handshake, record it in the lockfile. When an airlock
 // host is running (it holds the evidence log), the install goes through
@@ -272,14 +267,15 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 	}
 	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
 	if errors.Is(err, host.ErrEvidenceInUse) {
-		res, err := installRemote(ctx, cfg.Host.Control, dir)
+		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir)
 		return res, true, err
 	}
 	if err != nil {
 		return res, false, err
 	}
 	defer ev.Close()
-	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log}
+	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log,
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
 	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err

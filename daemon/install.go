@@ -6,22 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 
 	"github.com/airlock-dev/airlock/host"
 )
 
 // installRemote asks the running host at control (host:port or
 // unix:/path) to install dir.
-func installRemote(ctx context.Context, control, dir string) (host.InstallResult, error) {
+func installRemote(ctx context.Context, control string, co ControlClientOptions, dir string) (host.InstallResult, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return host.InstallResult{}, err
 	}
-	client, base := ControlClient(control)
+	client, base := ControlClient(control, co)
 	body, _ := json.Marshal(host.InstallRequest{Dir: abs})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/plugins", bytes.NewReader(body))
 	if err != nil {
@@ -44,18 +42,4 @@ func installRemote(ctx context.Context, control, dir string) (host.InstallResult
 		return host.InstallResult{}, fmt.Errorf("the running host's answer is not an install result")
 	}
 	return res, nil
-}
-
-// ControlClient returns a client and base URL for a control address:
-// http://host:port, host:port, or unix:/path.
-func ControlClient(addr string) (*http.Client, string) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", path)
-		}}}, "http://airlock"
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	return &http.Client{}, strings.TrimSuffix(addr, "/")
 }

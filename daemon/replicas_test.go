@@ -94,7 +94,7 @@ proxy:
 		case <-exited:
 			t.Fatalf("replica %s: %v", name, serveErr)
 		}
-		bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), nil)
+		bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), broker.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
 		if err != nil {
 			t.Fatal(err)
 		}

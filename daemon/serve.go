@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -256,8 +257,19 @@ func refreshHandler(b *broker.Broker) http.Handler {
 }
 
 // serveAPI serves the broker gRPC API on the unix socket (and TCP with
-// mutual TLS when configured) and returns a function that stops it.
+// mutual TLS when configured) and returns a function that stops it. Every
+// call on either listener presents the token of broker.api.token_file,
+// created here when missing.
 func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(), error) {
+	gid, uids, err := c.Peers()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := peerauth.EnsureToken("broker.api.token_file", c.TokenFile, gid)
+	if err != nil {
+		return nil, err
+	}
+	auth := broker.AuthOptions(tok, log)
 	var servers []*grpc.Server
 	stop := func() {
 		for _, g := range servers {
@@ -270,11 +282,11 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 			}
 		}
 	}
-	ul, err := broker.ListenUnix(c.Socket, c.AllowedUIDs, log)
+	ul, err := peerauth.ListenUnix(c.Socket, peerauth.UnixOptions{Name: "broker socket", AllowedUIDs: uids, GID: gid, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(auth...)
 	api.Register(g)
 	servers = append(servers, g)
 	go func() { _ = g.Serve(ul) }()
@@ -289,7 +301,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, log *slog.Logger) (func(),
 			stop()
 			return nil, fmt.Errorf("broker API TCP listener: %w", err)
 		}
-		tg := grpc.NewServer(grpc.Creds(creds))
+		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, auth...)...)
 		api.Register(tg)
 		servers = append(servers, tg)
 		go func() { _ = tg.Serve(tl) }()

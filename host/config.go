@@ -25,8 +25,22 @@ type Config struct {
 	Evidence   string `yaml:"evidence"`
 	// Policy is a policy file; without one every action is denied.
 	Policy string `yaml:"policy"`
-	// Control is where the control API listens: host:port or unix:/path.
+	// Control is where the control API listens: unix:/path (default
+	// <state_dir>/run/control.sock; its directory 0700, peers checked by
+	// uid) or host:port (only with ControlTLS or ControlTokenFile).
 	Control string `yaml:"control"`
+	// ControlTokenFile holds the bearer token every control API request
+	// presents (Authorization: Bearer …): it is the operator's authority,
+	// installing a plugin included. The host creates it (0600) when
+	// missing and refuses one others may read. Default for a unix socket:
+	// control.token beside it; a TCP listener has no default.
+	ControlTokenFile string `yaml:"control_token_file"`
+	// ControlAllowedUIDs and ControlAllowedUsers (names) may connect to a
+	// unix control socket (SO_PEERCRED); default: the host's own uid.
+	ControlAllowedUIDs  []int    `yaml:"control_allowed_uids"`
+	ControlAllowedUsers []string `yaml:"control_allowed_users"`
+	// ControlTLS serves a TCP control API over mutual TLS.
+	ControlTLS *ControlTLS `yaml:"control_tls"`
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
@@ -64,6 +78,10 @@ type Config struct {
 	// Executa configures the Executa plugins this host runs beside the
 	// plugin/v1 providers.
 	Executa ExecutaConfig `yaml:"executa"`
+	// Sandbox is how every plugin is confined: the level (auto,
+	// namespaces, landlock, off), extra read-only paths and limits, per
+	// plugin.
+	Sandbox SandboxConfig `yaml:"sandbox"`
 }
 
 // DefaultCheckpointInterval is how often evidence checkpoints are signed.
@@ -220,8 +238,85 @@ func (c ExecutaConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DefaultControl is the control API's default listen address.
-const DefaultControl = "127.0.0.1:9465"
+// ControlTLS is the control API's mutual TLS (host.control_tls): the
+// host's certificate, and the CA its clients' certificates chain to.
+type ControlTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// DefaultControlTokenFile is the control token's name beside a unix
+// control socket.
+const DefaultControlTokenFile = "control.token"
+
+// ControlSocket is the path of a unix control API ("unix:/path"); ok is
+// false for host:port.
+func (c Config) ControlSocket() (path string, ok bool) { return strings.CutPrefix(c.Control, "unix:") }
+
+// WithControlDefaults puts the control token beside a unix control socket
+// when unset.
+func (c Config) WithControlDefaults() Config {
+	if p, ok := c.ControlSocket(); ok && c.ControlTokenFile == "" && p != "" {
+		c.ControlTokenFile = filepath.Join(filepath.Dir(p), DefaultControlTokenFile)
+	}
+	return c
+}
+
+// validateControl: a unix socket, or TCP only with an authority (mutual
+// TLS or a token) — and a token alone only on loopback, where it does not
+// cross a network in clear.
+func (c Config) validateControl() []error {
+	var errs []error
+	add := func(s string) { errs = append(errs, errors.New(s)) }
+	if c.ControlTokenFile != "" && !filepath.IsAbs(c.ControlTokenFile) {
+		add("host.control_token_file: must be an absolute path")
+	}
+	for _, u := range c.ControlAllowedUIDs {
+		if u < 0 {
+			add("host.control_allowed_uids: uids are not negative")
+			break
+		}
+	}
+	if t := c.ControlTLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.ClientCAFile == "") {
+		add("host.control_tls: cert_file, key_file and client_ca_file are required (mutual TLS)")
+	}
+	if p, ok := c.ControlSocket(); ok {
+		switch {
+		case !filepath.IsAbs(p):
+			add("host.control: unix:PATH needs an absolute path")
+		case len(p) > 107:
+			add("host.control: longer than a unix socket path may be (107 bytes)")
+		case c.ControlTLS != nil:
+			add("host.control_tls: only for a TCP control API (host.control is a unix socket)")
+		}
+		return errs
+	}
+	host, _, err := net.SplitHostPort(c.Control)
+	if err != nil {
+		add("host.control: must be unix:/path or host:port")
+		return errs
+	}
+	switch {
+	case c.ControlTLS == nil && c.ControlTokenFile == "":
+		add("host.control: a TCP control API needs host.control_tls (mutual TLS) or host.control_token_file; " +
+			"without either anyone who reaches the port could install a plugin (use a unix:/path socket, the default)")
+	case c.ControlTLS == nil && !isLoopback(host):
+		add("host.control: a token over plain TCP crosses the network in clear; listen on loopback or set host.control_tls")
+	}
+	if len(c.ControlAllowedUIDs) > 0 || len(c.ControlAllowedUsers) > 0 {
+		add("host.control_allowed_uids, host.control_allowed_users: only for a unix control socket (the kernel names no uid over TCP)")
+	}
+	return errs
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // Validate returns every problem at once.
 func (c Config) Validate() error {
@@ -231,7 +326,10 @@ func (c Config) Validate() error {
 	}
 	if c.Control == "" {
 		errs = append(errs, errors.New("host.control: required"))
+	} else {
+		errs = append(errs, c.validateControl()...)
 	}
+	errs = append(errs, c.Sandbox.Validate())
 	if c.Admin != "" {
 		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
 			errs = append(errs, errors.New("host.admin: must be host:port"))

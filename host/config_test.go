@@ -54,7 +54,7 @@ func TestExecutaConfigValidate(t *testing.T) {
 		t.Errorf("a base_url naming the endpoint: %v", err)
 	}
 	// The host section reports the Executa problems too.
-	if err := (Config{Control: DefaultControl, Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
+	if err := (Config{Control: "unix:/run/airlock/control.sock", Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
 		t.Fatalf("host section: %v", err)
 	}
 }

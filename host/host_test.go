@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -33,10 +35,12 @@ import (
 var providerBin, badBin string
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
 	dir, err := os.MkdirTemp("", "airlock-host-test-")
 	if err != nil {
 		panic(err)
 	}
+	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	providerBin = filepath.Join(dir, "tickets-provider")
 	badBin = filepath.Join(dir, "badprovider")
 	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", badBin: "./testdata/badprovider"} {

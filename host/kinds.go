@@ -42,6 +42,7 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 		opts.Redactor = h.opts.Redactor
 	}
 	opts.StderrLevel = h.opts.StderrLevel
+	opts.Sandbox, opts.Hide = h.opts.Sandbox, h.opts.Hide
 	opts.Record = func(typ, invocation string, data map[string]any) { h.opts.record(cfg.Name, typ, invocation, data) }
 	first := true
 	return h.Add(cfg.Name, KindExecuta, func(ctx context.Context) (Runtime, error) {
@@ -56,7 +57,7 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 			}
 			return nil, err
 		}
-		data := map[string]any{"kind": string(KindExecuta), "protocol_version": p.Protocol}
+		data := map[string]any{"kind": string(KindExecuta), "protocol_version": p.Protocol, "sandbox": p.Sandbox()}
 		if n := p.Manifest.Name; n != "" && n != cfg.Name {
 			// The plugin calls itself otherwise; the host knows it by the
 			// configured name. Kept as evidence (clipped, redacted).
@@ -81,6 +82,7 @@ var (
 func (r *executaRuntime) Kind() Kind              { return KindExecuta }
 func (r *executaRuntime) Protocol() string        { return r.p.Protocol }
 func (r *executaRuntime) Pid() int                { return r.p.Pid() }
+func (r *executaRuntime) Sandbox() string         { return r.p.Sandbox() }
 func (r *executaRuntime) Exited() <-chan struct{} { return r.p.Exited() }
 func (r *executaRuntime) Fault() error            { return r.p.Fault() }
 func (r *executaRuntime) Kill()                   { r.p.Kill() }

@@ -102,15 +102,21 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options
 	if !pluginName.MatchString(name) {
 		return LockedEntry{}, "", errors.New("manifest name: lower-case letters, digits, _ . - (at most 64)")
 	}
+	// A package is no secret, and a root host runs the plugin as an
+	// unprivileged uid that must read it: the package is world-readable,
+	// the plugins directory only traversable (0711: no listing).
 	dir := filepath.Join(pluginsDir, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return LockedEntry{}, "", err
+	}
+	if err := os.Chmod(pluginsDir, 0o711); err != nil {
 		return LockedEntry{}, "", err
 	}
 	bin := filepath.Join(dir, "provider")
-	if err := fsutil.CopyFile(filepath.Join(src, "provider"), bin, 0o700); err != nil {
+	if err := fsutil.CopyFile(filepath.Join(src, "provider"), bin, 0o755); err != nil {
 		return LockedEntry{}, "", fmt.Errorf("copy provider binary: %w", err)
 	}
-	if err := fsutil.CopyFile(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o600); err != nil {
+	if err := fsutil.CopyFile(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o644); err != nil {
 		return LockedEntry{}, "", err
 	}
 	digest, err := BinaryDigest(bin)
@@ -122,7 +128,7 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options
 		return LockedEntry{}, "", err
 	}
 	opts.Policy = nil // nothing is invoked during install
-	p, err := launch(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
+	p, err := startProvider(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
 	if err != nil {
 		return LockedEntry{}, "", fmt.Errorf("install %s: %w", name, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,8 +29,9 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/internal/egressenv"
+	"github.com/airlock-dev/airlock/internal/launch"
 	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/internal/supervise"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -96,9 +96,24 @@ type Options struct {
 	// HostService.Log fields (nil: the built-in shapes).
 	StderrLevel slog.Level
 	Redactor    *redact.Redactor
+	// Sandbox is how plugins are confined (host.sandbox); Hide are
+	// Airlock's own paths no plugin sees (state, config and runtime
+	// directories).
+	Sandbox SandboxConfig
+	Hide    []string
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
+}
+
+// SandboxConfig is the host.sandbox section: the level, extra read-only
+// grants and limits, per plugin.
+type SandboxConfig = sandbox.Config
+
+// launchOptions are what the launch layer needs of o.
+func (o Options) launchOptions(log *slog.Logger) launch.Options {
+	return launch.Options{Broker: o.Broker, EgressProxy: o.EgressProxy, InterceptCAFile: o.InterceptCAFile,
+		Sandbox: o.Sandbox, Hide: o.Hide, StderrLevel: o.StderrLevel, Redactor: o.Redactor, Log: log}
 }
 
 // Errors of the launch sequence; each wraps the detail of what failed.
@@ -117,8 +132,7 @@ type Plugin struct {
 	offer   []uint32 // protocol versions offered at launch
 	version uint32   // negotiated
 	opts    Options
-	proc    *supervise.Proc
-	pass    egressenv.Keeper // the plugin's proxy pass, kept alive
+	proc    *launch.Process
 	conn    *grpc.ClientConn
 	client  pluginv1.PluginServiceClient
 	host    *grpc.Server
@@ -135,10 +149,10 @@ type Plugin struct {
 // only the protocol version locked at install. On any failure the process
 // is killed and nothing is left behind.
 func Launch(ctx context.Context, inst Installed, opts Options) (*Plugin, error) {
-	return launch(ctx, inst, opts, []uint32{inst.ProtocolVersion})
+	return startProvider(ctx, inst, opts, []uint32{inst.ProtocolVersion})
 }
 
-func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (_ *Plugin, err error) {
+func startProvider(ctx context.Context, inst Installed, opts Options, offer []uint32) (_ *Plugin, err error) {
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -179,43 +193,27 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	pluginv1.RegisterHostServiceServer(p.host, &hostService{p: p})
 	go func() { _ = p.host.Serve(hl) }()
 
-	work, err := os.MkdirTemp("", "airlock-plugin")
-	if err != nil {
-		return nil, err
-	}
-	p.dirs = append(p.dirs, work)
-	cmd := exec.Command(inst.Binary)
-	cmd.Dir = work
-	// Only the protocol's variables and the proxy: nothing of the host's.
-	cmd.Env = []string{
-		plugin.CookieEnv + "=" + plugin.MagicCookie,
-		plugin.ProtocolsEnv + "=" + versionsEnv(offer),
-		plugin.HostAddrEnv + "=unix:" + hostSock,
-	}
-	var pass broker.Issued
-	if opts.EgressProxy != "" {
-		var env []string
-		if env, pass, err = p.egressEnv(ctx, work); err != nil {
-			return nil, err
+	var dests []broker.Destination
+	for _, ci := range inst.Manifest.GetCredentialIntents() {
+		for _, d := range ci.GetDestinations() {
+			dests = append(dests, broker.Destination{Host: d.GetHost(), Port: int(d.GetPort())})
 		}
-		cmd.Env = append(cmd.Env, env...)
 	}
-	// Our own pipe, not StdoutPipe: cmd.Wait closes StdoutPipe's reader
-	// when the process exits, racing a handshake line still being read.
-	stdout, stdoutW, err := os.Pipe()
+	// Only the protocol's variables and the proxy: nothing of the host's.
+	proc, err := launch.Start(ctx, launch.Request{Plugin: inst.Name, Path: inst.Binary, InstallDir: filepath.Dir(inst.Binary),
+		Env: []string{
+			plugin.CookieEnv + "=" + plugin.MagicCookie,
+			plugin.ProtocolsEnv + "=" + versionsEnv(offer),
+			plugin.HostAddrEnv + "=unix:" + hostSock,
+		},
+		NoHTTPS: slices.Contains(opts.HTTPSProxyOptOut, inst.Name), PassDests: broker.Places(dests),
+		Sockets: []string{hostDir}, Dirs: []string{hostDir},
+	}, opts.launchOptions(p.log))
 	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout = stdoutW
-	proc, err := supervise.Start(cmd, supervise.ProcOptions{Dirs: p.dirs, CloseAfterStart: []io.Closer{stdoutW},
-		Stderr: supervise.NewLineLog(p.log, opts.StderrLevel, opts.Redactor)})
-	if err != nil {
-		stdout.Close()
-		p.dirs = nil // removed by Start
 		return nil, fmt.Errorf("start provider: %w", err)
 	}
 	p.proc, p.dirs = proc, nil // the directories now die with the process
-	p.pass.Keep(proc.Exited(), opts.Broker, inst.Name, pass, p.log)
+	stdout := proc.Stdout
 
 	type lineResult struct {
 		hl  HandshakeLine
@@ -252,7 +250,8 @@ func launch(ctx context.Context, inst Installed, opts Options, offer []uint32) (
 	if err := p.handshake(ctx, line); err != nil {
 		return nil, err
 	}
-	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256})
+	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256,
+		"sandbox": string(proc.Level)})
 	return p, nil
 }
 
@@ -365,7 +364,7 @@ func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, er
 // serving (NOT_SERVING, the zero value, or no answer) accepts no Invoke
 // until a later Health says SERVING.
 func (p *Plugin) Health(ctx context.Context) error {
-	if err := p.pass.Err(); err != nil {
+	if err := p.proc.PassErr(); err != nil {
 		return fmt.Errorf("%w: %w", ErrProbeFailed, err)
 	}
 	err := p.health(ctx)
@@ -394,6 +393,9 @@ func (p *Plugin) Kind() Kind { return KindPluginV1 }
 
 // Protocol is the negotiated app protocol version.
 func (p *Plugin) Protocol() string { return strconv.FormatUint(uint64(p.version), 10) }
+
+// Sandbox is the sandbox level the provider runs at.
+func (p *Plugin) Sandbox() string { return string(p.proc.Level) }
 
 // Pid is the provider's process id.
 func (p *Plugin) Pid() int { return p.proc.Pid() }

@@ -32,6 +32,7 @@ type Status struct {
 	State       State     `json:"state"`
 	Protocol    string    `json:"protocol_version,omitempty"`
 	Pid         int       `json:"pid,omitempty"`
+	Sandbox     string    `json:"sandbox,omitempty"`
 	Restarts    int       `json:"restarts"`
 	LastFailure string    `json:"last_failure,omitempty"`
 	Health      string    `json:"health"` // ok | not_serving | unknown
@@ -196,6 +197,7 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
 type pluginMetrics struct {
 	up       *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
+	sandbox  *prometheus.GaugeVec
 }
 
 func newPluginMetrics(reg prometheus.Registerer) *pluginMetrics {
@@ -204,11 +206,21 @@ func newPluginMetrics(reg prometheus.Registerer) *pluginMetrics {
 			Help: "1 when the plugin is running and serving, else 0."}, []string{"plugin", "kind"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "airlock_plugin_restarts_total",
 			Help: "Unplanned exits and failed probes that led to a restart."}, []string{"plugin", "kind"}),
+		sandbox: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "airlock_plugin_sandbox",
+			Help: "1 for the sandbox level the plugin's running process has (namespaces, landlock, off)."}, []string{"plugin", "level"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.restarts)
+		reg.MustRegister(m.up, m.restarts, m.sandbox)
 	}
 	return m
+}
+
+// setSandbox records the level of e's process (rt nil: none runs).
+func (m *pluginMetrics) setSandbox(e *entry, rt Runtime) {
+	m.sandbox.DeletePartialMatch(prometheus.Labels{"plugin": e.name})
+	if rt != nil {
+		m.sandbox.WithLabelValues(e.name, rt.Sandbox()).Set(1)
+	}
 }
 
 func (m *pluginMetrics) setUp(e *entry, up bool) {

@@ -25,6 +25,9 @@ type Runtime interface {
 	Kind() Kind
 	// Protocol is the negotiated protocol version ("1", "2.0", "1.1").
 	Protocol() string
+	// Sandbox is the sandbox level the process runs at (namespaces,
+	// landlock, off).
+	Sandbox() string
 	Pid() int
 	// Prepare resolves a call before the policy sees it: the method
 	// exists, the input is of its type, dry run is supported. Its errors

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +25,7 @@ const listTickets = "numinance.ports.tickets.v1.Tickets/ListTickets"
 // pyPlugin is the Executa test plugin in the given behaviour.
 func pyPlugin(t testing.TB, name string, args ...string) executa.PluginConfig {
 	t.Helper()
-	py, err := exec.LookPath("python3")
+	py, err := exec.LookPath(testenv.Python())
 	if err != nil {
 		t.Fatal("python3 is required (make tools installs it)")
 	}
@@ -157,21 +156,6 @@ func TestFailingPluginIsolated(t *testing.T) {
 	}
 }
 
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				return pid
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no pid in %s", path)
-	return 0
-}
-
 func waitDead(t *testing.T, pid int, what string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -189,26 +173,28 @@ func TestChildrenDieWithPlugin(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	inst := f.install(t, badBin, "spawn-child")
-	childFile := filepath.Join(filepath.Dir(inst.Binary), "child.pid")
 	if err := h.AddProvider(inst); err != nil {
 		t.Fatal(err)
 	}
-	pyChild := filepath.Join(t.TempDir(), "py-child.pid")
-	if err := h.AddExecuta(pyPlugin(t, "py", "spawn-child", pyChild), executa.Options{}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py", "spawn-child"), executa.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []struct{ name, file string }{{inst.Name, childFile}, {"py", pyChild}} {
-		child := readPid(t, p.file)
-		os.Remove(p.file)
-		leader := statusOf(h, p.name).Pid
+	for _, name := range []string{inst.Name, "py"} {
+		waitState(t, h, name, "running", func(s Status) bool { return s.State == StateRunning })
+		leader := statusOf(h, name).Pid
+		child := testenv.Descendant(t, leader, "sleep")
 		killPid(t, leader)
-		waitDead(t, child, p.name+"'s child after a crash")
-		s := waitState(t, h, p.name, "restarted", func(s Status) bool { return s.State == StateRunning && s.Pid != leader })
+		waitDead(t, child, name+"'s child after a crash")
+		s := waitState(t, h, name, "restarted", func(s Status) bool { return s.State == StateRunning && s.Pid != leader })
 		if s.Restarts != 1 || !strings.Contains(s.LastFailure, "signal: killed") {
-			t.Fatalf("%s after the crash: %+v", p.name, s)
+			t.Fatalf("%s after the crash: %+v", name, s)
 		}
 	}
-	children := []int{readPid(t, childFile), readPid(t, pyChild)}
+	var children []int
+	for _, name := range []string{inst.Name, "py"} {
+		s := waitState(t, h, name, "running", func(s Status) bool { return s.State == StateRunning })
+		children = append(children, testenv.Descendant(t, s.Pid, "sleep"))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h.Shutdown(ctx)
@@ -226,7 +212,7 @@ func TestChildrenDieWithPlugin(t *testing.T) {
 func TestRestartBudgetResets(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *Options) {
-		o.Restart = RestartPolicy{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Budget: 2, ResetAfter: 300 * time.Millisecond}
+		o.Restart = RestartPolicy{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Budget: 2, ResetAfter: 1500 * time.Millisecond}
 	})
 	if err := h.AddProvider(f.inst); err != nil {
 		t.Fatal(err)
@@ -239,7 +225,7 @@ func TestRestartBudgetResets(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		waitState(t, h, f.inst.Name, "running", func(s Status) bool { return s.State == StateRunning })
-		time.Sleep(400 * time.Millisecond) // healthy uptime past ResetAfter
+		time.Sleep(1700 * time.Millisecond) // healthy uptime past ResetAfter
 		crash()
 	}
 	s := waitState(t, h, f.inst.Name, "running again", func(s Status) bool { return s.State == StateRunning })

@@ -101,7 +101,7 @@ func (e *entry) status() Status {
 	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
 		Health: e.health, Since: e.since}
 	if e.rt != nil && e.state == StateRunning {
-		s.Protocol, s.Pid = e.rt.Protocol(), e.rt.Pid()
+		s.Protocol, s.Pid, s.Sandbox = e.rt.Protocol(), e.rt.Pid(), e.rt.Sandbox()
 	}
 	if e.state == StateRestarting {
 		s.RetryAt = e.retryAt
@@ -221,8 +221,10 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health = rt, false, "ok" })
 		report(nil)
 		h.metrics.setUp(e, true)
+		h.metrics.setSandbox(e, rt)
 		w := h.watch(e, rt)
 		h.metrics.setUp(e, false)
+		h.metrics.setSandbox(e, nil)
 		if w == whyShutdown {
 			waitCtxTimeout(&e.calls, h.opts.ShutdownGrace)
 			if err := rt.Shutdown(context.Background()); err != nil {

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"net"
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -81,38 +83,37 @@ func classifyAddr(a netip.Addr) string {
 type addressPolicy struct {
 	allow []netip.Prefix // operator exceptions (allow_cidrs); fixed at New
 
-	mu   sync.RWMutex     // guards self and selfPorts (listeners come and go)
-	self []netip.AddrPort // the proxy's own listeners: always refused
-	// selfPorts are listener ports bound on an unspecified address: any
-	// local address on such a port is the proxy itself.
+	mu sync.RWMutex // guards selfPorts (listeners come and go)
+	// selfPorts are the ports the proxy's listeners (plain and admin)
+	// are bound to: any address of this machine on one of them is the
+	// proxy itself, whatever address the listener is bound to.
 	selfPorts []uint16
+	// localAddrs lists this machine's addresses; net.InterfaceAddrs when
+	// nil. Read at check time (interfaces come and go), and only for a
+	// destination on one of selfPorts.
+	localAddrs func() []netip.Addr
 }
 
 func (p *addressPolicy) addSelf(ap netip.AddrPort) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ap.Addr().IsUnspecified() {
+	if !slices.Contains(p.selfPorts, ap.Port()) {
 		p.selfPorts = append(p.selfPorts, ap.Port())
-		return
 	}
-	p.self = append(p.self, ap)
 }
+
+// reasonSelf is check's answer for the proxy's own listener.
+const reasonSelf = "proxy's own listener"
 
 // check returns "" if ap may be dialled, else the reason. It runs once per
 // new upstream connection, not per request.
 func (p *addressPolicy) check(ap netip.AddrPort) string {
 	a := ap.Addr().Unmap()
 	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, s := range p.self {
-		if s.Addr().Unmap() == a && s.Port() == ap.Port() {
-			return "proxy's own listener"
-		}
-	}
-	for _, port := range p.selfPorts {
-		if port == ap.Port() && (a.IsLoopback() || a.IsUnspecified() || a.IsPrivate() || a.IsLinkLocalUnicast()) {
-			return "proxy's own listener"
-		}
+	self := slices.Contains(p.selfPorts, ap.Port())
+	p.mu.RUnlock()
+	if self && p.isLocal(a) {
+		return reasonSelf
 	}
 	for _, allowed := range p.allow {
 		if allowed.Contains(a) {
@@ -123,4 +124,37 @@ func (p *addressPolicy) check(ap netip.AddrPort) string {
 	// this way) is judged as the v4 address it carries, and the reason
 	// names that address's range; the dialer connects to the v4 form.
 	return classifyAddr(a)
+}
+
+// isLocal reports whether a is an address of this machine: loopback,
+// unspecified, an interface's address — or a private or link-local
+// address, which may be another replica's proxy: a loop all the same.
+func (p *addressPolicy) isLocal(a netip.Addr) bool {
+	if a.IsLoopback() || a.IsUnspecified() || a.IsPrivate() || a.IsLinkLocalUnicast() {
+		return true
+	}
+	list := p.localAddrs
+	if list == nil {
+		list = interfaceAddrs
+	}
+	for _, l := range list() {
+		if l.Unmap() == a {
+			return true
+		}
+	}
+	return false
+}
+
+func interfaceAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, pfx.Addr())
+		}
+	}
+	return out
 }

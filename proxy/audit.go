@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -20,6 +21,8 @@ type auditRecord struct {
 	HandleFP   string
 	Method     string
 	Host       string
+	Port       int    // the destination port (0 when the request was refused before it was known)
+	Mode       string // modePlain, modeConnect or modeIntercept
 	Path       string // path plus query keys, values dropped
 	Status     int
 	BytesOut   int64
@@ -37,8 +40,39 @@ type auditRecord struct {
 	TokenCache string
 }
 
-// pathForAudit keeps the path and the names of query parameters.
+// The modes an audit line names.
+const (
+	modePlain     = "plain"     // an absolute-form request (HTTP_PROXY)
+	modeConnect   = "connect"   // a CONNECT that opens an intercepted tunnel
+	modeIntercept = "intercept" // a request inside an intercepted tunnel
+)
+
+// tunnelKey marks the context of the requests read inside a tunnel.
+type tunnelKey struct{}
+
+// requestMode is the mode of r: inside a tunnel, a CONNECT, or plain.
+func requestMode(r *http.Request) string {
+	switch {
+	case r.Context().Value(tunnelKey{}) != nil:
+		return modeIntercept
+	case r.Method == http.MethodConnect:
+		return modeConnect
+	}
+	return modePlain
+}
+
+// pathForAudit keeps the path and the names of query parameters; a path
+// or name that holds a handle is withheld (the request is refused with
+// handle_in_request, and the audit line must not carry the handle).
 func pathForAudit(u *url.URL) string {
+	p := pathAndKeys(u)
+	if containsHandleFold(p) || strings.Contains(p, "%") && containsHandleFold(unescapeAll(p)) {
+		return "(withheld: holds a handle)"
+	}
+	return p
+}
+
+func pathAndKeys(u *url.URL) string {
 	p := u.EscapedPath()
 	if len(p) > 512 {
 		p = p[:512] + "…"
@@ -67,7 +101,8 @@ func (a *auditRecord) log(l *slog.Logger) {
 	}
 	l.LogAttrs(context.Background(), slog.LevelInfo, "egress",
 		slog.String("plugin", a.Plugin), slog.String("invocation", a.Invocation), slog.String("intent", a.Intent),
-		slog.String("handle_fp", a.HandleFP), slog.String("method", a.Method), slog.String("host", a.Host),
+		slog.String("handle_fp", a.HandleFP), slog.String("mode", a.Mode), slog.String("method", a.Method),
+		slog.String("host", a.Host), slog.Int("port", a.Port),
 		slog.String("path", a.Path), slog.Int("status", a.Status), slog.Int64("bytes", a.BytesOut),
 		slog.Float64("upstream_ms", a.UpstreamMS), slog.Float64("total_ms", float64(a.total.Microseconds())/1000),
 		slog.Int("secret_version", a.Version), slog.String("decision", decision), slog.String("code", a.Code),

@@ -2,9 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,24 +10,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
-
-// The Go client runs as a subprocess (this test binary, re-executed), so
-// that net/http reads HTTP_PROXY from a fresh environment exactly as a
-// plugin's would.
-func TestMain(m *testing.M) {
-	if u := os.Getenv("AIRLOCK_TEST_GO_CLIENT_URL"); u != "" {
-		resp, err := http.Get(u) // DefaultTransport: Proxy = ProxyFromEnvironment
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		fmt.Printf("%d\n%s", resp.StatusCode, body)
-		os.Exit(0)
-	}
-	os.Exit(testenv.Main(m))
-}
 
 // realClient is a stock HTTP client run as its own process, configured
 // only through the environment a plugin gets.

@@ -159,7 +159,7 @@ func (c *clientConn) serve() {
 		req, code, reason := c.readRequest()
 		if req == nil {
 			if code != "" {
-				c.refuse(&auditRecord{start: time.Now()}, deny(code, refuseDetail[code]).withReason(reason), 0)
+				c.refuse(&auditRecord{start: time.Now(), Mode: c.mode()}, deny(code, refuseDetail[code]).withReason(reason), 0)
 				answered = true
 			}
 			return
@@ -170,6 +170,14 @@ func (c *clientConn) serve() {
 			return
 		}
 	}
+}
+
+// mode is the audit mode of the requests read on c.
+func (c *clientConn) mode() string {
+	if c.tunnel != nil {
+		return modeIntercept
+	}
+	return modePlain
 }
 
 // skipStrayCRLF drops up to four buffered CR or LF bytes: some old
@@ -213,13 +221,20 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 		// (Usually the whole head came in the first read.)
 		_ = c.conn.SetReadDeadline(time.Now().Add(c.cs.readHeaderTimeout))
 	}
-	c.lr.n = c.cs.headerLimit
+	// A head of at most headerLimit bytes is complete once headerLimit
+	// bytes of it have arrived, plus at most one buffer fill of
+	// read-ahead: reading stops there, and the head's exact length is
+	// checked below.
+	c.lr.n = max(c.cs.headerLimit+int64(c.br.Size())-int64(len(buffered)), 1)
 	c.head = append(c.head[:0], buffered...)
 	c.lr.capture = true
 	req, err := http.ReadRequest(c.br)
 	tooLarge := c.lr.n <= 0
 	c.lr.capture = false
 	c.lr.n = math.MaxInt64
+	if err == nil && headLen(c.head) > c.cs.headerLimit {
+		err, tooLarge = errHeadTooLarge, true
+	}
 	if err != nil {
 		var ne net.Error
 		switch {
@@ -280,7 +295,27 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 
 // headComplete reports whether b holds the end of a request head.
 func headComplete(b []byte) bool {
-	return bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
+	return headLen(b) >= 0
+}
+
+// headLen is the length of the request head at the start of b, up to and
+// including the blank line that ends it (a line that is empty once its
+// LF or CRLF is dropped, as textproto reads lines), or -1 when b holds no
+// end of a head.
+func headLen(b []byte) int64 {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return int64(i + 1)
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return int64(i + 2)
+		}
+	}
 }
 
 func peekBuffered(br *bufio.Reader) []byte {
@@ -290,42 +325,54 @@ func peekBuffered(br *bufio.Reader) []byte {
 
 // scanHead returns the Host header values of the request head at the
 // start of b, and whether it has a Content-Length header. b holds a head
-// http.ReadRequest accepted, so lines are well formed; a line starting
-// with a space or tab continues the previous one (obs-fold).
+// http.ReadRequest accepted, so lines are well formed. Values are read as
+// net/textproto reads them (FuzzScanHead holds it to that): only spaces
+// and tabs are trimmed, never other Unicode white space, and a line
+// starting with a space or tab continues the previous one (obs-fold),
+// joined with one space.
 func scanHead(b []byte) (hosts []string, hasCL bool) {
 	_, rest, _ := bytes.Cut(b, []byte("\n")) // the request line
-	last := -1
-	for len(rest) > 0 {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
+	var line []byte
+	for {
+		line, rest = nextHeaderLine(rest)
 		if len(line) == 0 {
-			break
+			return hosts, hasCL
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			if last >= 0 {
-				hosts[last] += " " + string(bytes.TrimSpace(line))
-			}
-			continue
-		}
-		last = -1
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
 		switch {
 		case asciiEqualFold(name, "host"):
-			hosts = append(hosts, string(bytes.TrimSpace(value)))
-			last = len(hosts) - 1
+			hosts = append(hosts, string(bytes.TrimLeft(value, " \t")))
 		case asciiEqualFold(name, "content-length"):
 			hasCL = true
 		}
 	}
-	for i, h := range hosts {
-		hosts[i] = strings.TrimSpace(h)
-	}
-	return hosts, hasCL
 }
+
+// nextHeaderLine returns the next logical header line of b (trimmed,
+// with its obs-fold continuation lines joined by one space, as
+// net/textproto joins them), and the rest; an empty line at the end of
+// the head. It allocates only for a folded line.
+func nextHeaderLine(b []byte) (line, rest []byte) {
+	line, rest, _ = bytes.Cut(b, []byte("\n"))
+	line = trimOWS(bytes.TrimSuffix(line, []byte("\r")))
+	if len(line) == 0 {
+		return nil, rest
+	}
+	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
+		var cont []byte
+		cont, rest, _ = bytes.Cut(rest, []byte("\n"))
+		line = append(append(line[:len(line):len(line)], ' '), trimOWS(bytes.TrimSuffix(cont, []byte("\r")))...)
+	}
+	return line, rest
+}
+
+// trimOWS trims spaces and tabs (RFC 9110 optional white space), and
+// nothing else: bytes.TrimSpace would also trim Unicode spaces such as
+// U+00A0, which net/http keeps in a value and then refuses.
+func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
 
 func asciiEqualFold(b []byte, s string) bool {
 	if len(b) != len(s) {
@@ -377,7 +424,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	var ec *expectContinue
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			a := &auditRecord{start: time.Now(), Method: req.Method, Host: req.URL.Hostname()}
+			a := &auditRecord{start: time.Now(), Method: req.Method, Host: req.URL.Hostname(), Mode: c.mode()}
 			c.refuse(a, deny(CodeBadRequest, "only the 100-continue expectation is supported").withReason("Expect: "+ex),
 				http.StatusExpectationFailed)
 			return false
@@ -390,7 +437,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	}
 	if c.tunnel != nil {
 		if d := c.tunnel.adopt(req); d != nil {
-			c.refuse(&auditRecord{start: time.Now(), Method: req.Method, Host: c.tunnel.host}, d, 0)
+			c.refuse(&auditRecord{start: time.Now(), Method: req.Method, Host: c.tunnel.host, Port: c.tunnel.port, Mode: modeIntercept}, d, 0)
 			return false
 		}
 	}

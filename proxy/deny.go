@@ -43,6 +43,8 @@ const (
 	CodeTokenEndpoint        = "token_endpoint_unreachable"    // 502
 	CodeTokenExchange        = "token_exchange_failed"         // 502
 	CodeClockSkew            = "clock_skew"                    // 503
+	CodeHandleInRequest      = "handle_in_request"             // 403
+	CodeSelfDial             = "proxy_self_dial"               // 403
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 )
 
@@ -61,7 +63,8 @@ var codeStatus = map[string]int{
 	CodeHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge, CodeLimitsUnavailable: http.StatusServiceUnavailable,
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
-	CodeClockSkew: http.StatusServiceUnavailable, CodeClientClosed: statusClientClosed,
+	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
+	CodeClientClosed: statusClientClosed,
 }
 
 // statusClientClosed is what the audit records for a request whose

@@ -34,7 +34,8 @@ func (p *pinnedResolver) LookupNetIP(ctx context.Context, network, host string) 
 	return p.next.LookupNetIP(ctx, network, host)
 }
 
-// errAddressNotAllowed is returned by the dialer; the proxy answers 403.
+// errAddressNotAllowed is returned by the dialer; the proxy answers 403
+// (proxy_self_dial when the address is the proxy's own listener).
 type errAddressNotAllowed struct{ reason string }
 
 func (e *errAddressNotAllowed) Error() string { return "address not allowed: " + e.reason }

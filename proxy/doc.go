@@ -1,30 +1,57 @@
 // Package proxy is Airlock's egress proxy: the only way out for a plugin.
 //
-// A plugin sends an absolute-form request (GET http://api.example.com/x)
-// carrying a credential handle. The proxy resolves the handle with the
-// broker, checks the destination against what the plugin's manifest and
-// the intent binding allow, fetches the secret, injects it as the binding
-// says, and re-originates the request over verified TLS — only to a
-// public address, checked at connect time. Responses come back with the
+// A plugin's request carries a credential handle. The proxy resolves the
+// handle with the broker, checks the destination against what the
+// plugin's manifest and the intent binding allow, fetches the secret,
+// injects it as the binding says (a header, basic auth, a query
+// parameter, a placeholder the plugin put where an API key goes, or a
+// processor: HMAC, AWS SigV4, OAuth2 access tokens), and re-originates
+// the request over verified TLS — only to a public address that is not
+// the proxy itself, checked at connect time. Responses come back with the
 // secret redacted if the upstream echoed it (the echo guard).
 //
-// It is built on github.com/elazarl/goproxy, with goproxy's unsafe
-// defaults replaced: CONNECT is refused (405), the transport verifies TLS
-// and ignores HTTPS_PROXY, hop-by-hop headers (including every header
-// named in Connection) are stripped both ways, and redirects are passed
-// back, never followed.
+// # Two modes, one request path
+//
+// A plain request is absolute-form HTTP (GET http://api.example.com/x,
+// with HTTP_PROXY); the proxy adds TLS. With proxy.intercept configured,
+// a CONNECT carrying a live handle or the plugin's pass, whose grant
+// declares the host and port, opens a tunnel: the proxy terminates TLS
+// with a leaf from its intercept CA and reads the HTTP/1.1 requests
+// inside. Each is turned into the absolute-form request it stands for and
+// goes through exactly the same path as a plain one: handle, target,
+// destination, limits, secret, injection, the scan that refuses a handle
+// left anywhere injection does not replace it, dial, echo guard, audit.
+//
+// # Design
+//
+// Client connections are served by the proxy's own HTTP/1.1 loop
+// (conn.go, respwriter.go, listener.go): requests are parsed by
+// http.ReadRequest and held to net/http's server checks plus the proxy's
+// own against smuggling; a response is framed as net/http frames it. The
+// few places it reads or writes HTTP by hand (the Host header, header
+// names, the head's length) have differential fuzz targets against
+// net/http. Each request is then handled by github.com/elazarl/goproxy,
+// with its unsafe defaults replaced: its transport is never used, proxy
+// headers are stripped by the proxy itself, redirects are passed back,
+// never followed. Requests go upstream through the proxy's own pooled
+// HTTP/1.1 client (upstream.go) on the calling goroutine, never through
+// HTTPS_PROXY.
 //
 // # Security
 //
-// Denials are 4xx with a JSON body {"error": code, "detail": …} and an
-// X-Airlock-Error header; the detail names the check and the field, never
-// a value the plugin sent. Unknown, expired and revoked handles all answer
-// 403 handle_invalid; the audit line says which. Audit lines carry the
-// handle's fingerprint, the path without query values, and the secret's
-// version — never a secret, a handle or a query value.
+// Denials are 4xx or 5xx with a JSON body {"error": code, "detail": …}
+// and an X-Airlock-Error header; the detail names the check and the
+// field, never a value the plugin sent. Unknown, expired and revoked
+// handles all answer 403 handle_invalid; the audit line says which. Audit
+// lines carry the mode (plain, connect, intercept), the destination host
+// and port, the handle's fingerprint, the path without query values, and
+// the secret's version — never a secret, a handle or a query value.
 //
 // # Concurrency
 //
-// Server is safe for concurrent use; per-request state lives in the
-// request's RoundTripper.
+// Server is safe for concurrent use. Serve runs one goroutine per client
+// connection (a tunnel's requests run on its CONNECT's goroutine) and two
+// background loops (the limiter sweep, the intercept CA reload); it
+// returns only after every one of them has ended. Per-request state lives
+// in the request's exchange.
 package proxy

@@ -191,7 +191,14 @@ func upstreamDenial(err error) *denial {
 	var recordErr tls.RecordHeaderError
 	var dnsErr *net.DNSError
 	var netErr net.Error
+	var bodyErr *clientBodyError
+	var tooLarge *http.MaxBytesError
 	switch {
+	case errors.As(err, &bodyErr), errors.As(err, &tooLarge):
+		// Reading the client's body failed while it was sent on.
+		return bodyDenial(err)
+	case errors.As(err, &na) && na.reason == reasonSelf:
+		return deny(CodeSelfDial, "the destination is the proxy itself (an address of this machine on one of the proxy's ports)").withReason(na.reason)
 	case errors.As(err, &na):
 		return deny(CodeAddressNotAllowed, "the destination resolves to an address the proxy may not dial").withReason(na.reason)
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &recordErr),

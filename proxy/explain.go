@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -14,10 +15,14 @@ import (
 var _ broker.Explainer = (*Server)(nil)
 
 // Explain runs the proxy's checks for one request under g without sending
-// anything: the target, the destination and method rules, the intent's
-// binding, and the addresses the host resolves to. It stops at the first
-// check that refuses, naming the denial code the plugin would get.
-// (Limits and the secret itself are checked only when a request is sent.)
+// anything: the mode (an http:// URL is an absolute-form request; an
+// https:// one goes through an intercepted CONNECT, whose admission is
+// checked first), the target, the destination and method rules, the
+// intent's binding, and the addresses the host resolves to. It stops at
+// the first check that refuses, naming the denial code the plugin would
+// get. g may be a plugin pass: it opens tunnels, and a request inside
+// still needs its own handle. (Limits and the secret itself are checked
+// only when a request is sent.)
 func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL string) broker.Explanation {
 	var ex broker.Explanation
 	step := func(check string, d *denial, ok string) bool {
@@ -33,6 +38,17 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 	r, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		step("target", deny(CodeBadRequest, "not a method and URL"), "")
+		return ex
+	}
+	if r.URL.Scheme == "https" {
+		if !s.explainConnect(r, g, step) {
+			return ex
+		}
+	} else {
+		step("mode", nil, "plain: an absolute-form request (HTTP_PROXY); the proxy adds TLS")
+	}
+	if g.Pass {
+		step("handle", deny(CodePassNotAHandle, "this is a plugin pass: it opens CONNECT tunnels only; the request needs its own handle (explain that handle)"), "")
 		return ex
 	}
 	t, d := parseTarget(r)
@@ -75,4 +91,47 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 	step("address", nil, detail)
 	ex.Allowed = true
 	return ex
+}
+
+// explainConnect checks what a CONNECT for r's https:// URL would meet,
+// and turns r into the absolute-form request it stands for inside the
+// tunnel, as tunnel.adopt does.
+func (s *Server) explainConnect(r *http.Request, g *broker.Grant, step func(string, *denial, string) bool) bool {
+	if s.ca.Load() == nil {
+		return step("mode", deny(CodeConnectNotAllowed, "https:// needs CONNECT, which is not enabled (proxy.intercept): send the http:// URL; the proxy adds TLS"), "")
+	}
+	port := 443
+	if p := r.URL.Port(); p != "" {
+		port, _ = strconv.Atoi(p)
+	}
+	authority := net.JoinHostPort(r.URL.Hostname(), strconv.Itoa(port))
+	step("mode", nil, "intercepted CONNECT to "+authority+"; each request inside the tunnel is checked as a plain one")
+	creq := &http.Request{Method: http.MethodConnect, Host: authority, Header: http.Header{}}
+	a := &auditRecord{}
+	host, d := s.admitPlace(creq, a)
+	if d != nil {
+		return step("connect", d, "")
+	}
+	in, ok := broker.Intent{}, true
+	if !g.Pass {
+		in, ok = s.broker.Intent(g.Intent)
+	}
+	if !ok {
+		return step("connect", deny(CodeHandleInvalid, "the intent is no longer configured"), "")
+	}
+	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
+		return step("connect", deny(CodeDestination, "the CONNECT host and port are not declared for this handle"), "")
+	}
+	what := "the handle"
+	if g.Pass {
+		what = "the pass"
+	}
+	step("connect", nil, what+" declares "+authority+": the tunnel opens")
+	u := *r.URL
+	u.Scheme, u.Host = "http", host
+	if port != 443 {
+		u.Host = authority
+	}
+	r.URL, r.Host = &u, u.Host
+	return true
 }

@@ -176,6 +176,17 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 				return
 			}
 			_, _ = io.WriteString(w, "welcome")
+		case r.URL.Path == "/bad-header-name":
+			// A response head net/http would never write: a
+			// Transfer-Encoding spelled with a space before its colon,
+			// beside a Content-Length.
+			conn, bw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding : chunked\r\nConnection: close\r\n\r\nhello")
+			_ = bw.Flush()
 		case r.URL.Path == "/hop":
 			w.Header().Set("Connection", "X-Upstream-Hop")
 			w.Header().Set("X-Upstream-Hop", "1")

@@ -186,8 +186,7 @@ func handleAt(s string) string {
 		return ""
 	}
 	for i := len(broker.HandlePrefix); i < n; i++ {
-		c := cand[i]
-		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+		if !isBase62(cand[i]) {
 			return ""
 		}
 	}

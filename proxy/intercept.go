@@ -40,7 +40,7 @@ var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
 
 // connect handles a CONNECT when interception is configured.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: modeConnect}
 	rw, ok := w.(*respWriter)
 	if !ok {
 		s.answer(w, r, a, deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener"))
@@ -65,22 +65,11 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 // HTTP goes as absolute-form requests), a live handle, and a grant that
 // declares the host and port.
 func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial) {
-	hh, hp, err := net.SplitHostPort(r.Host)
-	port, perr := strconv.Atoi(hp)
-	if err != nil || perr != nil || port < 1 || port > 65535 {
-		return nil, deny(CodeBadRequest, "the CONNECT target must be host:port")
+	host, d := s.admitPlace(r, a)
+	if d != nil {
+		return nil, d
 	}
-	if port == 80 {
-		return nil, deny(CodeBadRequest, "CONNECT to port 80: send plain http:// requests through the proxy instead")
-	}
-	host, err := normalizeHost(hh)
-	if err != nil {
-		return nil, deny(CodeBadRequest, "the CONNECT target's host is not a valid DNS name")
-	}
-	a.Host = host
-	if pd := s.cfg.Intercept.PermittedDomains; len(pd) > 0 && !slices.ContainsFunc(pd, func(d string) bool { return host == d || strings.HasSuffix(host, "."+d) }) {
-		return nil, deny(CodeDestination, "the CONNECT host is outside the intercept CA's permitted domains")
-	}
+	port := a.Port
 	handle, ok := extractHandle(r)
 	if !ok {
 		return nil, deny(CodeHandleMissing, "no credential handle on the CONNECT: put it in the proxy URL (HTTPS_PROXY=http://<handle>@proxy) or Proxy-Authorization")
@@ -96,6 +85,29 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 		handle = ""
 	}
 	return &tunnel{host: host, port: port, handle: handle}, nil
+}
+
+// admitPlace checks a CONNECT's target: host:port form, not port 80
+// (plain HTTP goes as absolute-form requests), a DNS name within the
+// permitted domains. It names the target in a.
+func (s *Server) admitPlace(r *http.Request, a *auditRecord) (string, *denial) {
+	hh, hp, err := net.SplitHostPort(r.Host)
+	port, perr := strconv.Atoi(hp)
+	if err != nil || perr != nil || port < 1 || port > 65535 {
+		return "", deny(CodeBadRequest, "the CONNECT target must be host:port")
+	}
+	if port == 80 {
+		return "", deny(CodeBadRequest, "CONNECT to port 80: send plain http:// requests through the proxy instead")
+	}
+	host, err := normalizeHost(hh)
+	if err != nil {
+		return "", deny(CodeBadRequest, "the CONNECT target's host is not a valid DNS name")
+	}
+	a.Host, a.Port = host, port
+	if pd := s.cfg.Intercept.PermittedDomains; len(pd) > 0 && !slices.ContainsFunc(pd, func(d string) bool { return host == d || strings.HasSuffix(host, "."+d) }) {
+		return "", deny(CodeDestination, "the CONNECT host is outside the intercept CA's permitted domains")
+	}
+	return host, nil
 }
 
 // serveTunnel terminates the plugin's TLS on c and serves the requests
@@ -123,7 +135,7 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 		s.log.Debug("proxy: TLS handshake inside a CONNECT tunnel failed", "error", err.Error())
 		return
 	}
-	inner := newClientConn(c.cs, tc, c.ctx)
+	inner := newClientConn(c.cs, tc, context.WithValue(c.ctx, tunnelKey{}, t))
 	t.outer = c
 	inner.tunnel = t
 	inner.serve()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // The zero Config and zero Options are safe: New fills the defaults and a
@@ -55,4 +57,37 @@ func mustURL(t testing.TB, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Serve's background work (the limiter sweep) ends before Serve returns,
+// also when Serve returns because its listener failed while its context
+// is still live: nothing of the proxy runs on after Serve.
+func TestServeJoinsBackgroundWork(t *testing.T) {
+	f := newFixture(t, nil)
+	s, err := New(Config{}, f.b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	// Serve is accepting once a connection is answered.
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	l.Close() // the listener fails; ctx stays live
+	if err := <-done; err == nil {
+		t.Fatal("Serve returned no error for a closed listener")
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("Serve returned, its goroutines did not: %v", err)
+	}
 }

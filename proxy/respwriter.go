@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,7 +35,27 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		b.onEOF = nil
 		f()
 	}
+	if err != nil && err != io.EOF {
+		err = &clientBodyError{err: err}
+	}
 	return n, err
+}
+
+// clientBodyError is a failure to read the client's request body: a
+// malformed chunk, a body cut short. It is the client's fault (400), where
+// the same failure on the upstream's side is a 502.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *clientBodyError) Unwrap() error { return e.err }
+
+// bodyDenial is the answer for a request body that could not be read.
+func bodyDenial(err error) *denial {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
+	}
+	return deny(CodeBadRequest, "the request body is malformed or was cut short").withReason(err.Error())
 }
 
 func (b *reqBody) Close() error { b.closed = true; return nil }
@@ -160,8 +181,12 @@ func (w *respWriter) WriteHeader(code int) {
 	b = append(b, http.StatusText(code)...)
 	b = append(b, "\r\n"...)
 	// Names come from the upstream's parsed response or the proxy itself.
+	// http.ReadResponse keeps a name with a space before its colon
+	// ("Transfer-Encoding : chunked") as it is; such a name is dropped,
+	// as net/http's server drops every invalid one, so that no client
+	// reads it as a framing header beside the proxy's own.
 	for k, vv := range h {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
+		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vv {

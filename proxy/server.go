@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -192,7 +193,7 @@ func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
 // refuseEarly answers r with d before any handle is looked at, and
 // audits it.
 func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) {
-	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host}, d)
+	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
 }
 
 // answer finishes a's record with d and writes d as the response.
@@ -203,13 +204,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 
 // Serve serves on l until ctx ends, then shuts down gracefully: idle
 // connections close at once, requests in flight get serve.ShutdownGrace.
+//
+// Its background work (the limiter sweep, the intercept CA reload) ends
+// before Serve returns, whether ctx ended or the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
 	cs := &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
-		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes) + 4096}
-	go serve.Every(ctx, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() {
+		serve.Every(bg, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+	})
 	if s.caStore != nil {
-		go serve.Every(ctx, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(ctx) })
+		wg.Go(func() { serve.Every(bg, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(bg) }) })
 	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
@@ -232,7 +241,7 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 // filter is goproxy's request handler: every check, then injection. It
 // returns a response to refuse, or sets the request's RoundTripper.
 func (s *Server) filter(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL)}
+	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
 	x, d := s.prepare(r, a)
 	if d != nil {
 		if x != nil && x.release != nil {
@@ -287,7 +296,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d != nil {
 		return nil, d
 	}
-	a.Host = t.host
+	a.Host, a.Port = t.host, t.port
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
 	}
@@ -310,7 +319,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		if r.ContentLength > 0 {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {
-				return x, deny(CodeBodyTooLarge, "the request body could not be read in full")
+				return x, bodyDenial(err)
 			}
 			x.replay = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
@@ -355,6 +364,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		if d := s.process(r, x); d != nil {
 			return x, d
 		}
+	}
+	if where := handleLeft(r, t.host); where != "" {
+		return x, handleLeftDenial(where)
 	}
 	return x, nil
 }

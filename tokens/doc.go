@@ -11,7 +11,10 @@
 //
 // Only EdDSA (Ed25519) and ES256 are accepted, and the token's alg must
 // match the key its kid names: "none" and HMAC tokens never verify, so a
-// public key can never be used as an HMAC secret. A token's lifetime is
+// public key can never be used as an HMAC secret. The compact form is
+// read strictly: base64url characters only (base64 decoding would skip CR
+// and LF), and header and claims members unique and in their exact case
+// (encoding/json would read "ALG" as alg, and the last of two). A token's lifetime is
 // capped at the invocation deadline plus a small grace, so it does not
 // outlive its invoke by much. Errors say which check failed and never echo
 // the token or any of its claims.

@@ -47,7 +47,8 @@ var (
 	// ErrConflict: a key source changed between load and save
 	// (another replica rotated first).
 	ErrConflict = errors.New("key set changed concurrently")
-	// ErrInsecureKeyFile: a key file is readable or writable by others.
+	// ErrInsecureKeyFile: a key file is readable or writable by its group
+	// or others.
 	ErrInsecureKeyFile = errors.New("key file permissions are too open")
 	// ErrNoActiveKey: the key set holds no key that may sign.
 	ErrNoActiveKey = errors.New("key set has no active signing key")

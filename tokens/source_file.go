@@ -23,7 +23,7 @@ const (
 )
 
 // FileSource stores keys as PKCS #8 PEM blocks in one file. It refuses a
-// file that others may read or that anyone but the owner may write, and
+// file that anyone but its owner may read or write (mode 0600), and
 // writes atomically (temporary file, then rename) under an flock, with
 // check-and-set on the content's digest.
 type FileSource struct {
@@ -66,8 +66,11 @@ func checkKeyFileMode(path string, mode fs.FileMode) error {
 	if !mode.IsRegular() {
 		return fmt.Errorf("key file %s: not a regular file", path)
 	}
-	if mode.Perm()&0o026 != 0 {
-		return fmt.Errorf("%w: %s has mode %#o; use 0600 or 0640", ErrInsecureKeyFile, path, mode.Perm())
+	// Only the process that signs (airlock serve, and the operator's
+	// `airlock token` run as its user) reads the keys: no group, no
+	// others.
+	if mode.Perm()&0o077 != 0 {
+		return fmt.Errorf("%w: %s has mode %#o; chmod 600 it (only airlock serve's user may read signing keys)", ErrInsecureKeyFile, path, mode.Perm())
 	}
 	return nil
 }

@@ -54,7 +54,12 @@ func TestFileSourceRefusesOpenPermissions(t *testing.T) {
 	if _, err := NewRing(ctx, &FileSource{Path: path}, RingOptions{Retention: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []os.FileMode{0o644, 0o604, 0o620} {
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("created key file: %v %v, want mode 0600", st, err)
+	}
+	// Group-readable (0640) too: the keys sign tokens every host trusts,
+	// and only airlock serve's user reads them.
+	for _, mode := range []os.FileMode{0o644, 0o604, 0o620, 0o640, 0o610} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
@@ -63,11 +68,11 @@ func TestFileSourceRefusesOpenPermissions(t *testing.T) {
 			t.Fatalf("mode %#o: %v, want ErrInsecureKeyFile", mode, err)
 		}
 	}
-	if err := os.Chmod(path, 0o640); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (&FileSource{Path: path}).Load(ctx); err != nil {
-		t.Fatalf("mode 0640: %v", err)
+		t.Fatalf("mode 0600: %v", err)
 	}
 }
 

@@ -106,7 +106,7 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 	if audience != AudienceSampling && audience != AudienceStorage {
 		return nil, fmt.Errorf("%w: %q is not a token audience", ErrAudience, audience)
 	}
-	if len(raw) > maxTokenSize {
+	if len(raw) > maxTokenSize || !compactJWS(raw) {
 		return nil, ErrMalformed
 	}
 	dot1 := strings.IndexByte(raw, '.')
@@ -115,11 +115,11 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 		return nil, ErrMalformed
 	}
 	var hdr jwsHeader
-	if err := decodeSegment(raw[:dot1], &hdr); err != nil {
+	if err := decodeSegment(raw[:dot1], &hdr, headerFields); err != nil {
 		return nil, ErrMalformed
 	}
 	var wc wireClaims
-	if err := decodeSegment(raw[dot1+1:dot2], &wc); err != nil {
+	if err := decodeSegment(raw[dot1+1:dot2], &wc, claimFields); err != nil {
 		return nil, ErrMalformed
 	}
 	if hdr.Alg != EdDSA && hdr.Alg != ES256 || len(hdr.Crit) > 0 {
@@ -162,10 +162,15 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 	return c, nil
 }
 
-func decodeSegment(seg string, v any) error {
+// decodeSegment decodes a base64url JSON object into v, refusing
+// duplicate and case-variant member names (strictObject).
+func decodeSegment(seg string, v any, fields []string) error {
 	buf := make([]byte, b64.DecodedLen(len(seg)))
 	n, err := b64.Decode(buf, bytesOf(seg))
 	if err != nil {
+		return err
+	}
+	if err := strictObject(buf[:n], fields); err != nil {
 		return err
 	}
 	return json.Unmarshal(buf[:n], v)

@@ -27,13 +27,32 @@ else
 fi
 for u in deploy/systemd/airlock-serve.service deploy/systemd/airlock-host.service; do
 	for d in NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes 'CapabilityBoundingSet=$' \
-		'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' SystemCallFilter=@system-service User=airlock StateDirectory=airlock; do
+		'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' SystemCallFilter=@system-service UMask=0077 'StateDirectoryMode=0700$'; do
 		grep -Eq "^$d" "$u" || fail "$u lacks $d"
 	done
 done
-grep -q '^ExecReload=/bin/kill -HUP \$MAINPID' deploy/systemd/airlock-serve.service || fail "airlock-serve.service does not reload on SIGHUP"
-grep -q '^RuntimeDirectory=airlock' deploy/systemd/airlock-serve.service || fail "airlock-serve.service has no RuntimeDirectory for the broker socket"
-grep -q '^u airlock ' deploy/systemd/airlock.sysusers || fail "airlock.sysusers creates no airlock user"
+# Authority separated: serve and host run as different users; the broker
+# socket is shared through the airlock group; each state directory is its
+# user's alone.
+serve=deploy/systemd/airlock-serve.service host=deploy/systemd/airlock-host.service
+grep -q '^User=airlock-broker$' "$serve" || fail "$serve must run as airlock-broker"
+grep -q '^Group=airlock$' "$serve" || fail "$serve must run with group airlock (the broker socket's group)"
+grep -q '^StateDirectory=airlock-broker$' "$serve" || fail "$serve must keep its keys in StateDirectory=airlock-broker"
+grep -q '^RuntimeDirectory=airlock$' "$serve" || fail "$serve has no RuntimeDirectory for the broker socket"
+grep -q '^RuntimeDirectoryMode=0750$' "$serve" || fail "$serve: the broker socket directory must be 0750 (group airlock)"
+grep -q '^ExecReload=/bin/kill -HUP \$MAINPID' "$serve" || fail "$serve does not reload on SIGHUP"
+grep -q '^User=airlock-host$' "$host" || fail "$host must run as airlock-host"
+grep -q '^SupplementaryGroups=airlock$' "$host" || fail "$host must be in group airlock (the broker socket)"
+grep -q '^StateDirectory=airlock-host$' "$host" || fail "$host must keep its state in StateDirectory=airlock-host"
+# The plugin sandbox needs unprivileged namespaces in the host unit.
+grep -q '^RestrictNamespaces=user mnt pid net ipc uts$' "$host" || fail "$host must allow the sandbox's namespaces (RestrictNamespaces=user mnt pid net ipc uts)"
+grep -q '^PrivateUsers=yes' "$host" && fail "$host: PrivateUsers=yes breaks the sandbox's user namespaces"
+grep -q '^SystemCallFilter=@mount ' "$host" || fail "$host must allow the sandbox's mount calls"
+grep -q '^g airlock ' deploy/systemd/airlock.sysusers || fail "airlock.sysusers creates no airlock group"
+for u in airlock-broker airlock-host; do
+	grep -q "^u $u " deploy/systemd/airlock.sysusers || fail "airlock.sysusers creates no $u user"
+done
+grep -Eq '^m airlock-host +airlock' deploy/systemd/airlock.sysusers || fail "airlock.sysusers does not put airlock-host in group airlock"
 bash -n deploy/vault/bootstrap.sh || fail "deploy/vault/bootstrap.sh does not parse"
 if command -v promtool >/dev/null 2>&1; then
 	promtool check rules deploy/prometheus/alerts.yaml >/dev/null || fail "promtool check rules deploy/prometheus/alerts.yaml"

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestAuthorCLI(t *testing.T) {
 		t.Errorf("inspect with no broker socket: %d\n%s", code, stderr)
 	}
 
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/plugins":
 			fmt.Fprint(w, `{"plugins":[{"name":"mine","kind":"executa","state":"running","restarts":0,"health":"ok"}]}`)
@@ -38,8 +40,19 @@ func TestAuthorCLI(t *testing.T) {
 			fmt.Fprintln(w, `{"event":"outcome","invocation_id":"i1","status":"STATUS_SUCCEEDED","result":{"ok":true}}`)
 		}
 	}))
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
 	defer srv.Close()
-	cfg := writeConfig(t, fmt.Sprintf("version: v1\nhost: {control: %q}\n", strings.TrimPrefix(srv.URL, "http://")))
+	tokenFile := filepath.Join(filepath.Dir(sock), "control.token")
+	if err := os.WriteFile(tokenFile, []byte("a-control-token-for-the-test-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("version: v1\nhost: {control: %q, control_token_file: %q}\n", "unix:"+sock, tokenFile))
 	out, stderr, code := cli(t, []string{"AIRLOCK_CONTROL="}, "", "plugins", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "mine") {
 		t.Errorf("plugins --config: %d\n%s%s", code, out, stderr)

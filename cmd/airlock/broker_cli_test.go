@@ -109,7 +109,7 @@ broker:
       inject: {placeholder: {}}
 `, admin, sock, secrets))
 	startServe(t, nil, cfg, admin)
-	c, err := broker.Dial("unix://"+sock, nil)
+	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ proxy:
   resolve: {demo.airlock.test: [127.0.0.1]}
 `, admin, sock, secrets, proxyAddr, ca.PEMFile))
 	startServe(t, nil, cfg, admin)
-	c, err := broker.Dial("unix://"+sock, nil)
+	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
 	if err != nil {
 		t.Fatal(err)
 	}

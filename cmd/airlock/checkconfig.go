@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
 func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,6 +41,19 @@ func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if _, err := fmt.Fprintf(stdout, "%s: OK\n", name); err != nil {
 		return err
+	}
+	// What this machine allows plugins, and what the config asks for.
+	support := sandbox.Detect()
+	fmt.Fprintf(stdout, "sandbox: %s\n", support)
+	want := cfg.Host.Sandbox.Level
+	if want == "" {
+		want = sandbox.LevelAuto
+	}
+	if _, err := sandbox.Resolve(want); err != nil {
+		return err
+	}
+	if lv, _ := sandbox.Resolve(want); lv == sandbox.LevelOff {
+		fmt.Fprintf(stdout, "sandbox: WARNING: plugins run unconfined (host.sandbox.level: %s)\n", want)
 	}
 	if !*checkSecrets {
 		return nil

@@ -14,14 +14,14 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// airlock dev, as make run starts it: a credentialed call end to end with
-// airlock invoke, evidence that verifies, and a clean stop on SIGINT.
+// airlock dev, as make run starts it: each command its banner prints
+// works as printed (the control API is a unix socket with a token; the
+// commands find both), evidence verifies, and SIGINT stops it cleanly.
 func TestDevEndToEnd(t *testing.T) {
-	control := freeAddr(t)
 	state := t.TempDir()
 	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+freeAddr(t)+"\"}\n")
-	cmd := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--executa", executaBin, "--control", control)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	cmd := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--executa", executaBin)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "AIRLOCK_CONFIG=", "AIRLOCK_CONTROL=", "AIRLOCK_CONTROL_TOKEN_FILE=")
 	stdout, _ := cmd.StdoutPipe()
 	logs := &testenv.SyncBuffer{}
 	cmd.Stderr = logs
@@ -56,27 +56,51 @@ func TestDevEndToEnd(t *testing.T) {
 		}
 	}
 	waitFor("Ctrl-C stops everything")
-	res, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke",
-		"example.tickets", "numinance.ports.tickets.v1.Tickets/ListTickets", `{"project":"demo"}`)
-	if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "DEMO-1") {
-		t.Fatalf("invoke: %d\n%s\n%s", code, res, stderr)
+	if !strings.Contains(seen.String(), "control API      unix:"+filepath.Join(state, "airlock", "run", "control.sock")) {
+		t.Fatalf("dev's control API is not the unix socket under the state directory:\n%s", seen.String())
+	}
+	// Run every command the banner printed, as a user would paste it.
+	shell := func(line string) (string, int) {
+		t.Helper()
+		c := exec.Command("sh", "-c", line)
+		c.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "AIRLOCK_CONFIG=", "AIRLOCK_CONTROL=", "AIRLOCK_CONTROL_TOKEN_FILE=")
+		b, err := c.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), code
+	}
+	commands := regexp.MustCompile(`(?m)^  (\S+ (?:invoke|plugins) .*?)(?:   \(.*\))?$`).FindAllStringSubmatch(seen.String(), -1)
+	var executa int
+	for _, c := range commands {
+		res, code := shell(c[1])
+		switch {
+		case strings.Contains(c[1], " plugins"):
+			if code != 0 || !strings.Contains(res, "example.tickets") {
+				t.Fatalf("%s: exit %d\n%s", c[1], code, res)
+			}
+		case strings.Contains(c[1], "executa-tickets"):
+			executa++
+			if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "user/last_summary") || !strings.Contains(res, "airlock-dev-fixture") {
+				t.Fatalf("%s: exit %d\n%s", c[1], code, res)
+			}
+		default:
+			if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "DEMO-1") {
+				t.Fatalf("%s: exit %d\n%s", c[1], code, res)
+			}
+		}
+	}
+	if len(commands) != 4 || executa != 2 {
+		t.Fatalf("dev printed %d commands (%d Executa), want the provider's, http:// and https:// Executa, and plugins:\n%s",
+			len(commands), executa, seen.String())
 	}
 	waitFor("carried the demo secret")
 	waitFor("invocation.outcome")
 
-	// The sample Executa plugin, each command dev printed (http:// and
-	// https://): a handle through the proxy, sampling, storage.
-	inputs := regexp.MustCompile(`summarize '([^']*)'`).FindAllStringSubmatch(seen.String(), -1)
-	if len(inputs) != 2 || !strings.Contains(inputs[0][1], `"http://`) || !strings.Contains(inputs[1][1], `"https://`) {
-		t.Fatalf("dev printed %d Executa commands, want http:// and https://:\n%s", len(inputs), seen.String())
-	}
-	for _, in := range inputs {
-		res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize", in[1])
-		if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "user/last_summary") || !strings.Contains(res, "airlock-dev-fixture") {
-			t.Fatalf("executa invoke %s: %d\n%s\n%s", in[1], code, res, stderr)
-		}
-	}
-	_, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke",
+	_, stderr, code := cli(t, []string{"XDG_STATE_HOME=" + state}, "", "invoke", "--config", cfg,
 		"example.tickets", "numinance.ports.tickets.v1.Tickets/Nope")
 	if code != 1 || !strings.Contains(stderr, "method_not_dispatchable") {
 		t.Fatalf("unknown method: %d %s", code, stderr)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,25 +24,39 @@ const handleUsage = `usage: airlock handle <issue|inspect|revoke> [flags]
            revoke on every replica sharing the handle store
 
 Each talks to airlock serve's broker API (broker.api.socket, or --broker unix:/path),
-with the same authorization as airlock host. No secret is ever shown.`
+with the same authority as airlock host: an allowed uid and the token of
+broker.api.token_file (or --broker-token-file). No secret is ever shown.`
 
-// brokerFlags adds --config and --broker and returns a dialer.
+// brokerFlags adds --config, --broker and --broker-token-file and returns
+// a dialer. The token file is the flag's, else the config's
+// broker.api.token_file — or, with --broker and no config, broker.token
+// beside that socket (where serve puts it by default).
 func brokerFlags(fs *flag.FlagSet) func() (*broker.Client, error) {
 	path := configFlag(fs)
 	addr := fs.String("broker", "", "the broker API socket (default: broker.api.socket of the config)")
+	tokenFile := fs.String("broker-token-file", "", "the broker API token (default: broker.api.token_file of the config)")
 	return func() (*broker.Client, error) {
-		target := *addr
-		if target == "" {
-			cfg, err := loadConfig(*path)
-			if err != nil {
-				return nil, err
+		target, tf := strings.TrimPrefix(*addr, "unix:"), *tokenFile
+		if target == "" || tf == "" {
+			if target != "" && *path == "" {
+				tf = filepath.Join(filepath.Dir(target), broker.DefaultTokenFile)
+			} else {
+				cfg, err := loadConfig(*path)
+				if err != nil {
+					return nil, err
+				}
+				if target == "" {
+					target = cfg.Broker.API.Socket
+				}
+				if tf == "" {
+					tf = cfg.Broker.API.TokenFile
+				}
 			}
-			target = cfg.Broker.API.Socket
 		}
-		if err := checkBrokerSocket(strings.TrimPrefix(target, "unix:")); err != nil {
+		if err := checkBrokerSocket(target); err != nil {
 			return nil, err
 		}
-		return broker.Dial("unix://"+strings.TrimPrefix(target, "unix:"), nil)
+		return broker.Dial("unix://"+target, broker.DialOptions{TokenFile: tf})
 	}
 }
 
@@ -204,7 +219,10 @@ const explainUsage = `usage: airlock explain (--handle-fp FP | --intent N) METHO
 Which check of the egress proxy would allow or deny this request, and why —
 the decision path, with nothing sent: the target, the intent's binding, the
 declared destinations and methods, and the addresses the host resolves to.
-URL is what the plugin sends (http://…; the proxy adds TLS).`
+URL is what the plugin sends: http://… (an absolute-form request; the proxy
+adds TLS) or https://… (an intercepted CONNECT, when proxy.intercept is on:
+the CONNECT's admission is explained first). A plugin pass's fingerprint
+explains the CONNECT it opens; the request inside needs its own handle.`
 
 func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", stderr)

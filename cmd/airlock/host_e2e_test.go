@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -62,7 +63,7 @@ func TestServeAndHostEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600)
-	admin, control := freeAddr(t), freeAddr(t)
+	admin := freeAddr(t)
 	fixture := filepath.Join(dir, "sampling.jsonl")
 	os.WriteFile(fixture, []byte(`{"match":"","text":"one open ticket","model":"e2e-fixture","inputTokens":9,"outputTokens":3}`+"\n"), 0o600)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
@@ -94,7 +95,6 @@ proxy:
 host:
   checkpoint_interval: 1s
   policy: %q
-  control: %q
   executa:
     sampling: {fixture: %q}
     plugins:
@@ -103,7 +103,13 @@ host:
         strict: true
         credentials: {TICKETS_API_KEY: tickets.placeholder}
 `, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
-		policy, control, fixture, executaBin))
+		policy, fixture, executaBin))
+	// The control API is the default: a unix socket under the state
+	// directory, and the token beside it; the CLI finds both through the
+	// config.
+	ctl, base := daemon.ControlClient("unix:"+filepath.Join(dir, "state", "run", "control.sock"),
+		daemon.ControlClientOptions{TokenFile: filepath.Join(dir, "state", "run", "control.token")})
+	withConfig := []string{"AIRLOCK_CONFIG=" + cfg}
 	env := []string{"VAULT_TOKEN=" + v.RootToken}
 	startServeProcess(t, env, cfg, admin)
 
@@ -131,8 +137,11 @@ host:
 		}
 	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + control + "/v1/plugins"); err == nil {
+		if resp, err := ctl.Get(base + "/v1/plugins"); err == nil {
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /v1/plugins with the token: %s", resp.Status)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -140,7 +149,7 @@ host:
 		}
 	}
 	invoke := func(method, input string) (string, string, int) {
-		return cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "example.tickets",
+		return cli(t, withConfig, "", "invoke", "example.tickets",
 			"numinance.ports.tickets.v1.Tickets/"+method, input)
 	}
 	res, stderr, code := invoke("ListTickets", `{"project":"core"}`)
@@ -199,7 +208,7 @@ host:
 	for len(gotAuth) > 0 {
 		<-gotAuth
 	}
-	res, stderr, code = cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "executa-tickets", "summarize",
+	res, stderr, code = cli(t, withConfig, "", "invoke", "executa-tickets", "summarize",
 		fmt.Sprintf(`{"base_url":"http://tickets.demo.airlock.test:%s"}`, upPort))
 	if code != 0 || !strings.Contains(res, "SUCCEEDED") || !strings.Contains(res, "e2e-fixture") || !strings.Contains(res, "user/last_summary") {
 		t.Fatalf("executa invoke: %d\n%s\n%s\n%s", code, res, stderr, hostLogs.String())
@@ -211,8 +220,8 @@ host:
 		t.Fatal("the secret reached the host's logs")
 	}
 	// airlock plugins lists both kinds, with the provider's restart.
-	list, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "plugins")
-	if code != 0 || !regexp.MustCompile(`example\.tickets\s+plugin/v1\s+running\s+1\s+\d+\s+1\s+ok`).MatchString(list) ||
+	list, stderr, code := cli(t, withConfig, "", "plugins")
+	if code != 0 || !regexp.MustCompile(`example\.tickets\s+plugin/v1\s+running\s+1\s+\d+\s+(namespaces|landlock)\s+1\s+ok`).MatchString(list) ||
 		!regexp.MustCompile(`executa-tickets\s+executa\s+running\s+2\.0`).MatchString(list) {
 		t.Fatalf("airlock plugins: %d\n%s%s", code, list, stderr)
 	}
@@ -227,7 +236,7 @@ host:
 	if code != 0 || !strings.Contains(out, "through the running airlock host: example.tickets2 is running") {
 		t.Fatalf("install while the host runs: %d %s %s", code, out, stderr)
 	}
-	if res, stderr, code := cli(t, []string{"AIRLOCK_CONTROL=http://" + control}, "", "invoke", "example.tickets2",
+	if res, stderr, code := cli(t, withConfig, "", "invoke", "example.tickets2",
 		"numinance.ports.tickets.v1.Tickets/ListTickets", `{}`); code != 0 {
 		t.Fatalf("the hot-installed plugin: %s %s", res, stderr)
 	}
@@ -238,7 +247,7 @@ host:
 	// would save them.
 	jwksFile, headFile := filepath.Join(dir, "evidence-jwks.json"), filepath.Join(dir, "head.json")
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get("http://" + control + "/v1/evidence/head")
+		resp, err := ctl.Get(base + "/v1/evidence/head")
 		if err == nil && resp.StatusCode == http.StatusOK {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -252,7 +261,7 @@ host:
 			t.Fatal("no evidence checkpoint served")
 		}
 	}
-	if resp, err := http.Get("http://" + control + "/v1/evidence/jwks.json"); err == nil {
+	if resp, err := ctl.Get(base + "/v1/evidence/jwks.json"); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		os.WriteFile(jwksFile, b, 0o600)

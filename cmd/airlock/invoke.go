@@ -11,16 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/host"
 )
 
-// DefaultControl is where airlock dev serves the control API.
-const DefaultControl = "http://127.0.0.1:9465"
-
 func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("invoke", stderr)
-	controlAddr := controlFlags(fs)
+	control := controlFlags(fs)
 	dryRun := fs.Bool("dry-run", false, "ask for a dry run")
 	timeout := fs.Duration("timeout", 60*time.Second, "invocation deadline, from now")
 	appID := fs.String("app-id", "", "Executa: the App context to run in (its storage_token carries it; storage scope \"app\")")
@@ -53,25 +49,22 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 	}
 	body, _ := json.Marshal(host.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
 		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug})
-	control, err := controlAddr()
+	ct, err := control()
 	if err != nil {
 		return err
 	}
-	client, base := controlClient(control)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/invocations", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ct.base+"/v1/invocations", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := ct.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", control, err)
+		return ct.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e map[string]string
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return fmt.Errorf("refused: %s: %s", e["error"], e["detail"])
+		return refused(resp)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
@@ -111,6 +104,3 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 	}
 	return nil
 }
-
-// controlClient returns a client and base URL for http://… or unix:/path.
-func controlClient(addr string) (*http.Client, string) { return daemon.ControlClient(addr) }

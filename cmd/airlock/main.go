@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
 const usage = `usage: airlock <command> [flags]
@@ -37,6 +39,9 @@ embedded defaults are used. Run 'airlock <command> -h' for its flags.
 var errUsage = errors.New("usage")
 
 func main() {
+	// A re-executed airlock may be a plugin's sandbox init: it never
+	// returns then.
+	sandbox.Init()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
+
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -28,11 +30,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
 	dir, err := os.MkdirTemp("", "airlock-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	airlockBin = filepath.Join(dir, "airlock")
 	providerBin = filepath.Join(dir, "tickets-provider")
 	executaBin = filepath.Join(dir, "executa-tickets")

@@ -14,10 +14,10 @@ import (
 
 func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plugins", stderr)
-	controlAddr := controlFlags(fs)
+	control := controlFlags(fs)
 	asJSON := fs.Bool("json", false, "print the control API's JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
+		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--control-token-file FILE] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -27,25 +27,24 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.Usage()
 		return errUsage
 	}
-	control, err := controlAddr()
+	ct, err := control()
 	if err != nil {
 		return err
 	}
-	client, base := controlClient(control)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/plugins", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ct.base+"/v1/plugins", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := client.Do(req)
+	resp, err := ct.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", control, err)
+		return ct.unreachable(err)
 	}
 	defer resp.Body.Close()
 	var list struct {
 		Plugins []host.Status `json:"plugins"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("control API at %s answered %s", control, resp.Status)
+		return refused(resp)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
 		return fmt.Errorf("control API sent no plugin list")
@@ -56,13 +55,13 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tRESTARTS\tHEALTH\tLAST FAILURE")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tSANDBOX\tRESTARTS\tHEALTH\tLAST FAILURE")
 	for _, p := range list.Plugins {
 		pid := "-"
 		if p.Pid != 0 {
 			pid = fmt.Sprint(p.Pid)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, p.Restarts,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, orDash(p.Sandbox), p.Restarts,
 			p.Health, orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
 	}
 	return tw.Flush()

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/launch"
+	"github.com/airlock-dev/airlock/internal/testenv"
+
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -66,7 +69,7 @@ func (cs *compatServices) start(t *testing.T, cfg PluginConfig) *Process {
 
 func sdkPython(word string) PluginConfig {
 	script, _ := filepath.Abs("testdata/compat/sdk_style.py")
-	return PluginConfig{Name: "compat-py", Command: "python3", Args: []string{script, word},
+	return PluginConfig{Name: "compat-py", Command: testenv.Python(), Args: []string{script, word},
 		Credentials: map[string]string{"API_KEY": "api"}}
 }
 
@@ -270,16 +273,7 @@ func TestSDKStyleNodePlugin(t *testing.T) {
 func TestPresignedPUTFromGoClient(t *testing.T) {
 	f := newFixture(t)
 	cs := newCompatServices(t, f)
-	envs := pluginEnv(nil, envSpec{proxy: f.proxy, noProxy: cs.files.directHosts()})
-	get := func(k string) string {
-		for _, kv := range envs {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	proxyFunc := (&httpproxy.Config{HTTPProxy: get("HTTP_PROXY"), NoProxy: get("NO_PROXY")}).ProxyFunc()
+	proxyFunc := (&httpproxy.Config{HTTPProxy: "http://" + f.proxy, NoProxy: launch.NoProxy(cs.files.directHosts()...)}).ProxyFunc()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		Proxy: func(r *http.Request) (*url.URL, error) { return proxyFunc(r.URL) }}}
 	for name, body := range map[string]string{"go.txt": "from go", "empty.txt": ""} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -97,8 +98,12 @@ type Options struct {
 	// NoHTTPSProxy: this plugin opted out of CONNECT interception (it
 	// gets HTTP_PROXY only).
 	NoHTTPSProxy bool
-	Timeouts     Timeouts
-	Log          *slog.Logger
+	// Sandbox is how the plugin is confined (host.sandbox); Hide are
+	// Airlock's own paths it never sees.
+	Sandbox  sandbox.Config
+	Hide     []string
+	Timeouts Timeouts
+	Log      *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.

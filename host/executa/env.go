@@ -1,14 +1,13 @@
 package executa
 
 import (
-	"context"
-	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/internal/egressenv"
+	"github.com/airlock-dev/airlock/internal/launch"
 )
 
 // Variables that could hand a plugin a secret or authority: never passed.
@@ -25,23 +24,16 @@ type envSpec struct {
 	inherit    []string          // names or "X_*" prefixes taken from the host
 	inheritAll bool              // the host's environment minus the deny list
 	deny       []string          // extra deny patterns (with inheritAll)
-	proxy      string            // egress proxy host:port
-	caFile     string            // the intercept CA certificate's copy in the plugin's directory
-	pass       string            // the plugin's pass, for HTTPS_PROXY
-	noProxy    []string          // host:port the plugin reaches directly (the host's files endpoint)
-	tmpdir     string
 }
 
 // pluginEnv builds a plugin's environment from the host's: minimalKeep
 // and the inherit names, or (inheritAll) everything minus the deny list;
-// then the explicit values; then what the host owns, which nothing
-// overrides: TMPDIR (the private directory where file-transport files
-// must be), the egress proxy in both spellings, and NO_PROXY naming only
-// the host's own endpoints.
+// then the explicit values. What the launch layer owns (launch.Owned:
+// TMPDIR, the proxy variables, NO_PROXY) is never taken from either.
 func pluginEnv(user []string, spec envSpec) []string {
 	deny := append(append([]string(nil), defaultDeny...), spec.deny...)
 	keep := append(append([]string(nil), minimalKeep...), spec.inherit...)
-	owned := append([]string{"TMPDIR", "NO_PROXY", "no_proxy"}, egressenv.Names...)
+	owned := launch.Owned
 	var out []string
 	for _, kv := range user {
 		k, _, ok := strings.Cut(kv, "=")
@@ -57,15 +49,21 @@ func pluginEnv(user []string, spec envSpec) []string {
 			out = append(out, k+"="+spec.set[k])
 		}
 	}
-	out = append(out, egressenv.Vars(spec.proxy, spec.caFile, spec.pass)...)
-	if len(spec.noProxy) > 0 {
-		np := strings.Join(spec.noProxy, ",")
-		out = append(out, "NO_PROXY="+np, "no_proxy="+np)
-	}
-	if spec.tmpdir != "" {
-		out = append(out, "TMPDIR="+spec.tmpdir)
-	}
 	return out
+}
+
+// installDir is what an Executa plugin sees of its own files, read-only:
+// the directory of its script (the first argument that is an absolute
+// path to a file) or else of its command.
+func installDir(command string, args []string) string {
+	for _, a := range args {
+		if filepath.IsAbs(a) {
+			if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
+				return filepath.Dir(a)
+			}
+		}
+	}
+	return filepath.Dir(command)
 }
 
 func denied(patterns []string, k string) bool {
@@ -75,23 +73,4 @@ func denied(patterns []string, k string) bool {
 		}
 	}
 	return false
-}
-
-// egressSetup installs the intercept CA certificate in dir and mints the
-// plugin's pass for the hosts of the intents its credentials map to;
-// nothing when the proxy does not intercept or the plugin opted out.
-func egressSetup(ctx context.Context, cfg PluginConfig, opts Options, dir string) (ca string, pass broker.Issued, err error) {
-	if opts.EgressProxy == "" || opts.InterceptCAFile == "" || opts.NoHTTPSProxy {
-		return "", pass, nil
-	}
-	if ca, err = egressenv.InstallCA(opts.InterceptCAFile, dir); err != nil {
-		return "", pass, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
-	}
-	intents := slices.Sorted(maps.Values(cfg.Credentials))
-	if len(intents) > 0 && opts.Broker != nil {
-		if pass, err = egressenv.Pass(ctx, opts.Broker, cfg.Name, nil, slices.Compact(intents), opts.Log); err != nil {
-			return "", pass, err
-		}
-	}
-	return ca, pass, nil
 }

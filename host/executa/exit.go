@@ -22,7 +22,7 @@ var healthWords = map[string]error{
 // healthWords, case-insensitive); "initializing" and the like are
 // ErrNotReady; anything else, or no answer, is ErrUnhealthy.
 func (p *Process) Health(ctx context.Context) error {
-	if err := p.pass.Err(); err != nil {
+	if err := p.proc.PassErr(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnhealthy, err)
 	}
 	m, err := p.call(ctx, "health", map[string]any{}, p.opts.Timeouts.Health)
@@ -58,6 +58,9 @@ func (p *Process) Health(ctx context.Context) error {
 // Exited is closed when the process has exited, its process group is
 // dead and its private directory removed.
 func (p *Process) Exited() <-chan struct{} { return p.proc.Exited() }
+
+// Sandbox is the sandbox level the plugin runs at.
+func (p *Process) Sandbox() string { return string(p.proc.Level) }
 
 // Pid is the plugin's process id.
 func (p *Process) Pid() int { return p.proc.Pid() }

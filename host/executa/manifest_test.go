@@ -31,31 +31,28 @@ func TestParseManifest(t *testing.T) {
 func TestPluginEnv(t *testing.T) {
 	user := []string{"PATH=/bin", "HOME=/h", "LANG=C", "VAULT_TOKEN=s.x", "AIRLOCK_CONFIG=/c", "EDITOR=vi", "OPENAI_API_KEY=sk-x",
 		"AWS_SECRET_ACCESS_KEY=k", "HTTPS_PROXY=http://evil", "CUSTOM_SECRET=1", "TMPDIR=/tmp", "PYTHONPATH=/py", "NO_PROXY=*"}
-	base := envSpec{proxy: "127.0.0.1:8899", noProxy: []string{"127.0.0.1:9468"}, tmpdir: "/priv"}
+	base := envSpec{}
 	for _, tt := range []struct {
 		name       string
 		spec       func(envSpec) envSpec
 		want, gone []string
 	}{
 		{"minimal by default", func(s envSpec) envSpec { return s },
-			[]string{"PATH=/bin", "HOME=/h", "LANG=C", "HTTP_PROXY=http://127.0.0.1:8899", "http_proxy=http://127.0.0.1:8899",
-				"NO_PROXY=127.0.0.1:9468", "no_proxy=127.0.0.1:9468", "TMPDIR=/priv"},
-			[]string{"EDITOR", "OPENAI_API_KEY", "VAULT_TOKEN", "PYTHONPATH", "TMPDIR=/tmp", "NO_PROXY=*", "HTTPS_PROXY", "SSL_CERT_FILE"}},
+			[]string{"PATH=/bin", "HOME=/h", "LANG=C"},
+			[]string{"EDITOR", "OPENAI_API_KEY", "VAULT_TOKEN", "PYTHONPATH", "TMPDIR", "NO_PROXY", "HTTPS_PROXY", "SSL_CERT_FILE"}},
 		{"explicit values and inherited names", func(s envSpec) envSpec {
 			s.set = map[string]string{"UNITS": "metric", "HTTP_PROXY": "http://evil"}
 			s.inherit = []string{"PYTHON*", "VAULT_TOKEN"}
 			return s
 		},
-			[]string{"UNITS=metric", "PYTHONPATH=/py", "HTTP_PROXY=http://127.0.0.1:8899"},
-			[]string{"EDITOR", "VAULT_TOKEN", "HTTP_PROXY=http://evil"}},
-		{"the intercept CA: HTTPS_PROXY and the CA variables, owned by the host", func(s envSpec) envSpec {
-			s.caFile = "/priv/ca.pem"
-			s.set = map[string]string{"SSL_CERT_FILE": "/evil.pem"}
+			[]string{"UNITS=metric", "PYTHONPATH=/py"},
+			[]string{"EDITOR", "VAULT_TOKEN", "HTTP_PROXY"}},
+		{"the variables the launch layer owns are never set from config", func(s envSpec) envSpec {
+			s.set = map[string]string{"SSL_CERT_FILE": "/evil.pem", "TMPDIR": "/x", "NO_PROXY": "*"}
 			return s
 		},
-			[]string{"HTTPS_PROXY=http://127.0.0.1:8899", "https_proxy=http://127.0.0.1:8899", "SSL_CERT_FILE=/priv/ca.pem",
-				"REQUESTS_CA_BUNDLE=/priv/ca.pem", "CURL_CA_BUNDLE=/priv/ca.pem", "NODE_EXTRA_CA_CERTS=/priv/ca.pem"},
-			[]string{"SSL_CERT_FILE=/evil.pem", "HTTPS_PROXY=http://evil"}},
+			[]string{"PATH=/bin"},
+			[]string{"SSL_CERT_FILE", "HTTPS_PROXY", "TMPDIR", "NO_PROXY"}},
 		{"inherit all minus the deny list", func(s envSpec) envSpec {
 			s.inheritAll, s.deny = true, []string{"CUSTOM_*"}
 			return s

@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/egressenv"
-	"github.com/airlock-dev/airlock/internal/supervise"
+	"github.com/airlock-dev/airlock/internal/launch"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -30,8 +31,7 @@ const (
 type Process struct {
 	cfg    PluginConfig
 	opts   Options
-	proc   *supervise.Proc
-	pass   egressenv.Keeper // the plugin's proxy pass, kept alive
+	proc   *launch.Process
 	stdin  io.WriteCloser
 	tmpdir string
 	log    *slog.Logger
@@ -75,45 +75,26 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	if opts.MaxCallsPerInvoke == 0 {
 		opts.MaxCallsPerInvoke = 8
 	}
-	tmp, err := os.MkdirTemp("", "executa-")
-	if err != nil {
-		return nil, err
-	}
-	p := &Process{cfg: cfg, opts: opts, tmpdir: tmp, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
+	p := &Process{cfg: cfg, opts: opts, pending: map[string]chan *Message{}, invokes: map[string]*liveInvoke{},
 		progress: newProgressLog(), log: opts.Log.With("plugin", cfg.Name, "kind", "executa")}
-	ca, pass, err := egressSetup(ctx, cfg, opts, tmp)
+	path, err := exec.LookPath(cfg.Command)
 	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
+		return nil, fmt.Errorf("spawn %s: the command is not an executable file", cfg.Name)
 	}
-	cmd := exec.Command(cfg.Command, cfg.Args...)
-	cmd.Env = pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv,
-		deny: cfg.EnvDeny, proxy: opts.EgressProxy, caFile: ca, pass: pass.Handle, noProxy: opts.Files.directHosts(), tmpdir: tmp})
 	if cfg.InheritAllEnv {
 		p.log.Warn("inherit_all_env: this plugin gets the host's whole environment minus a deny list; any API key in the host's environment reaches it")
 	}
-	cmd.Dir = tmp
-	stdin, err := cmd.StdinPipe()
+	intents := slices.Compact(slices.Sorted(maps.Values(cfg.Credentials)))
+	proc, err := launch.Start(ctx, launch.Request{Plugin: cfg.Name, Path: path, Args: cfg.Args, InstallDir: installDir(path, cfg.Args),
+		Env:     pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv, deny: cfg.EnvDeny}),
+		NoHTTPS: opts.NoHTTPSProxy, PassIntents: intents, Direct: opts.Files.directHosts(), Stdin: true,
+	}, launch.Options{Broker: opts.Broker, EgressProxy: opts.EgressProxy, InterceptCAFile: opts.InterceptCAFile,
+		Sandbox: opts.Sandbox, Hide: opts.Hide, StderrLevel: opts.StderrLevel, Redactor: opts.Redactor, Log: p.log})
 	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
-	}
-	p.stdin = stdin
-	// Our own stdout pipe: cmd.Wait must not close it under the reader.
-	stdout, stdoutW, err := os.Pipe()
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
-	}
-	cmd.Stdout = stdoutW
-	proc, err := supervise.Start(cmd, supervise.ProcOptions{Dirs: []string{tmp}, CloseAfterStart: []io.Closer{stdoutW},
-		Stderr: supervise.NewLineLog(p.log, opts.StderrLevel, opts.Redactor)})
-	if err != nil {
-		stdout.Close()
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}
-	p.proc = proc
-	p.pass.Keep(proc.Exited(), opts.Broker, cfg.Name, pass, p.log)
+	p.proc, p.tmpdir, p.stdin = proc, proc.Dir, proc.Stdin
+	stdout := proc.Stdout
 	go p.readLoop(stdout)
 	go func() {
 		<-proc.Exited()

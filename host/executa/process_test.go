@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
+
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/proxy"
@@ -28,7 +30,9 @@ import (
 var goPlugin string
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
 	dir, _ := os.MkdirTemp("", "executa-test-")
+	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	goPlugin = filepath.Join(dir, "goplugin")
 	if out, err := exec.Command("go", "build", "-o", goPlugin, "./testdata/goplugin").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build go plugin: %v\n%s", err, out)
@@ -148,7 +152,7 @@ func (f *fixture) start(t *testing.T, cfg PluginConfig, timeouts Timeouts) (*Pro
 
 func py(behavior string) PluginConfig {
 	script, _ := filepath.Abs("testdata/plugin.py") // plugins run in a private working directory
-	return PluginConfig{Name: "py-tool", Command: "python3", Args: []string{script, behavior},
+	return PluginConfig{Name: "py-tool", Command: testenv.Python(), Args: []string{script, behavior},
 		Credentials: map[string]string{"API_KEY": "api"}}
 }
 
@@ -394,7 +398,13 @@ func TestFileTransportAndCredentialsLifetime(t *testing.T) {
 	if err != nil || !strings.Contains(string(r.Data), strings.Repeat("y", 1000)) {
 		t.Fatalf("file transport from the plugin's temp dir: %v %v", r, err)
 	}
-	elsewhere, _ := json.Marshal(map[string]string{"where": t.TempDir()})
+	// A frame file outside the plugin's directory (the sandbox keeps the
+	// plugin from writing one there; the test plants it) is refused.
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "ft.json"), []byte(`{"jsonrpc":"2.0","id":"2","result":{"success":true,"data":{}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, _ := json.Marshal(map[string]string{"where": outside})
 	_, err = p.Invoke(ctx, InvokeRequest{Tool: "filetransport", Arguments: elsewhere})
 	if !errors.Is(err, ErrFileTransportRefused) {
 		t.Fatalf("a file outside the plugin's temp dir: %v", err)

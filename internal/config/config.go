@@ -47,6 +47,9 @@ type Config struct {
 	Broker   broker.Config `yaml:"broker"`
 	Proxy    proxy.Config  `yaml:"proxy"`
 	Host     host.Config   `yaml:"host"`
+	// Path is the file this config was loaded from ("" for the
+	// embedded defaults): plugins never see it.
+	Path string `yaml:"-"`
 }
 
 // Log configures log/slog output.
@@ -87,6 +90,9 @@ func Load(path string) (*Config, error) {
 	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Path, err = filepath.Abs(path); err != nil {
+		c.Path = path
 	}
 	return c, nil
 }
@@ -162,6 +168,7 @@ func (c *Config) applyDefaults() {
 	if c.Broker.API.Socket == "" {
 		c.Broker.API.Socket = filepath.Join(c.StateDir, "run", "broker.sock")
 	}
+	c.Broker.API = c.Broker.API.WithDefaults()
 	h := &c.Host
 	if h.PluginsDir == "" {
 		h.PluginsDir = filepath.Join(c.StateDir, "plugins")
@@ -173,8 +180,9 @@ func (c *Config) applyDefaults() {
 		h.Evidence = filepath.Join(c.StateDir, "evidence.jsonl")
 	}
 	if h.Control == "" {
-		h.Control = host.DefaultControl
+		h.Control = "unix:" + filepath.Join(c.StateDir, "run", "control.sock")
 	}
+	*h = h.WithControlDefaults()
 	if h.Admin == "" {
 		h.Admin = host.DefaultAdmin
 	}

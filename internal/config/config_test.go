@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +125,25 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = c.Validate() // must not panic
 	})
+}
+
+// Every path of Airlock's own that a config names is hidden from plugins,
+// the defaults under the state directory included.
+func TestHidden(t *testing.T) {
+	c := Default()
+	c.Path = "/etc/airlock/airlock.yaml"
+	c.Broker.Secrets.File = "/srv/secrets.yaml"
+	c.Broker.API.TokenFile = "/run/airlock/broker.token"
+	c.Proxy.Intercept.CAKeyFile = "/etc/airlock/ca.key"
+	c.Host.Executa.Storage = "relative/aps.db"
+	hidden := c.Hidden()
+	for _, want := range []string{c.StateDir, "/etc/airlock/airlock.yaml", "/srv/secrets.yaml", "/run/airlock/broker.token",
+		"/etc/airlock/ca.key", c.Host.EvidenceKey, c.Tokens.Keys.Path} {
+		if !slices.Contains(hidden, want) {
+			t.Errorf("%s is not hidden: %v", want, hidden)
+		}
+	}
+	if slices.Contains(hidden, "relative/aps.db") || slices.Contains(hidden, "/") {
+		t.Errorf("a relative path or / is in the list: %v", hidden)
+	}
 }

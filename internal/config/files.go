@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/tokens"
 )
 
 // CheckFiles checks every file and directory the config names: that it
@@ -63,6 +65,34 @@ func (c *Config) CheckFiles() error {
 	check("host.executa.sampling.fixture", c.Host.Executa.Sampling.Fixture, false, false)
 	for i, p := range c.Host.Executa.Plugins {
 		check(fmt.Sprintf("host.executa.plugins[%d].command", i), p.Command, false, false)
+	}
+	// Keys and tokens Airlock creates at first use: a missing one is
+	// fine; one its group or others may read is refused (the commands
+	// refuse it too when they load it).
+	private := func(key, path string, gid int) {
+		if path == "" {
+			return
+		}
+		if err := peerauth.CheckPrivatePath(key, path, gid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Tokens.Keys.Source == tokens.SourceFile {
+		private("tokens.keys.path", c.Tokens.Keys.Path, peerauth.NoGroup)
+	}
+	private("host.evidence_key", c.Host.EvidenceKey, peerauth.NoGroup)
+	private("proxy.intercept.ca_key_file", c.Proxy.Intercept.CAKeyFile, peerauth.NoGroup)
+	private("host.control_token_file", c.Host.ControlTokenFile, peerauth.NoGroup)
+	if gid, err := peerauth.LookupGroup(c.Broker.API.Group); err != nil {
+		errs = append(errs, fmt.Errorf("broker.api.group: %w", err))
+	} else {
+		private("broker.api.token_file", c.Broker.API.TokenFile, gid)
+	}
+	if _, err := peerauth.LookupUIDs(c.Broker.API.AllowedUsers); err != nil {
+		errs = append(errs, fmt.Errorf("broker.api.allowed_users: %w", err))
+	}
+	if _, err := peerauth.LookupUIDs(c.Host.ControlAllowedUsers); err != nil {
+		errs = append(errs, fmt.Errorf("host.control_allowed_users: %w", err))
 	}
 	if c.Host.Policy != "" {
 		if _, err := host.LoadPolicy(c.Host.Policy); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -76,19 +76,23 @@ func InstallCA(caFile, dir string) (string, error) {
 // Issued, nil), with a warning in log: its CONNECTs then need a handle in
 // the proxy URL. Any other failure (the handle store unavailable) is an
 // error, and the start is retried as any failed start.
-func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string, log *slog.Logger) (broker.Issued, error) {
-	iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-" + rand.Text(), Pass: true,
+//
+// The pass is issued under an invocation id of its own, returned as inv:
+// revoking that invocation revokes the pass (after the plugin's exit).
+func Pass(ctx context.Context, b broker.API, plugin string, dests []broker.Destination, intents []string, log *slog.Logger) (iss broker.Issued, inv string, err error) {
+	inv = "pass-" + rand.Text()
+	iss, err = b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: inv, Pass: true,
 		Destinations: dests, PassIntents: intents})
 	if errors.Is(err, broker.ErrBadRequest) || errors.Is(err, broker.ErrIntentUnknown) {
 		if log != nil {
 			log.Warn("the plugin starts without a proxy pass: https:// CONNECTs need a handle in the proxy URL", "reason", err.Error())
 		}
-		return broker.Issued{}, nil
+		return broker.Issued{}, "", nil
 	}
 	if err != nil {
-		return broker.Issued{}, fmt.Errorf("the plugin's proxy pass: %w", err)
+		return broker.Issued{}, "", fmt.Errorf("the plugin's proxy pass: %w", err)
 	}
-	return iss, nil
+	return iss, inv, nil
 }
 
 // Renewal timing: a pass is renewed when a third of its remaining life

@@ -78,13 +78,13 @@ func TestPass(t *testing.T) {
 	b := broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	pass, err := Pass(ctx, b, "p", nil, []string{"bound"}, log)
-	if err != nil || !broker.LooksLikeHandle(pass.Handle) || pass.ExpiresAt.IsZero() {
+	pass, inv, err := Pass(ctx, b, "p", nil, []string{"bound"}, log)
+	if err != nil || !broker.LooksLikeHandle(pass.Handle) || pass.ExpiresAt.IsZero() || inv == "" {
 		t.Fatalf("%+v %v", pass, err)
 	}
 	for _, intents := range [][]string{{"nowhere"}, {"bound", "unknown"}} {
 		logs.Reset()
-		if pass, err := Pass(ctx, b, "p", nil, intents, log); pass.Handle != "" || err != nil || !strings.Contains(logs.String(), "without a proxy pass") {
+		if pass, _, err := Pass(ctx, b, "p", nil, intents, log); pass.Handle != "" || err != nil || !strings.Contains(logs.String(), "without a proxy pass") {
 			t.Fatalf("%v: %q %v, log %q", intents, pass, err, logs.String())
 		}
 	}
@@ -112,7 +112,7 @@ func TestKeepPass(t *testing.T) {
 	}
 	keep := func(b *broker.Broker, plugin string) kept {
 		t.Helper()
-		pass, err := Pass(ctx, b, plugin, nil, []string{"bound"}, log)
+		pass, _, err := Pass(ctx, b, plugin, nil, []string{"bound"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}

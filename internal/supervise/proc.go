@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Proc is one supervised plugin process of either kind: started in its own
@@ -13,10 +15,12 @@ import (
 // exit path — crash, kill, shutdown — its whole group killed and its
 // private directories removed before Exited closes.
 type Proc struct {
-	cmd    *exec.Cmd
-	dirs   []string
-	exited chan struct{}
-	err    error // the leader's exit; read after exited closes
+	cmd       *exec.Cmd
+	dirs      []string
+	kill      func(pid int)
+	exited    chan struct{}
+	err       error // the leader's exit; read after exited closes
+	killTimer sync.Once
 }
 
 // ProcOptions are what Start needs besides the command.
@@ -30,12 +34,28 @@ type ProcOptions struct {
 	// CloseAfterStart are the parent's copies of pipe ends handed to the
 	// child (cmd.Stdout as an *os.File); closed once the child has them.
 	CloseAfterStart []io.Closer
+	// Kill, when set, replaces SIGKILL to the process group: a sandbox
+	// init is asked to kill its sandbox whole (the group would miss a
+	// descendant that left it). The group still gets SIGKILL if the
+	// process has not exited KillGrace later.
+	Kill func(pid int)
+	// AfterExit runs once the process has exited, before its
+	// directories are removed and Exited closes; what it returns
+	// replaces the exit error (it receives the leader's).
+	AfterExit func(exitErr error) error
 }
+
+// KillGrace is how long a Kill hook has before the group gets SIGKILL.
+const KillGrace = 2 * time.Second
+
+// stderrGrace bounds the wait for the stderr reader after the exit: a
+// process that left its group (setsid) can hold the pipe open.
+const stderrGrace = 2 * time.Second
 
 // Start starts cmd under supervision. On error nothing is left running
 // and opts.Dirs are removed.
 func Start(cmd *exec.Cmd, opts ProcOptions) (*Proc, error) {
-	p := &Proc{cmd: cmd, dirs: opts.Dirs, exited: make(chan struct{})}
+	p := &Proc{cmd: cmd, dirs: opts.Dirs, kill: opts.Kill, exited: make(chan struct{})}
 	Prepare(cmd)
 	// stderr through our own pipe: cmd.Wait then does not wait for a
 	// child that inherited it, and the reader ends once the group is dead.
@@ -70,7 +90,16 @@ func Start(cmd *exec.Cmd, opts ProcOptions) (*Proc, error) {
 		err := cmd.Wait()
 		// The leader is gone; whatever it spawned dies with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-copied
+		t := time.NewTimer(stderrGrace)
+		select {
+		case <-copied:
+		case <-t.C:
+			r.Close() // a descendant outside the group holds it: stop reading
+		}
+		t.Stop()
+		if opts.AfterExit != nil {
+			err = opts.AfterExit(err)
+		}
 		p.removeDirs()
 		p.err = err
 		close(p.exited)
@@ -101,15 +130,37 @@ func (p *Proc) Err() error {
 	}
 }
 
-// Signal sends sig to the process group.
-func (p *Proc) Signal(sig syscall.Signal) { Signal(p.cmd, sig) }
+// Signal sends sig to the process group (SIGKILL through the Kill hook).
+func (p *Proc) Signal(sig syscall.Signal) {
+	if sig != syscall.SIGKILL || p.kill == nil {
+		Signal(p.cmd, sig)
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.kill(p.cmd.Process.Pid)
+	p.killTimer.Do(func() {
+		go func() {
+			t := time.NewTimer(KillGrace)
+			defer t.Stop()
+			select {
+			case <-p.exited:
+			case <-t.C:
+				Signal(p.cmd, syscall.SIGKILL)
+			}
+		}()
+	})
+}
 
-// Kill kills the process group and waits for the exit.
+// Kill kills the process (its whole sandbox) and waits for the exit.
 func (p *Proc) Kill() {
-	Signal(p.cmd, syscall.SIGKILL)
+	p.Signal(syscall.SIGKILL)
 	<-p.exited
 }
 
 // Stop waits for the exit, escalating through steps (see Stop); it
 // returns how many signals were sent.
-func (p *Proc) Stop(steps ...Step) int { return Stop(p.cmd, p.exited, steps...) }
+func (p *Proc) Stop(steps ...Step) int { return stop(p.Signal, p.exited, steps...) }

@@ -12,9 +12,17 @@ import (
 )
 
 // Prepare sets cmd up for supervision: its own process group (so signals
-// reach every child it spawns) and SIGKILL when the host dies.
+// reach every child it spawns) and a death signal when the host dies
+// (SIGKILL unless the command already names one), keeping whatever else
+// its SysProcAttr holds (a sandbox's namespaces).
 func Prepare(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 }
 
 // Signal sends sig to cmd's process group; a process never started is a
@@ -36,6 +44,10 @@ type Step struct {
 // After the last step it waits for the exit (make SIGKILL the last
 // signal). It returns how many signals were sent.
 func Stop(cmd *exec.Cmd, exited <-chan struct{}, steps ...Step) int {
+	return stop(func(sig syscall.Signal) { Signal(cmd, sig) }, exited, steps...)
+}
+
+func stop(signal func(syscall.Signal), exited <-chan struct{}, steps ...Step) int {
 	sent := 0
 	for _, s := range steps {
 		t := time.NewTimer(s.Wait)
@@ -45,7 +57,7 @@ func Stop(cmd *exec.Cmd, exited <-chan struct{}, steps ...Step) int {
 			return sent
 		case <-t.C:
 		}
-		Signal(cmd, s.Signal)
+		signal(s.Signal)
 		sent++
 	}
 	<-exited

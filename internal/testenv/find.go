@@ -86,3 +86,17 @@ func randomToken(prefix string) string {
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// Python is the interpreter tests run Python plugins with: the system's
+// /usr/bin/python3, which a sandboxed plugin sees (an interpreter under a
+// home directory needs a host.sandbox.read_only grant), else the first
+// python3 on PATH.
+func Python() string {
+	if isExecutable("/usr/bin/python3") {
+		return "/usr/bin/python3"
+	}
+	if p, err := exec.LookPath("python3"); err == nil {
+		return p
+	}
+	return "python3"
+}

@@ -47,12 +47,9 @@ if behavior == "ignore-eof":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if behavior == "spawn-child":
     # A child in the plugin's process group: the host must kill it with
-    # the plugin. argv[2] is where its pid goes.
+    # the plugin.
     import subprocess
     child = subprocess.Popen(["/bin/sleep", "300"])
-    with open(sys.argv[2] + ".tmp", "w") as fh:
-        fh.write("%d\n" % child.pid)
-    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 
 answered = 0
 for line in sys.stdin:
@@ -132,9 +129,12 @@ for line in sys.stdin:
         import tempfile
         where = params["arguments"].get("where", "tmp")
         d = tempfile.gettempdir() if where == "tmp" else where
-        path = os.path.join(d, "ft-%s.json" % os.getpid())
-        with open(path, "w") as fh:
-            fh.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"success": True, "data": {"big": "y" * 1000}}}))
+        path = os.path.join(d, "ft-%s.json" % os.getpid() if where == "tmp" else "ft.json")
+        try:
+            with open(path, "w") as fh:
+                fh.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"success": True, "data": {"big": "y" * 1000}}}))
+        except OSError:
+            pass  # sandboxed: the host's directories are not the plugin's to write
         send({"id": rid, "__file_transport": path})
     elif tool == "dupkeys":
         # Raw frames: json.dumps cannot repeat a key.

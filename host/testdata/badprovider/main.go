@@ -65,9 +65,6 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		f := filepath.Join(dir, "child.pid")
-		_ = os.WriteFile(f+".tmp", []byte(strconv.Itoa(child.Process.Pid)+"\n"), 0o600)
-		_ = os.Rename(f+".tmp", f)
 	}
 	plugin.Main(plugin.ServeConfig{Register: func(s *grpc.Server, rt *plugin.Runtime) {
 		pluginv1.RegisterPluginServiceServer(s, &bad{rt: rt, m: m})

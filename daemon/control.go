@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/peerauth"
+)
+
+// listenControl opens host.control and returns the handler wrapped in its
+// authority: a unix socket whose peers are checked by uid, or TCP with
+// mutual TLS; and, whenever host.control_token_file is set (always for a
+// unix socket), the token every request presents.
+func listenControl(c host.Config, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, error) {
+	c = c.WithControlDefaults()
+	var l net.Listener
+	if path, ok := c.ControlSocket(); ok {
+		uids, err := peerauth.LookupUIDs(c.ControlAllowedUsers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("host.control_allowed_users: %w", err)
+		}
+		if l, err = peerauth.ListenUnix(path, peerauth.UnixOptions{Name: "control socket",
+			AllowedUIDs: append(append([]int(nil), c.ControlAllowedUIDs...), uids...), GID: peerauth.NoGroup, Log: log}); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		if c.ControlTLS == nil && c.ControlTokenFile == "" {
+			// Validate says so too; a caller that skipped it must not
+			// get an open port.
+			return nil, nil, errors.New("host.control: a TCP control API needs host.control_tls or host.control_token_file")
+		}
+		var err error
+		if l, err = net.Listen("tcp", c.Control); err != nil {
+			return nil, nil, err
+		}
+		if t := c.ControlTLS; t != nil {
+			tc, err := peerauth.MutualTLS("host.control_tls", t.CertFile, t.KeyFile, t.ClientCAFile)
+			if err != nil {
+				l.Close()
+				return nil, nil, err
+			}
+			l = tls.NewListener(l, tc)
+		}
+	}
+	if c.ControlTokenFile != "" {
+		tok, err := peerauth.EnsureToken("host.control_token_file", c.ControlTokenFile, peerauth.NoGroup)
+		if err != nil {
+			l.Close()
+			return nil, nil, err
+		}
+		handler = host.RequireControlToken(handler, tok, log)
+	}
+	return l, handler, nil
+}
+
+// ControlClientOptions say how a client authenticates to the control API.
+type ControlClientOptions struct {
+	// TokenFile holds the control token (host.control_token_file), read
+	// at each request; none is sent when empty.
+	TokenFile string
+	// TLS is the client side of host.control_tls (https:// addresses).
+	TLS *tls.Config
+}
+
+// ControlClient returns a client and base URL for a control address:
+// unix:/path, http(s)://host:port or host:port. Every request carries the
+// token of o.TokenFile.
+func ControlClient(addr string, o ControlClientOptions) (*http.Client, string) {
+	tr := &http.Transport{TLSClientConfig: o.TLS}
+	base := strings.TrimSuffix(addr, "/")
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}
+		base = "http://airlock"
+	} else if !strings.Contains(addr, "://") {
+		base = "http://" + base
+		if o.TLS != nil {
+			base = "https://" + strings.TrimSuffix(addr, "/")
+		}
+	}
+	var rt http.RoundTripper = tr
+	if o.TokenFile != "" {
+		rt = bearerTransport{next: tr, tokenFile: o.TokenFile}
+	}
+	return &http.Client{Transport: rt}, base
+}
+
+// bearerTransport presents the control token, read from its file at each
+// request (the host creates it anew when it was removed).
+type bearerTransport struct {
+	next      http.RoundTripper
+	tokenFile string
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := peerauth.ReadToken("host.control_token_file", b.tokenFile)
+	if err != nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return b.next.RoundTrip(r)
+}

@@ -1,0 +1,183 @@
+// Command attacker is a malicious plugin for the escape tests: it tries
+// every way around the sandbox it is told of (ATTACK_* variables) and
+// prints one JSON line per attempt, {"attack", "escaped", "detail"};
+// then one proxied request through HTTP_PROXY, which must succeed.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func report(attack string, escaped bool, detail string) {
+	b, _ := json.Marshal(map[string]any{"attack": attack, "escaped": escaped, "detail": detail})
+	fmt.Println(string(b))
+}
+
+func list(name string) []string {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func main() {
+	mode := "probe"
+	if len(os.Args) > 1 {
+		mode = os.Args[1]
+	}
+	switch mode {
+	case "probe":
+		probe()
+	case "grandchild":
+		// A grandchild in its own session that keeps stdout open and
+		// outlives us, unless the sandbox kills it.
+		cmd := exec.Command("/bin/sh", "-c", "exec -a airlock-escape-grandchild sleep 300")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.Stdout = os.Stdout
+		if err := cmd.Start(); err != nil {
+			report("grandchild", false, err.Error())
+		}
+		report("grandchild-started", true, "")
+		os.Exit(3)
+	case "forkbomb":
+		for {
+			cmd := exec.Command(os.Args[0], "sleep")
+			if err := cmd.Start(); err != nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	case "sleep":
+		time.Sleep(time.Hour)
+	case "load":
+		load()
+	case "memhog":
+		var keep [][]byte
+		for {
+			b := make([]byte, 8<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+	}
+}
+
+func probe() {
+	for _, p := range list("ATTACK_READ") {
+		f, err := os.Open(p)
+		if err == nil {
+			buf := make([]byte, 16)
+			n, _ := f.Read(buf)
+			f.Close()
+			report("read "+p, n > 0, "")
+			continue
+		}
+		report("read "+p, false, err.Error())
+	}
+	for _, p := range list("ATTACK_WRITE") {
+		err := os.WriteFile(p, []byte("x"), 0o644)
+		report("write "+p, err == nil, errString(err))
+	}
+	for _, a := range list("ATTACK_TCP") {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		report("tcp "+a, err == nil, errString(err))
+	}
+	for _, a := range list("ATTACK_UDP") {
+		c, err := net.Dial("udp", a)
+		if err == nil {
+			_, err = c.Write([]byte("escape"))
+			c.Close()
+		}
+		report("udp "+a, err == nil, errString(err))
+	}
+	for _, p := range list("ATTACK_UNIX") {
+		c, err := net.DialTimeout("unix", p, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		report("unix "+p, err == nil, errString(err))
+	}
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, 0)
+	if err == nil {
+		syscall.Close(fd)
+	}
+	report("raw socket", err == nil, errString(err))
+	if pid, err := strconv.Atoi(os.Getenv("ATTACK_PID")); err == nil {
+		b, rerr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		report("host environ", rerr == nil && len(b) > 0, errString(rerr))
+		serr := syscall.Kill(pid, 0)
+		report("signal host", serr == nil, errString(serr))
+		perr := syscall.PtraceAttach(pid)
+		report("ptrace host", perr == nil, errString(perr))
+	}
+	if err := syscall.Unshare(syscall.CLONE_NEWUSER); err == nil {
+		report("new user namespace", true, "")
+	} else {
+		report("new user namespace", false, err.Error())
+	}
+	// The one way out: the egress proxy.
+	resp, err := http.Get(os.Getenv("ATTACK_PROXIED"))
+	if err != nil {
+		report("proxied", false, err.Error())
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	report("proxied", resp.StatusCode == 200 && strings.Contains(string(body), "proxied"), strconv.Itoa(resp.StatusCode))
+}
+
+// load sends ATTACK_N requests to ATTACK_PROXIED through HTTP_PROXY, 16
+// at a time over kept-alive connections (the relay benchmark).
+func load() {
+	n, _ := strconv.Atoi(os.Getenv("ATTACK_N"))
+	url := os.Getenv("ATTACK_PROXIED")
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16}
+	client := &http.Client{Transport: tr}
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	done := make(chan bool, 16)
+	for range 16 {
+		go func() {
+			ok := true
+			for range jobs {
+				resp, err := client.Get(url)
+				if err != nil {
+					ok = false
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			done <- ok
+		}()
+	}
+	for range 16 {
+		if !<-done {
+			os.Exit(1)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

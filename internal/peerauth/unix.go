@@ -1,0 +1,169 @@
+package peerauth
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// UnixOptions say who may connect to a socket ListenUnix opens.
+type UnixOptions struct {
+	// Name is what messages call the socket ("broker socket").
+	Name string
+	// AllowedUIDs may connect (checked with SO_PEERCRED); default: the
+	// uid this process runs as.
+	AllowedUIDs []int
+	// GID, when at least 0, is a group that shares the socket: its
+	// directory is 0750 and the socket 0660, both of that group. Below
+	// 0 (NoGroup): the directory is 0700 and the socket 0600.
+	GID int
+	// Log receives one warning per refused connection (uid and pid, no
+	// more); discarded when nil.
+	Log *slog.Logger
+}
+
+// NoGroup is UnixOptions.GID when no group shares the socket.
+const NoGroup = -1
+
+// ListenUnix listens on path inside a private directory, created when
+// missing. An existing directory must be ours and no more open than the
+// options allow (0700, or 0750 of the shared group). A live socket at
+// path is an error; a stale one is replaced. Connections from a uid not
+// allowed are closed before any byte is read.
+func ListenUnix(path string, o UnixOptions) (net.Listener, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Name == "" {
+		o.Name = "socket"
+	}
+	allowed := o.AllowedUIDs
+	if len(allowed) == 0 {
+		allowed = []int{os.Getuid()}
+	}
+	if err := privateDir(filepath.Dir(path), o); err != nil {
+		return nil, err
+	}
+	// Remove a stale socket, never a live one.
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("%s %s is in use by another process", o.Name, path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale %s: %w", o.Name, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Name, err)
+	}
+	mode := os.FileMode(0o600)
+	if o.GID >= 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, o.GID); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("%s: give it to group %d: %w", o.Name, o.GID, err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("%s: %w", o.Name, err)
+	}
+	return &peerCredListener{Listener: l, allowed: allowed, name: o.Name, log: o.Log}, nil
+}
+
+// privateDir creates dir (0700, or 0750 of the shared group) or checks
+// that the existing one is ours and no more open than that.
+func privateDir(dir string, o UnixOptions) error {
+	want := os.FileMode(0o700)
+	if o.GID >= 0 {
+		want = 0o750
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s directory: %w", o.Name, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s directory: %w", o.Name, err)
+	}
+	sys, _ := st.Sys().(*syscall.Stat_t)
+	if sys == nil || int(sys.Uid) != os.Getuid() {
+		return fmt.Errorf("%s directory %s must be owned by uid %d", o.Name, dir, os.Getuid())
+	}
+	perm := st.Mode().Perm()
+	if o.GID >= 0 && perm == 0o700 {
+		// Just created (or left private): open it to the group.
+		if err := os.Chown(dir, -1, o.GID); err != nil {
+			return fmt.Errorf("%s directory %s: give it to group %d: %w", o.Name, dir, o.GID, err)
+		}
+		if err := os.Chmod(dir, want); err != nil {
+			return fmt.Errorf("%s directory: %w", o.Name, err)
+		}
+		return nil
+	}
+	if perm != want || (o.GID >= 0 && int(sys.Gid) != o.GID) {
+		if o.GID >= 0 {
+			return fmt.Errorf("%s directory %s must be mode 0750 and of group %d (it is %#o, group %d)", o.Name, dir, o.GID, perm, sys.Gid)
+		}
+		return fmt.Errorf("%s directory %s must be mode 0700 (it is %#o)", o.Name, dir, perm)
+	}
+	return nil
+}
+
+type peerCredListener struct {
+	net.Listener
+	allowed []int
+	name    string
+	log     *slog.Logger
+}
+
+// Accept returns the next connection from an allowed uid.
+func (l *peerCredListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uid, pid, err := PeerCred(c)
+		if err != nil {
+			l.log.Warn(l.name+": cannot read peer credentials; connection closed", "err", err)
+			c.Close()
+			continue
+		}
+		if !slices.Contains(l.allowed, uid) {
+			l.log.Warn(l.name+": peer uid not allowed; connection closed", "uid", uid, "pid", pid)
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+// PeerCred returns the uid and pid of a unix connection's peer, as the
+// kernel recorded them at connect().
+func PeerCred(c net.Conn) (uid, pid int, err error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, 0, errors.New("not a unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var cred *syscall.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, serr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, 0, err
+	}
+	if serr != nil {
+		return 0, 0, serr
+	}
+	return int(cred.Uid), int(cred.Pid), nil
+}

@@ -1,0 +1,210 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// pluginUID is who a plugin runs as when the host runs as root: never
+// root, so that file permissions protect whatever the sandbox shows.
+const pluginUID = 65534
+
+// confineAndStart confines this thread — Landlock (landlock level), CPU
+// priority, no_new_privs, seccomp, no capabilities — and starts the plugin
+// from it, so the plugin inherits all of it.
+func (ip *initProc) confineAndStart() (*os.Process, error) {
+	s := &ip.spec
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.Level == LevelLandlock {
+		if err := landlockRestrict(s); err != nil {
+			return nil, err
+		}
+	}
+	// A root host: the plugin gets its own uid, which drops every
+	// capability as it is set; at the landlock level the exec stage sets
+	// it, after reading this binary as root.
+	setUID := -1
+	if os.Getuid() == 0 {
+		if s.Level == LevelLandlock {
+			setUID = pluginUID
+		} else {
+			attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
+		}
+	}
+	if n := s.Limits.Nice; n != nil && *n > 0 {
+		// PRIO_PROCESS with who 0 is this thread on Linux: the plugin
+		// inherits it.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, *n); err != nil {
+			return nil, fmt.Errorf("setting the CPU priority: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := installSeccomp(); err != nil {
+		return nil, fmt.Errorf("seccomp: %w", err)
+	}
+	if attr.Credential == nil && setUID < 0 {
+		if err := dropCaps(); err != nil {
+			return nil, fmt.Errorf("dropping capabilities: %w", err)
+		}
+	}
+	// The plugin starts through an exec stage (this binary again) that
+	// sets RLIMIT_NPROC on itself and executes the plugin: a limit set
+	// here would count the init's own threads, and the init could not
+	// start one more once a fork bomb filled it.
+	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(ip.nproc), strconv.Itoa(setUID), s.Path}, s.Args...)
+	return os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
+		Dir: s.Dir, Env: s.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+}
+
+// execMain is the exec stage: argv is nproc, the uid to become (-1:
+// none), path, args.
+func execMain(argv []string) int {
+	if len(argv) < 3 {
+		return 127
+	}
+	n, err1 := strconv.Atoi(argv[0])
+	uid, err2 := strconv.Atoi(argv[1])
+	if err1 != nil || err2 != nil {
+		return 127
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock sandbox: limit processes:", err)
+		return 127
+	}
+	if uid >= 0 {
+		// Open the program while still root: its directory (a package
+		// in the owner-only state directory) need not be traversable by
+		// the plugin's uid, only the program executable.
+		fd, err := unix.Open(argv[2], unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "airlock sandbox: opening the plugin's program:", err)
+			return 127
+		}
+		if err := becomeUser(uid); err != nil {
+			fmt.Fprintln(os.Stderr, "airlock sandbox: dropping to the plugin's uid:", err)
+			return 127
+		}
+		err = execveat(fd, argv[2:], os.Environ())
+		fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+		return 127
+	}
+	err := syscall.Exec(argv[2], argv[2:], os.Environ())
+	fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+	return 127
+}
+
+// execveat executes the program open at fd.
+func execveat(fd int, argv, env []string) error {
+	empty, err := syscall.BytePtrFromString("")
+	if err != nil {
+		return err
+	}
+	av, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	ev, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return err
+	}
+	_, _, e := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&av[0])), uintptr(unsafe.Pointer(&ev[0])), unix.AT_EMPTY_PATH, 0)
+	return e
+}
+
+// becomeUser drops every group and becomes uid (gid the same), which
+// also clears every capability.
+func becomeUser(uid int) error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setgid(uid); err != nil {
+		return err
+	}
+	return syscall.Setuid(uid)
+}
+
+// dropCaps empties this thread's capability sets, ambient included.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
+}
+
+// setLimits applies the per-process limits to the init, which the plugin
+// inherits. They are backstops; the watcher enforces the plugin-wide
+// limits exactly. RLIMIT_DATA is twice the memory limit, so that a
+// plugin reaches the watched limit (and is reported for it) first:
+// twice the limit and 256 MiB more, as a runtime maps more than it
+// touches.
+// RLIMIT_NPROC counts every process of the uid in its user namespace:
+// at the landlock level those of the host's uid too, so their count now
+// is added.
+func setLimits(l Limits, level Level) (nproc int, err error) {
+	mem := uint64(l.MemoryMB) << 20
+	nproc = l.Processes + initThreads()
+	if level == LevelLandlock {
+		nproc += uidThreads(os.Getuid())
+		if os.Getuid() == 0 {
+			nproc += uidThreads(pluginUID)
+		}
+	}
+	set := []struct {
+		res int
+		val uint64
+		nm  string
+	}{
+		{unix.RLIMIT_DATA, 2*mem + 256<<20, "memory_mb"},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), "open_files"},
+		{unix.RLIMIT_CORE, 0, "core"},
+	}
+	for _, r := range set {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(r.res, &cur); err != nil {
+			return 0, err
+		}
+		v := min(r.val, cur.Max)
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return 0, fmt.Errorf("limit %s: %w", r.nm, err)
+		}
+	}
+	return nproc, nil
+}
+
+// uidThreads counts the threads of uid's processes, from /proc.
+func uidThreads(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		var st unix.Stat_t
+		if e.Name()[0] < '0' || e.Name()[0] > '9' || unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if ts, err := os.ReadDir("/proc/" + e.Name() + "/task"); err == nil {
+			n += len(ts)
+		}
+	}
+	return n
+}
+
+// initThreads counts the init's threads, with room for a few more.
+func initThreads() int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 32
+	}
+	return len(ents) + 16
+}

@@ -1,0 +1,45 @@
+// Package sandbox confines one plugin process so that the operating system,
+// not the plugin's good manners, enforces what Airlock promises: the plugin
+// sees only the files it needs, reaches the network only through the
+// egress proxy, cannot see or signal the host, and every process it starts
+// dies with it.
+//
+// The host never runs a plugin directly. Start re-executes the running
+// binary (os.Executable) as a small init, which confines itself and then
+// starts the plugin as its child, reaps every descendant and, when the
+// plugin exits, kills whatever the plugin left behind before exiting with
+// the plugin's status. A binary that launches plugins must call Init first
+// thing in main (and in TestMain of tests that launch plugins).
+//
+// # Levels
+//
+//   - LevelNamespaces: new user, mount, pid, network, IPC and UTS
+//     namespaces (the bubblewrap model). The root is a fresh tmpfs holding
+//     read-only binds of the system directories, the plugin's install
+//     directory and any extra read-only paths, its private directory
+//     read-write, a private /tmp, a minimal /dev and its own /proc. The
+//     network namespace holds only loopback, where the host has bound the
+//     listeners it relays to the egress proxy (and the Executa files
+//     endpoint). The plugin runs without capabilities, with no_new_privs
+//     and a seccomp filter.
+//   - LevelLandlock: where user namespaces are unavailable (many
+//     containers). Landlock rules allow reads of the same directories and
+//     writes to the private directory only, TCP connects only to the
+//     egress proxy's and files endpoint's ports, no TCP bind, and scope
+//     signals and abstract unix sockets to the sandbox; a seccomp filter
+//     refuses UDP, raw and packet sockets. The plugin shares the host's
+//     uid and process view (Landlock stops it reading other processes'
+//     /proc entries and signalling them).
+//   - LevelOff: no confinement; chosen only explicitly, and warned about
+//     at every launch.
+//
+// LevelAuto takes the strongest level the kernel allows (Detect).
+//
+// # Security
+//
+// Limits (memory, processes, open files, CPU priority) are applied by the
+// init with setrlimit and watched: a plugin that reaches its memory or
+// process limit is killed whole, and Exit says which limit. The init trusts
+// nothing the plugin does after it starts: it never reads from the plugin
+// and exits as soon as the plugin does.
+package sandbox

@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"net"
+	"strconv"
+)
+
+// Spec is one plugin process to start in a sandbox.
+type Spec struct {
+	// Name is the plugin's name (errors and the sandbox's host name).
+	Name string
+	// Level is the level asked for (LevelAuto: the strongest available).
+	Level Level
+	// Path is the program (absolute), Args its arguments after argv[0],
+	// Env its whole environment.
+	Path string
+	Args []string
+	Env  []string
+	// Dir is the plugin's private directory: read-write, its working
+	// directory and TMPDIR, removed by its owner after the exit.
+	Dir string
+	// InstallDir is the plugin's install directory, read-only ("" none).
+	InstallDir string
+	// ReadOnly are the operator's extra read-only grants.
+	ReadOnly []string
+	// Sockets are host directories holding unix sockets the plugin
+	// connects to (plugin/v1's HostService), shown read-only.
+	Sockets []string
+	// Hide are paths the plugin never sees even where a read-only grant
+	// covers them: Airlock's state directory, config and runtime
+	// directories.
+	Hide []string
+	// Relays are the only TCP endpoints the plugin may reach.
+	Relays []Relay
+	// Limits bound the plugin (zero fields: defaults).
+	Limits Limits
+}
+
+// Relay is a TCP endpoint the plugin may reach: the egress proxy, the
+// Executa files endpoint. Target is host:port as the host dials it.
+type Relay struct {
+	Target string
+}
+
+// PluginAddr is the address the plugin dials for r at level: at the
+// namespaces level a listener on the sandbox's own loopback with the
+// target's port (the host relays it), elsewhere the target itself.
+func (r Relay) PluginAddr(level Level) string {
+	if level != LevelNamespaces {
+		return r.Target
+	}
+	_, port, err := net.SplitHostPort(r.Target)
+	if err != nil {
+		return r.Target
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+func (r Relay) port() int {
+	_, p, _ := net.SplitHostPort(r.Target)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// systemDirs are what every interpreter needs, shown read-only where they
+// exist (as symbolic links where the host has them as links, for merged
+// /usr).
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// devices are bound into the sandbox's /dev.
+var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+
+// initSpec is what the host hands the init (JSON on fd 3).
+type initSpec struct {
+	Level  Level    `json:"level"`
+	Name   string   `json:"name"`
+	Path   string   `json:"path"`
+	Args   []string `json:"args"`
+	Env    []string `json:"env"`
+	Dir    string   `json:"dir"`
+	Mounts []mount  `json:"mounts"`
+	Hide   []string `json:"hide"`
+	// Listen are loopback addresses the init binds inside the network
+	// namespace and hands back to the host (namespaces level).
+	Listen []string `json:"listen"`
+	// Ports are the TCP ports the plugin may connect to (landlock).
+	Ports  []int  `json:"ports"`
+	Limits Limits `json:"limits"`
+}
+
+// mount is one bind of a host path at the same path inside.
+type mount struct {
+	Dst  string `json:"dst"`
+	RW   bool   `json:"rw"`
+	Link string `json:"link,omitempty"` // a symbolic link to create instead
+}
+
+// Exit is how a sandboxed plugin ended, as its init saw it.
+type Exit struct {
+	// Limit names the limit the plugin reached when the init killed it
+	// for that ("memory", "processes"); "" otherwise.
+	Limit string `json:"limit,omitempty"`
+	// Detail says more (the limit's value, the peak seen).
+	Detail string `json:"detail,omitempty"`
+}
+
+// setupReport is the init's first message: "" when the sandbox is up.
+type setupReport struct {
+	Err string `json:"err,omitempty"`
+}

@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// task is one process of the sandbox as /proc/PID/stat shows it.
+type task struct {
+	pid, ppid int
+	threads   int
+}
+
+// readTask parses /proc/PID/stat; the command name may hold anything,
+// so the fields are read after its last ')'.
+func readTask(pid int) (task, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return task{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return task{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// After the name: state(0) ppid(1) … num_threads(17).
+	if len(f) < 18 {
+		return task{}, false
+	}
+	t := task{pid: pid}
+	t.ppid, _ = strconv.Atoi(string(f[1]))
+	t.threads, _ = strconv.Atoi(string(f[17]))
+	return t, true
+}
+
+// pss is a process's proportional share of resident memory in KiB: a
+// page shared by n processes (a fork's copy-on-write pages) counts 1/n
+// for each, so the sum over the sandbox is what it really holds.
+func pss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("\nPss:"))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+5:])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+	return n
+}
+
+// tasks lists the sandbox's processes but the init: at the namespaces
+// level every process /proc shows (the pid namespace is the sandbox's);
+// at the landlock level the init's descendants.
+func tasks(ns bool) []task {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	all := map[int]task{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if t, ok := readTask(pid); ok {
+			all[pid] = t
+		}
+	}
+	if ns {
+		out := make([]task, 0, len(all))
+		for _, t := range all {
+			out = append(out, t)
+		}
+		return out
+	}
+	var out []task
+	for _, t := range all {
+		for p, hops := t.ppid, 0; p > 1 && hops < 64; hops++ {
+			if p == self {
+				out = append(out, t)
+				break
+			}
+			p = all[p].ppid
+		}
+	}
+	return out
+}
+
+// watcher enforces the limits that span processes.
+type watcher struct {
+	ns     bool
+	limits Limits
+}
+
+// check returns the limit reached, if any, with a detail.
+func (w watcher) check() (string, string) {
+	ts := tasks(w.ns)
+	threads := 0
+	for _, t := range ts {
+		threads += max(t.threads, 1)
+	}
+	if w.limits.Processes > 0 && threads >= w.limits.Processes {
+		return "processes", fmt.Sprintf("processes and threads reached the limit of %d", w.limits.Processes)
+	}
+	var kib int64
+	for _, t := range ts {
+		kib += pss(t.pid)
+	}
+	if mem := int64(w.limits.MemoryMB) << 10; mem > 0 && kib >= mem {
+		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)
+	}
+	return "", ""
+}
+
+// sweep kills every process of the sandbox but the init and reaps them
+// all, looping until none is left (a process may fork while being
+// killed; its children are then the init's, as subreaper or pid 1).
+func sweep(ns bool) {
+	for range 1000 {
+		if ns {
+			_ = unix.Kill(-1, unix.SIGKILL)
+		} else {
+			for _, t := range tasks(false) {
+				_ = unix.Kill(t.pid, unix.SIGKILL)
+			}
+		}
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err == unix.ECHILD {
+				return
+			}
+			if err != nil && err != unix.EINTR || pid == 0 {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
