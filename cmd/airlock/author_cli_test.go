@@ -28,7 +28,7 @@ func TestAuthorCLI(t *testing.T) {
 	}
 	missing := filepath.Join(t.TempDir(), "broker.sock")
 	_, stderr, code = cli(t, nil, "", "handle", "inspect", "--broker", "unix:"+missing, "0123456789abcdef")
-	if code != 1 || !strings.Contains(stderr, missing+" does not exist: is airlock serve running?") || strings.Contains(stderr, "rpc error") {
+	if code != 1 || !strings.Contains(stderr, "no socket at "+missing) || strings.Contains(stderr, "rpc error") {
 		t.Errorf("inspect with no broker socket: %d\n%s", code, stderr)
 	}
 
