@@ -34,12 +34,14 @@ const (
 // DevOptions are Dev's options besides Options.
 type DevOptions struct {
 	Options
-	// Provider is the sample plugin/v1 provider binary (required).
+	// Provider is the sample plugin/v1 provider binary; skipped, with a
+	// warning, when the file does not exist.
 	Provider string
 	// Executa is the sample Executa plugin binary; skipped when the file
 	// does not exist.
 	Executa string
-	// Control is the control API's listen address (default host.control).
+	// Control, when set, overrides host.control (the control API's listen
+	// address).
 	Control string
 	// Invoke is how the banner spells the airlock binary.
 	Invoke string
@@ -57,8 +59,10 @@ type DevOptions struct {
 func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	opts.Options = opts.Options.withDefaults()
 	out := opts.Stdout
-	if _, err := os.Stat(opts.Provider); err != nil {
-		return fmt.Errorf("sample provider %s: %w (build it with: go build -o %s ./examples/tickets-provider)", opts.Provider, err, opts.Provider)
+	_, perr := os.Stat(opts.Provider)
+	if perr != nil {
+		opts.Log.Warn("the sample provider is not there; starting without it (build it with: go build -o "+opts.Provider+
+			" ./examples/tickets-provider)", "provider", opts.Provider, "err", perr)
 	}
 	dir := filepath.Join(cfg.StateDir, "dev")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -73,8 +77,14 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	secret := "demo_" + hex.EncodeToString(raw[:])
 	secretFP := fingerprint(secret)
 	secrets := filepath.Join(dir, "secrets.yaml")
-	if err := os.WriteFile(secrets, []byte("demo/tickets: {token: "+secret+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(secrets, []byte(demoSecretPath+": {token: "+secret+"}\n"), 0o600); err != nil {
 		return err
+	}
+	// The user's secrets file keeps serving the user's intents; the demo
+	// secret is served beside it.
+	fileSource := devSecrets{demo: &broker.FileSource{Path: secrets}}
+	if f := cfg.Broker.Secrets.File; f != "" {
+		fileSource.user = &broker.FileSource{Path: f}
 	}
 
 	// The demo upstream: a local HTTPS ticket API that wants the secret.
@@ -99,7 +109,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if err := devConfig(cfg, dir, secrets, upPort, opts); err != nil {
 		return err
 	}
-	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, proxyConfig: func(pc *proxy.Config) {
+	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, secrets: map[string]broker.SecretSource{broker.SourceFile: fileSource}, proxyConfig: func(pc *proxy.Config) {
 		pc.AllowCIDRs = append(pc.AllowCIDRs, "127.0.0.0/8")
 		pc.UpstreamCAFile = ca.PEMFile
 		pc.Resolve = map[string][]string{DemoHost: {"127.0.0.1"}}
@@ -130,12 +140,14 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		return err
 	}
 	defer hn.stop()
-	inst, err := installDemoProvider(dir, opts.Provider, upPort)
-	if err != nil {
-		return err
-	}
-	if err := hn.h.AddProvider(inst); err != nil {
-		opts.Log.Error("the sample provider did not start", "reason", err.Error())
+	if perr == nil {
+		inst, err := installDemoProvider(dir, opts.Provider, upPort)
+		if err != nil {
+			return err
+		}
+		if err := hn.h.AddProvider(inst); err != nil {
+			opts.Log.Error("the sample provider did not start", "reason", err.Error())
+		}
 	}
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
@@ -164,10 +176,14 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 // the file secret, a dev lockfile, the sampling fixture, and the sample
 // Executa plugin beside any configured ones.
 func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOptions) error {
-	ref := broker.SecretRef{Source: broker.SourceFile, Path: "demo/tickets", Field: "token"}
+	ref := broker.SecretRef{Source: broker.SourceFile, Path: demoSecretPath, Field: "token"}
 	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
 	bc := cfg.Broker
-	bc.Secrets.File = secrets
+	if bc.Secrets.File == "" {
+		// The file source is devSecrets either way; this only says there
+		// is one.
+		bc.Secrets.File = secrets
+	}
 	if bc.Intents == nil {
 		bc.Intents = map[string]broker.Intent{}
 	}

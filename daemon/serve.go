@@ -85,6 +85,9 @@ type serveParts struct {
 	// proxyConfig, when set, adjusts the proxy config (Dev pins the demo
 	// upstream).
 	proxyConfig func(*proxy.Config)
+	// secrets, when set, replace the config's secret sources of the same
+	// name (Dev serves its demo secret beside the user's file).
+	secrets map[string]broker.SecretSource
 }
 
 // serveNode is a running Serve.
@@ -153,7 +156,7 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		Name: "airlock_token_signing_keys", Help: "Signing keys that may verify now (active plus retired within retention).",
 	}, func() float64 { return float64(len(ring.Keys())) }))
 
-	b, runBroker, closeBroker, err := NewBroker(cfg, vc, reg, log)
+	b, runBroker, closeBroker, err := newBroker(cfg, vc, reg, log, parts.secrets)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,6 +99,13 @@ func secretSources(cfg *config.Config, vc *vault.Client) map[string]broker.Secre
 // background work until ctx ends (memory-store sweeping, or the Redis
 // store's cache invalidation feed), and a closer.
 func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger) (*broker.Broker, func(context.Context), func(), error) {
+	return newBroker(cfg, vc, reg, log, nil)
+}
+
+// newBroker is NewBroker with secret sources that replace the config's of
+// the same name.
+func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, log *slog.Logger,
+	secrets map[string]broker.SecretSource) (*broker.Broker, func(context.Context), func(), error) {
 	bc := cfg.Broker
 	m := broker.NewMetrics(reg)
 	var store broker.Store
@@ -121,7 +129,9 @@ func NewBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		store = ms
 		run = func(ctx context.Context) { ms.Run(ctx, 30*time.Second) }
 	}
-	cache := broker.NewSecretCache(secretSources(cfg, vc), bc.Secrets.CacheTTL, bc.Secrets.StaleIfError, m, log)
+	sources := secretSources(cfg, vc)
+	maps.Copy(sources, secrets)
+	cache := broker.NewSecretCache(sources, bc.Secrets.CacheTTL, bc.Secrets.StaleIfError, m, log)
 	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m})
 	return b, run, closer, nil
 }

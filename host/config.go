@@ -179,8 +179,14 @@ func (c ExecutaConfig) Validate() error {
 		add("host.executa.sampling: set fixture or openai, not both")
 	}
 	if o := c.Sampling.OpenAI; o != nil {
-		if u, err := url.Parse(o.BaseURL); err != nil || u.Scheme != "http" || u.Host == "" {
+		u, err := url.Parse(o.BaseURL)
+		switch {
+		case err != nil || u.Scheme != "http" || u.Host == "":
 			add("host.executa.sampling.openai.base_url: want http://host[:port][/prefix] (the proxy adds TLS), got %q", o.BaseURL)
+		case strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/chat/completions"):
+			// The host appends the endpoint itself: this one would call
+			// .../chat/completions/v1/chat/completions and get 404.
+			add("host.executa.sampling.openai.base_url: name the API root or its /v1, not the endpoint: drop /chat/completions (the host appends /v1/chat/completions, or /chat/completions after /v1)")
 		}
 		if o.Model == "" {
 			add("host.executa.sampling.openai.model: required")

@@ -48,6 +48,11 @@ func TestExecutaConfigValidate(t *testing.T) {
 			t.Errorf("errors lack %q:\n%v", want, err)
 		}
 	}
+	endpoint := good
+	endpoint.Sampling.OpenAI = &ExecutaOpenAI{BaseURL: "http://api.example.test/v1/chat/completions/", Model: "m", Intent: "llm.key"}
+	if err := endpoint.Validate(); err == nil || !strings.Contains(err.Error(), "drop /chat/completions") {
+		t.Errorf("a base_url naming the endpoint: %v", err)
+	}
 	// The host section reports the Executa problems too.
 	if err := (Config{Control: "unix:/run/airlock/control.sock", Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
 		t.Fatalf("host section: %v", err)

@@ -91,12 +91,15 @@ func TestInvokeFailureTable(t *testing.T) {
 		{"unknown-field", list, 0, pluginv1.Status_STATUS_FAILED, "unknown field", ""},
 		{"side-effect", list, 0, pluginv1.Status_STATUS_FAILED, "side effect", ""},
 		{"claims-partial", list, 0, pluginv1.Status_STATUS_FAILED, "PARTIAL is derived by the host", ""},
+		{"status-77", list, 0, pluginv1.Status_STATUS_FAILED, "undefined enum value at message.status", ""},
+		{"side-effect-negative", list, 0, pluginv1.Status_STATUS_FAILED, "undefined enum value at message.side_effect", ""},
 		{"no-evidence", create, 0, pluginv1.Status_STATUS_PARTIAL, "declared evidence tickets.created", ""},
 		{"host-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: Log (1024)", ""},
 		{"total-flood", list, 0, pluginv1.Status_STATUS_FAILED, "limit exceeded: total HostService calls (2048)", ""},
 		{"huge-terminal", list, 0, pluginv1.Status_STATUS_FAILED, "messages[0]: larger than the 4194304-byte message bound", ""},
 		{"foreign-invocation", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
 		{"undeclared-intent", list, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:PermissionDenied"},
+		{"emit-duplicate-keys", create, 0, pluginv1.Status_STATUS_FAILED, "", "rejected:InvalidArgument"},
 		{"hang", list, time.Second, pluginv1.Status_STATUS_FAILED, "deadline passed", ""},
 		{"reject", list, 0, pluginv1.Status_STATUS_FAILED, "ended the stream with an error", ""},
 	} {
@@ -188,7 +191,9 @@ func TestShutdownNotHonoured(t *testing.T) {
 }
 
 // What a provider logs — HostService.Log fields and its stderr — reaches
-// the host log with handles and secret-shaped values redacted.
+// the host log with handles, secret-shaped values, values under
+// secret-like keys (password, DB-Passwd, apiKey, private_key) and URL
+// userinfo redacted.
 func TestProviderLogsRedacted(t *testing.T) {
 	f := newHostFixture(t)
 	logs := &testenv.SyncBuffer{}
@@ -207,7 +212,7 @@ func TestProviderLogsRedacted(t *testing.T) {
 	f.b.mu.Lock()
 	handle := f.b.handles[len(f.b.handles)-1]
 	f.b.mu.Unlock()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "plugin stderr"); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(logs.String(), "plugin stderr") < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stderr line logged:\n%s", logs.String())
 		}
@@ -216,7 +221,7 @@ func TestProviderLogsRedacted(t *testing.T) {
 	if strings.Contains(got, handle) || strings.Contains(got, "hunter2") {
 		t.Fatalf("a handle or secret reached the log:\n%s", got)
 	}
-	if strings.Count(got, redact.Mask) < 4 || !strings.Contains(got, `"msg":"provider log"`) {
+	if strings.Count(got, redact.Mask) < 10 || !strings.Contains(got, `"msg":"provider log"`) {
 		t.Fatalf("log lines not redacted as expected:\n%s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/strictjson"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -74,12 +76,13 @@ func (h *hostService) Log(_ context.Context, r *pluginv1.LogRequest) (*pluginv1.
 	if len(r.GetFields()) > 32 {
 		return nil, status.Error(codes.InvalidArgument, "fields: more than 32")
 	}
-	// Values are the plugin's: redacted (handles, tokens, secret-shaped
-	// pairs and the operator's patterns) before they reach the log.
+	// Values are the plugin's: redacted (whole under a secret-like key;
+	// otherwise handles, tokens, URL userinfo, secret-shaped pairs and
+	// the operator's patterns) before they reach the log.
 	red := h.p.opts.Redactor
 	attrs := []any{"invocation", r.GetInvocationId(), "reason_code", red.String(clip(r.GetReasonCode(), 64))}
 	for k, v := range r.GetFields() {
-		attrs = append(attrs, "f_"+red.String(clip(k, 64)), red.String(clip(v, 1024)))
+		attrs = append(attrs, "f_"+red.String(clip(k, 64)), red.Field(k, clip(v, 1024)))
 	}
 	h.p.log.Info("provider log", attrs...)
 	return &pluginv1.LogResponse{}, nil
@@ -145,6 +148,12 @@ func (h *hostService) EmitEvidence(_ context.Context, r *pluginv1.EmitEvidenceRe
 	}
 	if len(r.GetPayload()) > MaxEvidencePayload {
 		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("payload: larger than %d bytes", MaxEvidencePayload))
+	}
+	// A JSON payload is recorded as JSON: one whose objects repeat a key
+	// (or a case variant of one) would read differently to different
+	// readers of the evidence, so it is refused.
+	if err := strictjson.Check(r.GetPayload()); errors.Is(err, strictjson.ErrDuplicateKey) {
+		return nil, status.Error(codes.InvalidArgument, "payload: "+err.Error())
 	}
 	sum := sha256.Sum256(append([]byte(typ+"\x00"), r.GetPayload()...))
 	digest := hex.EncodeToString(sum[:])

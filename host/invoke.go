@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/internal/strictjson"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
@@ -166,6 +167,11 @@ func (p *Plugin) Prepare(req InvokeRequest) (Action, error) {
 	if in == nil {
 		dm := dynamicpb.NewMessage(md.Input())
 		if len(req.JSON) > 0 {
+			// protojson refuses a repeated field but takes map keys that
+			// differ only in case; neither is accepted.
+			if err := strictjson.Check(req.JSON); err != nil {
+				return nil, fmt.Errorf("%w %s: %w", ErrBadInput, md.Input().FullName(), err)
+			}
 			if err := (protojson.UnmarshalOptions{}).Unmarshal(req.JSON, dm); err != nil {
 				return nil, fmt.Errorf("%w %s", ErrBadInput, md.Input().FullName())
 			}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/internal/strictjson"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -127,6 +128,9 @@ func (r *executaRuntime) Prepare(req InvokeRequest) (Action, error) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(args, &obj) != nil {
 		return nil, fmt.Errorf("%w: the tool's arguments must be a JSON object", ErrBadInput)
+	}
+	if err := strictjson.Check(args); err != nil {
+		return nil, fmt.Errorf("%w: the tool's arguments: %w", ErrBadInput, err)
 	}
 	return &executaAction{r: r, tool: req.Method, args: args}, nil
 }

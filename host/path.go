@@ -31,6 +31,9 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	rec, _ := ip.opts.record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
 		"allow": decision.Allow, "rule": decision.Rule, "risk_class": act.Risk().String(), "kind": string(rt.Kind())})
 	if !decision.Allow {
+		if ip.opts.Policy == nil {
+			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, ErrNoPolicy)
+		}
 		return nil, fmt.Errorf("%w (rule %s)", ErrPolicyDenied, decision.Rule)
 	}
 	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {

@@ -13,8 +13,16 @@ import (
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
-// ErrPolicyDenied: the policy refused the action; Invoke was never sent.
-var ErrPolicyDenied = errors.New("policy denied the action")
+// Policy errors.
+var (
+	// ErrPolicyDenied: the policy refused the action; Invoke was never sent.
+	ErrPolicyDenied = errors.New("policy denied the action")
+	// ErrNoPolicy: the host has no policy, so it denies every action
+	// (wrapped with ErrPolicyDenied). The message names the setting,
+	// since a plugin author's first call meets it.
+	ErrNoPolicy = errors.New("no policy is configured: every call is denied until host.policy names a policy file " +
+		"(a rule such as {effect: allow, plugins: [\"*\"]} allows everything)")
+)
 
 // Policy decides, before anything reaches a provider, whether an action
 // may run. Rules are tried in order; the first that matches decides; none

@@ -238,8 +238,24 @@ func TestRestartBudgetResets(t *testing.T) {
 		crash()
 	}
 	s = waitState(t, h, f.inst.Name, "failed", func(s Status) bool { return s.State == StateFailed })
-	if !strings.Contains(s.LastFailure, "restart budget of 2 exhausted") {
-		t.Fatalf("after quick crashes: %+v", s)
+	if !strings.Contains(s.LastFailure, "restart budget of 2 exhausted") || s.Health != "unknown" {
+		t.Fatalf("after quick crashes (a failed plugin has no health to show): %+v", s)
+	}
+}
+
+// A plugin whose every launch fails counts each relaunch as a restart
+// (four failed launches under a budget of three: three restarts), and,
+// never having run, shows no health.
+func TestFailedLaunchesAreRestarts(t *testing.T) {
+	f := newHostFixture(t)
+	h := newTestHost(t, f, nil)
+	inst := f.install(t, badBin, "exit-silently")
+	if err := h.AddProvider(inst); !errors.Is(err, ErrHandshake) {
+		t.Fatalf("first launch: %v", err)
+	}
+	s := waitState(t, h, inst.Name, "failed", func(s Status) bool { return s.State == StateFailed })
+	if s.Restarts != 3 || s.Health != "unknown" || !strings.Contains(s.LastFailure, "restart budget of 3 exhausted") {
+		t.Fatalf("after four failed launches: %+v", s)
 	}
 }
 

@@ -110,8 +110,12 @@ func (e *entry) status() Status {
 }
 
 // setLocked changes the state and wakes everyone waiting for a change.
+// Health is a running plugin's: any other state has none to show.
 func (e *entry) setLocked(s State) {
 	e.state, e.since = s, time.Now()
+	if s != StateRunning {
+		e.health = "unknown"
+	}
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
@@ -205,6 +209,12 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			if !retry || !h.await(e, delay) {
 				return
 			}
+			// A relaunch after a failed launch is a restart like one after
+			// a crash.
+			h.metrics.restarts.WithLabelValues(e.name, string(e.kind)).Inc()
+			e.mu.Lock()
+			e.restarts++
+			e.mu.Unlock()
 			continue
 		}
 		started := time.Now()

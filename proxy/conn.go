@@ -21,9 +21,10 @@ import (
 
 // The proxy's HTTP/1.1 server side. It does what net/http's server does
 // for a forward proxy's clients, minus the work a proxy does not need: no
-// background read per request (its goroutine, read and deadline change
-// were a tenth of the CPU at high request rates), no per-request context
-// or buffered-writer allocation, no content sniffing. Requests are parsed
+// background read for a request answered within 100 ms (its goroutine,
+// read and deadline change were a tenth of the CPU at high request
+// rates; a slower one gets one, hangup.go), no buffered-writer
+// allocation, no content sniffing. Requests are parsed
 // by http.ReadRequest, the parser net/http's server uses, and then held to
 // the same checks (HTTP/1.x, one valid Host, valid header names and
 // values) plus two of its own against request smuggling: a request with
@@ -34,9 +35,9 @@ import (
 // Handlers still run as http.Handlers (goproxy's ProxyHttpServer); the
 // ResponseWriter below frames responses with Content-Length when the
 // handler set it, chunked otherwise (close-delimited for HTTP/1.0), and
-// supports Flush and trailers. A client that disconnects while the
-// upstream is still answering is noticed when the response is written;
-// the upstream wait is bounded by response_header_timeout.
+// supports Flush and trailers. A client that disconnects while its
+// request is in flight cancels the upstream request (hangup.go); the
+// upstream wait is bounded by response_header_timeout.
 
 // maxDrainBytes is how much of an unread request body is discarded to keep
 // a connection open (net/http's maxPostHandlerReadBytes).
@@ -86,6 +87,8 @@ type limitedReader struct {
 	r       io.Reader
 	n       int64
 	capture bool
+	// unread is what a hangup watch read ahead (hangup.go): read first.
+	unread []byte
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
@@ -95,7 +98,14 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.n {
 		p = p[:l.n]
 	}
-	n, err := l.r.Read(p)
+	var n int
+	var err error
+	if len(l.unread) > 0 {
+		n = copy(p, l.unread)
+		l.unread = l.unread[n:]
+	} else {
+		n, err = l.r.Read(p)
+	}
 	l.n -= int64(n)
 	if l.capture {
 		l.c.head = append(l.c.head, p[:n]...)
@@ -440,7 +450,11 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 			return false
 		}
 	}
+	req, watch := c.watchHangup(req, body)
 	c.cs.s.ServeHTTP(w, req)
+	if watch.stop() {
+		return false
+	}
 	if w.hijacked {
 		return false
 	}

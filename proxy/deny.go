@@ -46,6 +46,7 @@ const (
 	CodeHandleInRequest      = "handle_in_request"             // 403
 	CodeSelfDial             = "proxy_self_dial"               // 403
 	CodePresigned            = "presigned_url_not_supported"   // 400
+	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 )
 
 var codeStatus = map[string]int{
@@ -64,8 +65,13 @@ var codeStatus = map[string]int{
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
-	CodePresigned: http.StatusBadRequest,
+	CodePresigned:    http.StatusBadRequest,
+	CodeClientClosed: statusClientClosed,
 }
+
+// statusClientClosed is what the audit records for a request whose
+// client hung up before the upstream answered (nginx's 499).
+const statusClientClosed = 499
 
 // HeaderError carries the denial code on every proxy-made response.
 const HeaderError = "X-Airlock-Error"

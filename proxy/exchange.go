@@ -60,6 +60,9 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		d := upstreamDenial(err)
+		if errors.Is(context.Cause(req.Context()), errClientGone) {
+			d = deny(CodeClientClosed, "the client closed the connection before the upstream answered")
+		}
 		x.done(d)
 		return d.response(req), nil
 	}

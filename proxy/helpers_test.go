@@ -88,6 +88,9 @@ type upstream struct {
 	rotated string
 	// hold blocks /slow until it is closed.
 	hold chan struct{}
+	// hungUp receives the path of a /hangup request whose context ended
+	// before hold was closed (the proxy gave the request up).
+	hungUp chan string
 	// events feeds /events: each string is written and flushed as it
 	// arrives; the body ends when the channel is closed.
 	events chan string
@@ -111,7 +114,7 @@ func (u *upstream) count() int {
 
 func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 	t.Helper()
-	u := &upstream{hold: make(chan struct{}), events: make(chan string)}
+	u := &upstream{hold: make(chan struct{}), events: make(chan string), hungUp: make(chan string, 8)}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
@@ -168,6 +171,13 @@ func startUpstream(t testing.TB, ca *testenv.CA) *upstream {
 		case r.URL.Path == "/slow":
 			<-u.hold
 			_, _ = io.WriteString(w, "slow")
+		case strings.HasPrefix(r.URL.Path, "/hangup"):
+			select {
+			case <-r.Context().Done():
+				u.hungUp <- r.URL.Path
+			case <-u.hold:
+				_, _ = io.WriteString(w, "late")
+			}
 		case r.URL.Path == "/redirect":
 			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
 		case r.URL.Path == "/protected":

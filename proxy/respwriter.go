@@ -21,6 +21,8 @@ import (
 type reqBody struct {
 	rc     io.ReadCloser
 	closed bool
+	// onEOF, when set, runs once, on the goroutine that read the end.
+	onEOF func()
 }
 
 func (b *reqBody) Read(p []byte) (int, error) {
@@ -28,6 +30,11 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	n, err := b.rc.Read(p)
+	if err == io.EOF && b.onEOF != nil {
+		f := b.onEOF
+		b.onEOF = nil
+		f()
+	}
 	if err != nil && err != io.EOF {
 		err = &clientBodyError{err: err}
 	}

@@ -62,6 +62,11 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, handleUsage)
 		return errUsage
 	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, handleUsage)
+		return nil
+	}
 	fs := newFlags("handle "+args[0], stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, handleUsage); fs.PrintDefaults() }
 	dial := brokerFlags(fs)
@@ -77,7 +82,21 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := parse(fs, args[1:]); err != nil {
 			return err
 		}
-		if *plugin == "" || *inv == "" || *intent == "" || fs.NArg() != 0 {
+		var missing []string
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"--plugin", plugin}, {"--invocation", inv}, {"--intent", intent}} {
+			if *f.v == "" {
+				missing = append(missing, f.name)
+			}
+		}
+		if len(missing) > 0 || fs.NArg() != 0 {
+			if len(missing) > 0 {
+				fmt.Fprintf(stderr, "airlock handle issue: missing %s\n\n", strings.Join(missing, ", "))
+			} else {
+				fmt.Fprintf(stderr, "airlock handle issue: unexpected argument %q\n\n", fs.Arg(0))
+			}
 			fs.Usage()
 			return errUsage
 		}
@@ -108,6 +127,8 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "airlock handle inspect: needs one FINGERPRINT")
+			fmt.Fprintln(stderr)
 			fs.Usage()
 			return errUsage
 		}
@@ -161,6 +182,8 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			n++
 		}
 		if n != 1 || fs.NArg() > 1 {
+			fmt.Fprintln(stderr, "airlock handle revoke: needs exactly one of --invocation, --plugin or a FINGERPRINT")
+			fmt.Fprintln(stderr)
 			fs.Usage()
 			return errUsage
 		}

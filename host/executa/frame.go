@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/airlock-dev/airlock/internal/strictjson"
 )
 
 // MaxFrame bounds one line of the protocol.
@@ -26,7 +28,15 @@ var (
 	ErrFrameTooLarge = errors.New("frame larger than 2 MiB")
 	ErrNotJSON       = errors.New("frame is not a JSON object")
 	ErrNotJSONRPC    = errors.New("frame is not JSON-RPC 2.0")
+	// ErrDuplicateKey: a frame repeats an object key, or holds two that
+	// differ only in case, anywhere in it. A response or request that
+	// does is answered as refused (see ParseFrame); a notification is
+	// dropped.
+	ErrDuplicateKey = errors.New("frame has a duplicate or case-variant key")
 )
+
+// duplicateKeyRefused stands in for a response that repeated a key.
+var duplicateKeyRefused = &RPCError{Code: CodeInvalidRequest, Message: ErrDuplicateKey.Error()}
 
 // RPCError is a JSON-RPC error object.
 type RPCError struct {
@@ -47,6 +57,10 @@ type Message struct {
 	Result        json.RawMessage `json:"result,omitempty"`
 	Error         *RPCError       `json:"error,omitempty"`
 	FileTransport string          `json:"__file_transport,omitempty"`
+
+	// duplicateKey marks a request whose frame repeated a key; its params
+	// were dropped.
+	duplicateKey bool
 }
 
 // IsResponse reports a frame that answers one of ours.
@@ -120,6 +134,20 @@ func ParseFrame(line []byte) (*Message, error) {
 	}
 	if m.Method == "" && len(m.ID) == 0 {
 		return nil, fmt.Errorf("%w: a response without an id", ErrNotJSONRPC)
+	}
+	// A payload (result, params, a storage value) that repeats a key means
+	// different things to different readers: never acted on. A response
+	// becomes a refusal its caller sees (Invoke: ErrDuplicateKey); a
+	// request keeps only its id and method, for reverse to refuse.
+	if err := strictjson.Check(t); err != nil {
+		switch {
+		case len(m.ID) == 0:
+			return nil, fmt.Errorf("%w: %w", ErrNotJSON, ErrDuplicateKey)
+		case m.IsResponse():
+			return &Message{JSONRPC: "2.0", ID: m.ID, Error: duplicateKeyRefused}, nil
+		default:
+			return &Message{JSONRPC: "2.0", ID: m.ID, Method: m.Method, duplicateKey: true}, nil
+		}
 	}
 	return m, nil
 }

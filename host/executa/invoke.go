@@ -130,6 +130,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	if m.Error == fileTransportRefused {
 		return nil, ErrFileTransportRefused
 	}
+	if m.Error == duplicateKeyRefused {
+		return nil, ErrDuplicateKey
+	}
 	if m.Error != nil {
 		obj, _ := json.Marshal(m.Error)
 		return nil, &ToolError{Code: m.Error.Code, Object: obj}

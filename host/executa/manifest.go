@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/strictjson"
 )
 
 // Manifest is the result of describe.
@@ -148,6 +150,9 @@ func ParseManifest(raw json.RawMessage) (*Manifest, error) {
 	m := &Manifest{}
 	if err := json.Unmarshal(raw, m); err != nil {
 		return nil, decodeError(err)
+	}
+	if err := strictjson.Check(raw); err != nil {
+		return nil, fmt.Errorf("describe result: %w", err)
 	}
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }

@@ -138,7 +138,7 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
-		Usage struct {
+		Usage *struct {
 			Prompt     int `json:"prompt_tokens"`
 			Completion int `json:"completion_tokens"`
 		} `json:"usage"`
@@ -153,6 +153,10 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 	if stop == "" {
 		stop = out.Choices[0].FinishReason
 	}
-	return Completion{Text: out.Choices[0].Message.Content, Model: out.Model, StopReason: stop,
-		InputTokens: out.Usage.Prompt, OutputTokens: out.Usage.Completion, Provider: "openai-compatible", Structured: o.JSON}, nil
+	c := Completion{Text: out.Choices[0].Message.Content, Model: out.Model, StopReason: stop,
+		Provider: "openai-compatible", Structured: o.JSON}
+	if out.Usage != nil {
+		c.InputTokens, c.OutputTokens, c.UsageReported = out.Usage.Prompt, out.Usage.Completion, true
+	}
+	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,13 +58,14 @@ type fixture struct {
 	sampling SamplingBackend
 	port     int
 	ring     *tokens.Ring
+	audit    *testenv.SyncBuffer // the proxy's audit lines
 }
 
 const passTTL = 2 * time.Second
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{seen: make(chan string, 8)}
+	f := &fixture{seen: make(chan string, 8), audit: &testenv.SyncBuffer{}}
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -118,8 +120,12 @@ func newFixture(t *testing.T) *fixture {
 	caDir := t.TempDir()
 	f.caFile = filepath.Join(caDir, "intercept-ca.pem")
 	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
-		Resolve:   map[string][]string{"api.example.com": {"127.0.0.1"}},
-		Intercept: proxy.InterceptConfig{CAFile: f.caFile, CAKeyFile: filepath.Join(caDir, "intercept-ca.key")}}.WithDefaults(), f.b, proxy.Options{})
+		Resolve: map[string][]string{"api.example.com": {"127.0.0.1"}},
+		// Far beyond any test: a request the proxy gives up on ends
+		// because its client did, never at this timeout.
+		Upstream:  proxy.UpstreamConfig{ResponseTimeout: 10 * time.Minute},
+		Intercept: proxy.InterceptConfig{CAFile: f.caFile, CAKeyFile: filepath.Join(caDir, "intercept-ca.key")}}.WithDefaults(), f.b,
+		proxy.Options{Audit: slog.New(slog.NewJSONHandler(f.audit, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

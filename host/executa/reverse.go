@@ -50,6 +50,10 @@ func (p *Process) reverse(m *Message) {
 		reply(&RPCError{Code: CodeMethodNotFound, Message: "reverse RPC is not available to protocol 1.1 sessions"})
 		return
 	}
+	if m.duplicateKey {
+		reply(rpcError(CodeInvalidRequest, ErrDuplicateKey.Error(), "DUPLICATE_KEY"))
+		return
+	}
 	inv, e := p.correlate(m.Params)
 	if e != nil {
 		reply(e)

@@ -80,6 +80,10 @@ type Completion struct {
 	OutputTokens int
 	Provider     string
 	Structured   bool // the backend honoured a response format
+	// UsageReported says the backend gave InputTokens and OutputTokens.
+	// Without it the call is counted at what was reserved for it, never
+	// as free.
+	UsageReported bool
 }
 
 // SamplingBackend produces completions.
@@ -90,7 +94,9 @@ type SamplingBackend interface {
 
 // FixtureBackend answers from a JSONL file of canned responses, for dev
 // and tests: each line {"match": "...", "text": "...", "model": "..."}; the
-// first whose match is in the last user message (or empty) answers.
+// first whose match is in the last user message (or empty) answers. An
+// entry with neither inputTokens nor outputTokens stands for a backend
+// that reports no usage.
 type FixtureBackend struct {
 	entries []fixtureEntry
 }
@@ -141,7 +147,8 @@ func (fb *FixtureBackend) Complete(_ context.Context, req *SamplingRequest) (Com
 				model = "fixture"
 			}
 			return Completion{Text: e.Text, Model: model, StopReason: "endTurn", InputTokens: e.InputTokens,
-				OutputTokens: e.OutputTokens, Provider: "fixture", Structured: e.JSON}, nil
+				OutputTokens: e.OutputTokens, Provider: "fixture", Structured: e.JSON,
+				UsageReported: e.InputTokens > 0 || e.OutputTokens > 0}, nil
 		}
 	}
 	return Completion{}, errors.New("no fixture matches")
@@ -221,19 +228,21 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 		inv.budget.mu.Unlock()
 		return nil, rpcError(CodeSamplingMaxCalls, "sampling call limit for this invoke reached", "MAX_CALLS_EXCEEDED")
 	}
-	// The call's maxTokens is reserved before it is sent, so concurrent
-	// calls cannot together pass the cap; what was used is settled after.
-	if inv.budget.tokens+req.MaxTokens > MaxTokensPerInvoke {
+	// The call's prompt (estimated from its bytes) and its maxTokens are
+	// reserved before it is sent, so concurrent calls cannot together
+	// pass the cap; what was used is settled after.
+	reserved := promptTokens(&req) + req.MaxTokens
+	if inv.budget.tokens+reserved > MaxTokensPerInvoke {
 		inv.budget.mu.Unlock()
 		return nil, rpcError(CodeSamplingMaxTokens, "sampling token budget for this invoke spent", "MAX_TOKENS_EXCEEDED")
 	}
 	inv.budget.calls++
-	inv.budget.tokens += req.MaxTokens
+	inv.budget.tokens += reserved
 	inv.budget.mu.Unlock()
 	settled := false
 	settle := func(used int) {
 		inv.budget.mu.Lock()
-		inv.budget.tokens += used - req.MaxTokens
+		inv.budget.tokens += used - reserved
 		inv.budget.mu.Unlock()
 		settled = true
 	}
@@ -266,6 +275,12 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	if err != nil {
 		return nil, p.samplingFailure(ctx, cctx, err)
 	}
+	estimated := !c.UsageReported
+	if estimated {
+		// A backend that says nothing of usage is taken to have spent all
+		// that was reserved.
+		c.InputTokens, c.OutputTokens = reserved-req.MaxTokens, req.MaxTokens
+	}
 	settle(c.InputTokens + c.OutputTokens)
 	structuredValid := false
 	switch applied {
@@ -278,9 +293,28 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 		"role": "assistant", "content": map[string]string{"type": "text", "text": c.Text}, "model": c.Model,
 		"stopReason": c.StopReason,
 		"usage":      map[string]int{"inputTokens": c.InputTokens, "outputTokens": c.OutputTokens, "totalTokens": c.InputTokens + c.OutputTokens},
-		"_meta": map[string]any{"provider": c.Provider, "latencyMs": time.Since(start).Milliseconds(),
+		"_meta": map[string]any{"provider": c.Provider, "latencyMs": time.Since(start).Milliseconds(), "usageEstimated": estimated,
 			"responseFormat": map[string]any{"requested": requested, "applied": applied, "structuredValid": structuredValid, "downgraded": downgraded}},
 	}, nil
+}
+
+// promptTokens bounds what a request's prompt can cost, from its bytes:
+// no tokenizer spends less than a byte on a token, so one token per byte
+// of text, plus per-message framing, is never below what a backend
+// counts. A schema sent as response_format counts too.
+func promptTokens(req *SamplingRequest) int {
+	const perMessage, perRequest = 8, 16
+	n := perRequest + len(req.SystemPrompt)
+	for _, m := range req.Messages {
+		n += perMessage + len(m.Role) + len(m.Content.Text)
+	}
+	for _, s := range req.StopSequences {
+		n += len(s)
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.JSONSchema != nil {
+		n += len(rf.JSONSchema.Schema)
+	}
+	return n
 }
 
 // samplingFailure maps a backend failure to the plugin's error and logs

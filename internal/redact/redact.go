@@ -12,10 +12,17 @@ package redact
 
 import (
 	"regexp"
+	"strings"
+	"unicode"
 )
 
 // Mask replaces every redacted value.
 const Mask = "[REDACTED]"
+
+// secretKeyRE matches a key that names a secret in free text, with "_",
+// "-" or "." between its words (db_password, X-Api-Key, private.key).
+const secretKeyRE = `(?:api|access|secret|private|client|auth|session|refresh)?[_.-]?` +
+	`(?:password|passwd|passphrase|pwd|secret|token|api[_.-]?key|apikey|key|credentials?|authorization)`
 
 var builtin = []struct {
 	re   *regexp.Regexp
@@ -27,8 +34,14 @@ var builtin = []struct {
 	{regexp.MustCompile(`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), Mask},
 	// Authorization schemes followed by a credential.
 	{regexp.MustCompile(`(?i)\b(bearer|basic|token|digest)(\s+)[A-Za-z0-9._~+/=:-]{6,}`), "${1}${2}" + Mask},
+	// URL userinfo (scheme://user:password@host, scheme://token@host):
+	// the whole userinfo, since a token is often the user name.
+	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@"'<>]+@`), "${1}" + Mask + "@"},
+	// "key": "quoted value" where the key names a secret: the whole
+	// quoted value, spaces included.
+	{regexp.MustCompile(`(?i)(` + secretKeyRE + `["']?\s*[:=]\s*")([^"]*)"`), "${1}" + Mask + `"`},
 	// key=value, key: value and "key":"value" where the key names a secret.
-	{regexp.MustCompile(`(?i)((?:api|access|secret|private|client|auth|session|refresh)?[_-]?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|key|credentials?|authorization)["']?\s*[:=]\s*["']?)([^\s"'&,;}]{3,})`), "${1}" + Mask},
+	{regexp.MustCompile(`(?i)(` + secretKeyRE + `["']?\s*[:=]\s*["']?)([^\s"'&,;}]{3,})`), "${1}" + Mask},
 	// Well-known vendor key shapes.
 	{regexp.MustCompile(`\b(?:sk|rk|pk)[-_](?:live|test|proj)?[-_]?[0-9A-Za-z_-]{16,}`), Mask},
 	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), Mask},
@@ -58,5 +71,83 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
+// Field redacts a structured field with Default.
+func Field(key, value string) string { return Default.Field(key, value) }
+
 // String redacts with Default.
 func String(s string) string { return Default.String(s) }
+
+// Field returns a structured field's value for a log line: Mask whole when
+// the key names a secret (SecretKey), else the value with every
+// credential-shaped part redacted, as String does.
+func (r *Redactor) Field(key, value string) string {
+	if SecretKey(key) {
+		return Mask
+	}
+	return r.String(value)
+}
+
+// secretWords name a secret wherever they appear in a key, once its case
+// and separators are dropped ("DB_Password", "x-api-key", "privateKey").
+var secretWords = []string{"password", "passwd", "passphrase", "secret", "apikey", "privatekey", "accesskey",
+	"signingkey", "credential", "authorization", "cookie", "sessionid"}
+
+// secretEndings name a secret when they end a word of the key:
+// "token", "access_token", "idToken", "accesstoken" but not "tokens_used"
+// or "max_tokens"; "auth", "oauth" but not "author".
+var secretEndings = []string{"token", "pwd", "auth"}
+
+// SecretKey reports whether a field name names a secret. Case does not
+// matter, and words may be joined by "_", "-", ".", spaces or camelCase.
+func SecretKey(key string) bool {
+	var flat strings.Builder
+	for _, c := range key {
+		if unicode.IsLetter(c) || unicode.IsDigit(c) {
+			flat.WriteRune(unicode.ToLower(c))
+		}
+	}
+	for _, w := range secretWords {
+		if strings.Contains(flat.String(), w) {
+			return true
+		}
+	}
+	for _, word := range words(key) {
+		if word == "pass" {
+			return true
+		}
+		for _, e := range secretEndings {
+			if strings.HasSuffix(word, e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// words splits a key at separators and at lower-to-upper case changes,
+// lower-cased.
+func words(key string) []string {
+	var out []string
+	var cur []rune
+	prevLower := false
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	for _, c := range key {
+		switch {
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(c) && prevLower:
+			flush()
+		}
+		cur = append(cur, c)
+		prevLower = unicode.IsLower(c) || unicode.IsDigit(c)
+	}
+	flush()
+	return out
+}

@@ -50,3 +50,49 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+// A structured field is redacted whole when its key names a secret, in
+// any case and with any separator; other fields only lose
+// credential-shaped parts.
+func TestField(t *testing.T) {
+	for _, key := range []string{"password", "PASSWORD", "db_password", "db-passwd", "Api-Key", "api.key", "apikey",
+		"API_KEY", "x-api-key", "client_secret", "clientSecret", "privateKey", "private_key", "Private-Key", "token",
+		"access_token", "idToken", "Authorization", "credentials", "aws.credential", "session-id", "cookie", "pass",
+		"oauth", "basic_auth", "passphrase", "pwd"} {
+		if got := Field(key, "hunter2"); got != Mask {
+			t.Errorf("Field(%q, hunter2) = %q, want the mask", key, got)
+		}
+	}
+	for _, key := range []string{"user", "author", "tokens_used", "max_tokens", "count", "status", "compass_heading", "passenger"} {
+		if got := Field(key, "hunter2"); got != "hunter2" {
+			t.Errorf("Field(%q, hunter2) = %q: a plain field was redacted", key, got)
+		}
+	}
+	if got := Field("query", "user=a&password=hunter2"); strings.Contains(got, "hunter2") {
+		t.Errorf("Field(query) kept a secret-shaped pair: %q", got)
+	}
+}
+
+// URL userinfo is redacted whole (a token is often the user name), and
+// a quoted secret value is redacted to its closing quote.
+func TestUserinfoAndQuotedValues(t *testing.T) {
+	for _, tt := range []struct{ in, secret string }{
+		{"connecting to postgres://app:hunter2@db.internal:5432/x", "hunter2"},
+		{"clone https://x-access-token:s3cr3tvalue@github.com/o/r.git", "s3cr3tvalue"},
+		{"GET https://s3cr3tvalue@api.example.com/v1", "s3cr3tvalue"},
+		{`{"url":"amqp://guest:hunter2@mq/"}`, "hunter2"},
+		{`config {"client_secret": "two words here"}`, "words here"},
+		{`DB.Password = hunter2`, "hunter2"},
+		{`private.key: hunter2`, "hunter2"},
+	} {
+		got := String(tt.in)
+		if strings.Contains(got, tt.secret) || !strings.Contains(got, Mask) {
+			t.Errorf("String(%q) = %q", tt.in, got)
+		}
+	}
+	for _, plain := range []string{"see https://example.com/@user/page", "mail me at a@example.com", "http://127.0.0.1:8080/v1"} {
+		if got := String(plain); got != plain {
+			t.Errorf("String(%q) = %q: plain text changed", plain, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,8 +52,19 @@ func DecodeManifest(b []byte) (*pluginv1.Manifest, error) {
 		return nil, errors.New("not a mapping of plain values")
 	}
 	m := &pluginv1.Manifest{}
+	// The shape check names a misfit field by its path; protojson's own
+	// errors quote the package's value, so only their verdict is used.
+	var shape any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if err := dec.Decode(&shape); err != nil {
+		return nil, errors.New("not a mapping of plain values")
+	}
+	if err := shapeError(shape, m.ProtoReflect().Descriptor(), ""); err != nil {
+		return nil, fmt.Errorf("does not match plugin/v1 Manifest: %w", err)
+	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(j, m); err != nil {
-		return nil, fmt.Errorf("does not match plugin/v1 Manifest: %v", err)
+		return nil, errors.New("does not match plugin/v1 Manifest")
 	}
 	return m, nil
 }

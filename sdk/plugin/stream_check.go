@@ -90,8 +90,8 @@ func (c *StreamCheck) Next(m *pluginv1.ActionResult) error {
 	case c.terminal:
 		return c.fail(i, "a message after the terminal one")
 	}
-	if path, ok := unknownFields(m.ProtoReflect(), "message"); !ok {
-		return c.fail(i, "unknown field at %s", path)
+	if path, what := strayField(m.ProtoReflect(), "message"); what != "" {
+		return c.fail(i, "%s at %s", what, path)
 	}
 	operation := c.rule.GetExecutionMode() == pluginv1.ExecutionMode_EXECUTION_MODE_OPERATION
 	switch st := m.GetStatus(); st {
@@ -145,7 +145,7 @@ func (c *StreamCheck) Next(m *pluginv1.ActionResult) error {
 }
 
 // checkAny checks an Any holds the method's output type with no unknown
-// field at any depth.
+// field and no undefined enum value at any depth.
 func (c *StreamCheck) checkAny(a *anypb.Any, field string) string {
 	if a.GetTypeUrl() != c.resultURL {
 		return field + " is not of the method's output type"
@@ -154,8 +154,8 @@ func (c *StreamCheck) checkAny(a *anypb.Any, field string) string {
 	if err := proto.Unmarshal(a.GetValue(), msg); err != nil {
 		return field + " does not decode as the method's output type"
 	}
-	if path, ok := unknownFields(msg, field); !ok {
-		return "unknown field at " + path
+	if path, what := strayField(msg, field); what != "" {
+		return what + " at " + path
 	}
 	return ""
 }
@@ -174,35 +174,44 @@ func (c *StreamCheck) End() error {
 	return nil
 }
 
-// unknownFields walks m and returns the path of the first unknown field.
-// Any payloads are opaque here; the stream check decodes the result and
+// strayField walks m and returns the path of the first field that is
+// unknown or holds an enum number its enum does not define (proto3
+// decodes both without complaint), and what is wrong with it. Any
+// payloads are opaque here; the stream check decodes the result and
 // stream item itself.
-func unknownFields(m protoreflect.Message, path string) (string, bool) {
+func strayField(m protoreflect.Message, path string) (string, string) {
 	if len(m.GetUnknown()) > 0 {
-		return path, false
+		return path, "unknown field"
 	}
-	bad, ok := "", true
+	bad, what := "", ""
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		p := path + "." + string(fd.Name())
 		switch {
-		case fd.IsList() && fd.Message() != nil:
+		case fd.IsList():
 			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				if bad, ok = unknownFields(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i)); !ok {
-					return false
-				}
+			for i := 0; i < l.Len() && what == ""; i++ {
+				bad, what = strayValue(fd, l.Get(i), fmt.Sprintf("%s[%d]", p, i))
 			}
-		case fd.IsMap() && fd.MapValue().Message() != nil:
+		case fd.IsMap():
 			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-				bad, ok = unknownFields(mv.Message(), p+"[]")
-				return ok
+				bad, what = strayValue(fd.MapValue(), mv, p+"[]")
+				return what == ""
 			})
-			return ok
-		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
-			bad, ok = unknownFields(v.Message(), p)
-			return ok
+		default:
+			bad, what = strayValue(fd, v, p)
 		}
-		return ok
+		return what == ""
 	})
-	return bad, ok
+	return bad, what
+}
+
+// strayValue checks one value of field fd (an element, for a list).
+func strayValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string) (string, string) {
+	switch {
+	case fd.Message() != nil:
+		return strayField(v.Message(), path)
+	case fd.Enum() != nil && fd.Enum().Values().ByNumber(v.Enum()) == nil:
+		return path, "undefined enum value"
+	}
+	return "", ""
 }

@@ -28,6 +28,7 @@ MANIFEST = {
         {"name": "rpcs", "parameters": [{"name": "calls", "type": "array"}]},
         {"name": "filetransport", "parameters": [{"name": "where", "type": "string"}]},
         {"name": "handle", "parameters": []},
+        {"name": "dupkeys", "parameters": [{"name": "where", "type": "string"}]},
         {"name": "hang", "timeout": 120, "parameters": []},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
@@ -135,6 +136,20 @@ for line in sys.stdin:
         except OSError:
             pass  # sandboxed: the host's directories are not the plugin's to write
         send({"id": rid, "__file_transport": path})
+    elif tool == "dupkeys":
+        # Raw frames: json.dumps cannot repeat a key.
+        where = params["arguments"].get("where", "result")
+        if where == "result":
+            sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"success":true,"data":{"a":1,"a":2,"A":3}}}\n' % json.dumps(rid))
+            sys.stdout.flush()
+        else:
+            sys.stdout.write('{"jsonrpc":"2.0","id":"d0","method":"storage/set","params":{"invoke_id":%s,'
+                             '"key":"k","value":{"a":1,"A":2}}}\n' % json.dumps(ctx.get("invoke_id")))
+            sys.stdout.flush()
+            reply = json.loads(sys.stdin.readline())
+            err = reply.get("error") or {}
+            send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"),
+                                                                  "errorCode": (err.get("data") or {}).get("errorCode")}}})
     elif tool == "handle":
         send({"id": rid, "result": {"success": True, "data": {"handle": ctx["credentials"].get("API_KEY", "")}}})
     elif tool == "progress":

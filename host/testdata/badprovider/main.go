@@ -159,6 +159,12 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		m := ok(&ticketsv1.ListTicketsResponse{})
 		m.SideEffect = pluginv1.SideEffect_SIDE_EFFECT_DESTRUCTIVE
 		return stream.Send(m)
+	case "status-77":
+		return stream.Send(&pluginv1.ActionResult{Status: 77})
+	case "side-effect-negative":
+		m := ok(&ticketsv1.ListTicketsResponse{})
+		m.SideEffect = -1
+		return stream.Send(m)
 	case "claims-partial":
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_PARTIAL})
 	case "no-evidence":
@@ -173,6 +179,11 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		return stream.Send(ok(&ticketsv1.ListTicketsResponse{}))
 	case "foreign-invocation":
 		_, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{InvocationId: "someone-elses", Intent: "tickets.read"})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
+			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
+	case "emit-duplicate-keys":
+		_, err := hs.EmitEvidence(ctx, &pluginv1.EmitEvidenceRequest{InvocationId: inv, RecordType: "tickets.created",
+			EmitKey: "dup", Payload: []byte(`{"a":1,"a":2,"A":3}`)})
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED,
 			Diagnostics: []*pluginv1.Diagnostic{{Code: "rejected:" + status.Code(err).String()}}})
 	case "undeclared-intent":
@@ -265,8 +276,11 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 			return err
 		}
 		fmt.Fprintln(os.Stderr, "debug: got", c.GetHandle(), "password=hunter2")
+		fmt.Fprintln(os.Stderr, `debug: dsn postgres://app:hunter2@db:5432/x {"client_secret": "hunter2 two"}`)
 		_, err = hs.Log(ctx, &pluginv1.LogRequest{InvocationId: inv, Level: "info", Fields: map[string]string{
-			"handle": c.GetHandle(), "auth": "Bearer " + c.GetHandle(), "query": "user=a&password=hunter2"}})
+			"handle": c.GetHandle(), "auth": "Bearer " + c.GetHandle(), "query": "user=a&password=hunter2",
+			"password": "hunter2", "DB-Passwd": "hunter2", "apiKey": "hunter2", "private_key": "hunter2",
+			"dsn": "https://u:hunter2@api.example.com/"}})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// airlock dev honours the user's settings: it starts without the sample
+// provider binary (with a warning), serves the user's intents from the
+// user's broker.secrets.file beside the demo secret, and listens where
+// host.control says.
+func TestDevHonoursUserSettings(t *testing.T) {
+	cfg := testConfig(t)
+	userFile := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(userFile, []byte("user/api: {key: user-secret-value}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Broker.Secrets.File = userFile
+	cfg.Broker.Intents = map[string]broker.Intent{"user.api": {Class: broker.ClassRead,
+		Secret: broker.SecretRef{Source: broker.SourceFile, Path: "user/api", Field: "key"},
+		Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
+	control := cfg.Host.Control
+	logs := &testenv.SyncBuffer{}
+	var out testenv.SyncBuffer
+	ready := make(chan Ready, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Dev(ctx, cfg, DevOptions{Options: Options{Stdout: &out, Log: slog.New(slog.NewTextHandler(logs, nil)), OnReady: func(r Ready) { ready <- r }},
+			Provider: filepath.Join(t.TempDir(), "no-such-provider"), Executa: filepath.Join(t.TempDir(), "no-such-executa"), Invoke: "airlock"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Dev: %v", err)
+		}
+	}()
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Dev without the sample provider: %v", err)
+	}
+	if r.Control != control {
+		t.Fatalf("control API on %s, host.control says %s", r.Control, control)
+	}
+	if !strings.Contains(logs.String(), "the sample provider is not there") {
+		t.Fatalf("no warning about the missing provider:\n%s", logs.String())
+	}
+
+	// A handle for the user's intent: the proxy reads the user's secret
+	// and sends it (the demo upstream, which wants the demo secret,
+	// answers 401); a secret the broker cannot read would be a 503.
+	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	port := strings.SplitN(strings.SplitN(out.String(), "https://"+DemoHost+":", 2)[1], " ", 2)[0]
+	dest, err := broker.ParseDestination("https://" + DemoHost + ":" + port + "/api/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := bc.Issue(ctx, broker.IssueRequest{PluginID: "user", InvocationID: "inv-1", Intent: "user.api",
+		Destinations: []broker.Destination{dest}, Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyURL := &url.URL{Scheme: "http", User: url.User(iss.Handle), Host: r.Proxy}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	resp, err := hc.Get("http://" + DemoHost + ":" + port + "/api/tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(out.String(), "WITHOUT the demo secret") {
+		t.Fatalf("a call with the user's intent: %d (want the upstream's 401)\n%s", resp.StatusCode, out.String())
+	}
+}
+
+// The dev file source answers the demo path from the run's file and
+// every other path from the user's.
+func TestDevSecretsOverlay(t *testing.T) {
+	dir := t.TempDir()
+	demo, user := filepath.Join(dir, "demo.yaml"), filepath.Join(dir, "user.yaml")
+	os.WriteFile(demo, []byte(demoSecretPath+": {token: demo-value}\n"), 0o600)
+	os.WriteFile(user, []byte(demoSecretPath+": {token: shadowed}\nuser/api: {key: user-value}\n"), 0o600)
+	s := devSecrets{demo: &broker.FileSource{Path: demo}, user: &broker.FileSource{Path: user}}
+	for _, tt := range []struct{ path, field, want string }{
+		{demoSecretPath, "token", "demo-value"}, {"user/api", "key", "user-value"},
+	} {
+		d, err := s.Read(context.Background(), broker.SecretRef{Source: broker.SourceFile, Path: tt.path, Field: tt.field})
+		if err != nil || d.Fields[tt.field] != tt.want {
+			t.Errorf("%s: %+v %v", tt.path, d, err)
+		}
+	}
+}

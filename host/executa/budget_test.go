@@ -1,0 +1,93 @@
+package executa
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// usageBackend answers every call; with reported set it says what the
+// call used (a quarter token per prompt byte, as English text runs),
+// else it says nothing of usage.
+type usageBackend struct {
+	reported bool
+	calls    atomic.Int32
+}
+
+func (b *usageBackend) Complete(_ context.Context, req *SamplingRequest) (Completion, error) {
+	b.calls.Add(1)
+	c := Completion{Text: "ok", Model: "m", StopReason: "endTurn", Provider: "test"}
+	if b.reported {
+		c.InputTokens, c.OutputTokens, c.UsageReported = len(req.Messages[0].Content.Text)/4, 10, true
+	}
+	return c, nil
+}
+
+func (b *usageBackend) SupportsFormat(string) bool { return false }
+
+func samplingCall(text string, maxTokens, repeat int) string {
+	return `{"method":"sampling/createMessage","repeat":` + itoa(repeat) + `,"params":{"messages":[{"role":"user","content":{"type":"text","text":` +
+		strconvQuote(text) + `}}],"maxTokens":` + itoa(maxTokens) + `}}`
+}
+
+// The prompt is reserved with maxTokens: a prompt whose bytes alone pass
+// the per-invoke budget is refused before it is sent.
+func TestSamplingReservesThePrompt(t *testing.T) {
+	f := newFixture(t)
+	backend := &usageBackend{reported: true}
+	f.sampling = backend
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sampleRaw(t, p, samplingCall(strings.Repeat("x", MaxTokensPerInvoke+1000), 100, 1))
+	if d["code"] != float64(CodeSamplingMaxTokens) || backend.calls.Load() != 0 {
+		t.Fatalf("a prompt beyond the budget: %v, %d backend calls", d, backend.calls.Load())
+	}
+	d = sampleRaw(t, p, samplingCall("ping", 100, 1))
+	if d["code"] != nil || backend.calls.Load() != 1 {
+		t.Fatalf("a small prompt: %v", d)
+	}
+}
+
+// A backend that reports no usage is not counted as free: each call
+// costs what was reserved for it (its prompt estimate and maxTokens), so
+// three calls of 1,000 prompt bytes and 8,000 maxTokens fill the 32,000
+// budget and the fourth is refused.
+func TestSamplingWithoutUsageCountsTheReservation(t *testing.T) {
+	f := newFixture(t)
+	backend := &usageBackend{}
+	f.sampling = backend
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sampleRaw(t, p, samplingCall(strings.Repeat("y", 1000), 8000, 5))
+	codes := d["codes"].([]any)
+	want := []any{nil, nil, nil, float64(CodeSamplingMaxTokens), float64(CodeSamplingMaxTokens)}
+	for i := range want {
+		if codes[i] != want[i] {
+			t.Fatalf("codes %v, want %v", codes, want)
+		}
+	}
+	if backend.calls.Load() != 3 {
+		t.Fatalf("%d backend calls, want 3", backend.calls.Load())
+	}
+	d = sampleRaw(t, p, samplingCall("ping", 10, 1))
+	res := d["result"].(map[string]any)
+	usage := res["usage"].(map[string]any)
+	if res["_meta"].(map[string]any)["usageEstimated"] != true || usage["outputTokens"] != float64(10) || usage["inputTokens"].(float64) < 4 {
+		t.Fatalf("an unreported usage is shown as counted: %v", res)
+	}
+}
+
+func sampleRaw(t *testing.T, p *Process, args string) map[string]any {
+	t.Helper()
+	r, err := p.Invoke(context.Background(), InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data(t, r)
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// A client that hangs up while its request waits on the upstream ends
+// the upstream request at once, instead of at response_header_timeout:
+// an Executa sampling call whose invoke ended, a plugin killed mid-call.
+// The proxy reads requests on one goroutine with no background read per
+// request (conn.go), so a hangup is looked for only once a request has
+// been in flight for hangupAfter: one read of one byte from the client,
+// started when the request body has been read to its end and nothing of
+// a next request is buffered. EOF or an error cancels the request's
+// context with errClientGone (the upstream request ends; the audit line
+// says client_closed_request); a byte that arrives is the start of a
+// pipelined request and is kept for the next read.
+
+// hangupAfter is how long a request is in flight before the client's
+// connection is watched.
+const hangupAfter = 100 * time.Millisecond
+
+// errClientGone is the cause of a request context cancelled because its
+// client hung up.
+var errClientGone = errors.New("the client closed the connection")
+
+// aLongTimeAgo is a read deadline that interrupts a pending read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// hangupWatch watches one request's client connection.
+type hangupWatch struct {
+	c      *clientConn
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+
+	mu        sync.Mutex
+	ready     bool // the body was read to its end (or there is none)
+	pipelined bool // bytes of a next request were already buffered
+	stopped   bool
+	reading   bool
+	done      chan struct{}
+	buf       [1]byte
+	got       bool // buf holds a byte of the next request
+	gone      bool
+}
+
+// watchHangup gives req a context of its own that a hangup cancels.
+// Call stop when the handler has returned. CONNECT is not watched: its
+// handler takes the connection.
+func (c *clientConn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *hangupWatch) {
+	if req.Method == http.MethodConnect {
+		return req, nil
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	w := &hangupWatch{c: c, cancel: cancel}
+	if body == nil {
+		w.ready, w.pipelined = true, c.br.Buffered() > 0
+	} else {
+		// Runs on whichever goroutine reads the body to its end (the
+		// upstream transport's), the only reader of c.br at that time.
+		body.onEOF = func() {
+			w.mu.Lock()
+			w.ready, w.pipelined = true, c.br.Buffered() > 0
+			w.mu.Unlock()
+		}
+	}
+	// Set under mu: start reads it there (to wait again).
+	w.mu.Lock()
+	w.timer = time.AfterFunc(hangupAfter, w.start)
+	w.mu.Unlock()
+	return req.WithContext(ctx), w
+}
+
+// start begins the one-byte read, or waits again for the body's end.
+func (w *hangupWatch) start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.stopped || w.pipelined:
+		return
+	case !w.ready:
+		w.timer.Reset(hangupAfter)
+		return
+	}
+	w.reading, w.done = true, make(chan struct{})
+	go w.read()
+}
+
+func (w *hangupWatch) read() {
+	defer close(w.done)
+	n, err := w.c.conn.Read(w.buf[:])
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case n > 0:
+		w.got = true
+	case err != nil && !w.stopped:
+		w.gone = true
+		w.cancel(errClientGone)
+	}
+}
+
+// stop ends the watch once the handler returned: a pending read is
+// interrupted and a byte it got is put back in front of the next read.
+// It reports whether the client hung up (the connection is then done).
+func (w *hangupWatch) stop() (gone bool) {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	w.stopped = true
+	w.timer.Stop()
+	reading := w.reading
+	w.mu.Unlock()
+	if reading {
+		_ = w.c.conn.SetReadDeadline(aLongTimeAgo)
+		<-w.done
+		_ = w.c.conn.SetReadDeadline(time.Time{})
+	}
+	w.cancel(nil)
+	if w.got {
+		w.c.lr.unread = append(w.c.lr.unread, w.buf[0])
+	}
+	return w.gone
+}

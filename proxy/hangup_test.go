@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A client that hangs up while the upstream has not answered ends the
+// upstream request at once (not at response_header_timeout), with or
+// without a request body, and the audit line says client_closed_request,
+// never 200.
+func TestClientHangupCancelsUpstream(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Upstream.ResponseTimeout = 10 * time.Minute })
+	h := f.issue(t, "api.write", "inv-hangup")
+	for _, tt := range []struct{ name, req string }{
+		{"/hangup-get", f.head("GET", "/hangup-get", h)},
+		{"/hangup-post", f.head("POST", "/hangup-post", h, "Content-Length: 5\r\n") + "hello"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dialRaw(t, f)
+			rc.send(tt.req)
+			for n := f.up.count(); f.up.count() == n || f.up.last(t).Path != tt.name; {
+				time.Sleep(5 * time.Millisecond)
+			}
+			rc.c.Close()
+			select {
+			case got := <-f.up.hungUp:
+				if got != tt.name {
+					t.Fatalf("upstream gave up %s, want %s", got, tt.name)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the upstream request outlived its client")
+			}
+			for !strings.Contains(f.audit.String(), `"path":"`+tt.name+`"`) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			for _, line := range strings.Split(f.audit.String(), "\n") {
+				if strings.Contains(line, `"path":"`+tt.name+`"`) &&
+					(!strings.Contains(line, `"code":"client_closed_request"`) || strings.Contains(line, `"status":200`)) {
+					t.Fatalf("audit: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// A client that sends its next request while the first waits on the
+// upstream (past the point where its connection is watched) is not taken
+// as gone: the byte the watch read is given back and the next request is
+// served whole.
+func TestPipelinedRequestSurvivesTheWatch(t *testing.T) {
+	f := newFixture(t, nil)
+	h := f.issue(t, "api.write", "inv-watch-pipe")
+	rc := dialRaw(t, f)
+	rc.send(f.head("GET", "/hangup-first", h))
+	for n := f.up.count(); f.up.count() == n || f.up.last(t).Path != "/hangup-first"; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(3 * hangupAfter) // the watch is reading by now
+	rc.send(f.head("GET", "/second", h))
+	close(f.up.hold)
+	if resp, body := rc.response("GET"); resp.StatusCode != 200 || body != "late" {
+		t.Fatalf("first: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := rc.response("GET"); resp.StatusCode != 200 || f.up.last(t).Path != "/second" {
+		t.Fatalf("second: %d, upstream last saw %s", resp.StatusCode, f.up.last(t).Path)
+	}
+}
