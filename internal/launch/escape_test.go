@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,5 +315,33 @@ func TestEscapeLimits(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// A plugin dies with its init even when the init is killed outright (the
+// host's last resort), at every level and whatever uid the plugin runs
+// as: a uid change clears the death signal, so the exec stage sets it
+// again.
+func TestPluginDiesWithItsInit(t *testing.T) {
+	for _, level := range levels(t) {
+		t.Run(string(level), func(t *testing.T) {
+			p, err := Start(context.Background(), Request{Plugin: "attacker", Path: filepath.Join(attackerDir, "attacker"), Args: []string{"sleep"}},
+				Options{Sandbox: sandbox.Config{Level: level, ReadOnly: []string{attackerDir}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plugin := testenv.Descendant(t, p.Pid(), "attacker")
+			if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-p.Exited()
+			deadline := time.Now().Add(10 * time.Second)
+			for testenv.ProcessAlive(plugin) {
+				if time.Now().After(deadline) {
+					t.Fatal("the plugin outlived its init")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

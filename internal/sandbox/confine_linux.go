@@ -74,6 +74,7 @@ func execMain(argv []string) int {
 	if err1 != nil || err2 != nil {
 		return 127
 	}
+	initPid := os.Getppid()
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock sandbox: limit processes:", err)
 		return 127
@@ -89,6 +90,12 @@ func execMain(argv []string) int {
 		}
 		if err := becomeUser(uid); err != nil {
 			fmt.Fprintln(os.Stderr, "airlock sandbox: dropping to the plugin's uid:", err)
+			return 127
+		}
+		// A uid change clears the death signal: set it again, so the
+		// plugin dies with its init, and make sure the init is still
+		// there to have sent it.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil || os.Getppid() != initPid {
 			return 127
 		}
 		err = execveat(fd, argv[2:], os.Environ())

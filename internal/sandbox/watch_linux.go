@@ -131,6 +131,12 @@ func sweep(ns bool) {
 		if ns {
 			_ = unix.Kill(-1, unix.SIGKILL)
 		} else {
+			// Stop them all first: a stopped process forks no more,
+			// so no new one appears between the scan and the kill.
+			ts := tasks(false)
+			for _, t := range ts {
+				_ = unix.Kill(t.pid, unix.SIGSTOP)
+			}
 			for _, t := range tasks(false) {
 				_ = unix.Kill(t.pid, unix.SIGKILL)
 			}
