@@ -37,6 +37,7 @@ func startServeAndHost(t *testing.T, cfg *config.Config) string {
 	case <-serveReady:
 	case err := <-served:
 		hosted <- nil
+		served <- err // for the cleanup, which waits for both
 		t.Fatalf("Serve: %v", err)
 	}
 	go func() { hosted <- Host(ctx, cfg, Options{OnReady: func(r Ready) { hostReady <- r }}) }()
