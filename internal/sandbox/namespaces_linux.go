@@ -199,13 +199,6 @@ func bindAll(ms, all []mount, ro, rw *[]string) error {
 	return nil
 }
 
-func b2u(b bool) uintptr {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // covered reports whether dst lies below another bind (whose contents
 // then hold its mount point: nothing may be created there, it is a host
 // directory).
