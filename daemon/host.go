@@ -50,6 +50,13 @@ const HostShutdownTimeout = 30 * time.Second
 // a listener, the broker or the evidence log fails.
 func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	opts = opts.withDefaults()
+	// One host per state directory: a second one would launch every
+	// installed plugin again, even with an evidence log of its own.
+	lock, err := host.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		return err
@@ -291,10 +298,23 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 			return res, false, fmt.Errorf("host.artifacts: %s is not a directory", d)
 		}
 	}
+	// A running host (it holds the state directory, or the evidence log)
+	// installs itself.
+	viaHost := func(running error) (host.InstallResult, bool, error) {
+		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir, running)
+		return res, true, err
+	}
+	lock, err := host.LockStateDir(cfg.StateDir)
+	if errors.Is(err, host.ErrStateDirInUse) {
+		return viaHost(err)
+	}
+	if err != nil {
+		return res, false, err
+	}
+	defer lock.Release()
 	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
 	if errors.Is(err, host.ErrEvidenceInUse) {
-		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir)
-		return res, true, err
+		return viaHost(err)
 	}
 	if err != nil {
 		return res, false, err

@@ -12,8 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // ErrEvidenceInUse: another process (a running airlock host) holds the
@@ -81,9 +82,9 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 	}
 	// One writer per log: two would each extend the chain from their own
 	// cached head and fork it.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := fsutil.TryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, fsutil.ErrLocked) {
 			return nil, fmt.Errorf("%w: %s", ErrEvidenceInUse, path)
 		}
 		return nil, fmt.Errorf("evidence log lock: %w", err)
