@@ -141,6 +141,10 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
 	}
+	if cfg.Host.EvidenceFailOpen {
+		ev.FailOpen = true
+		log.Warn("host.evidence_fail_open is set: a call whose evidence record cannot be written proceeds unrecorded")
+	}
 	evKey := deps.evidenceKey
 	if evKey == nil {
 		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {

@@ -53,6 +53,11 @@ type Config struct {
 	// records were (1m; one is also written at shutdown).
 	EvidenceKey        string        `yaml:"evidence_key"`
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	// EvidenceFailOpen lets calls proceed when their evidence records
+	// cannot be written (a full disk, an I/O error), logging each
+	// failure. Off by default: such a call is refused (503
+	// evidence_unavailable). Warned at every start when on.
+	EvidenceFailOpen bool `yaml:"evidence_fail_open"`
 	// Admin is the host's admin listener (/healthz, /readyz with plugin
 	// health, /metrics); default 127.0.0.1:9467. airlock dev serves these
 	// on admin.listen instead.

@@ -122,8 +122,9 @@ type Options struct {
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 	// Record, when set, receives the host-authored evidence of this
-	// plugin's invokes (credential.issued).
-	Record func(typ, invocation string, data map[string]any)
+	// plugin's invokes (credential.issued). When it fails, the credential
+	// is not delivered and the invoke is refused.
+	Record func(typ, invocation string, data map[string]any) error
 	// StderrLevel and Redactor shape the plugin's stderr log lines.
 	StderrLevel slog.Level
 	Redactor    *redact.Redactor
