@@ -185,8 +185,8 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys})
-	if err != nil || v.Holds(cp) != nil || v.Unsigned != 0 {
+	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys, Head: &cp})
+	if err != nil || v.HeadAt == 0 || v.Unsigned != 0 {
 		t.Fatalf("evidence after the stop: %+v %v", v, err)
 	}
 	if !strings.Contains(out.String(), "airlock dev stopped") || !strings.Contains(out.String(), "carried the demo secret") {
