@@ -222,11 +222,11 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	// Every plugin starts concurrently; one that fails is marked and
 	// reported, never fatal.
 	var starts sync.WaitGroup
-	for name, e := range lf.Plugins {
+	for name := range lf.Plugins {
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.Add(name, host.KindPluginV1, providerLauncher(name, e, h)); err != nil {
+			if err := h.AddInstalled(name, cfg.Host.Lockfile); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", name, "kind", host.KindPluginV1, "reason", err.Error())
 			}
 		}()
@@ -276,19 +276,6 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	})
 	log.Info("airlock host running", "plugins", h.Names(), "control", n.control, "broker", cfg.Host.Broker)
 	return n, nil
-}
-
-// providerLauncher launches an installed provider, reading its lockfile
-// entry's manifest anew each time (a manifest that no longer loads is a
-// failure a restart cannot fix).
-func providerLauncher(name string, e host.LockedEntry, h *host.Host) host.Launcher {
-	return func(ctx context.Context) (host.Runtime, error) {
-		inst, err := e.Load(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", host.ErrManifestInvalid, err)
-		}
-		return host.Launch(ctx, inst, h.Options())
-	}
 }
 
 // Install runs `airlock host install DIR`: review the package, launch it

@@ -169,7 +169,7 @@ host:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the POST never reached the upstream")
 	}
-	if out, err := exec.Command("pkill", "-KILL", "-f", filepath.Join(dir, "state", "plugins", "example.tickets", "provider")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("pkill", "-KILL", "-f", filepath.Join(dir, "state", "plugins", "example.tickets", "v-[^/]*", "provider")).CombinedOutput(); err != nil {
 		t.Fatalf("pkill: %v %s", err, out)
 	}
 	if got := <-done; !strings.Contains(got, "FAILED") {
