@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -67,6 +68,9 @@ func testConfig(t *testing.T) *config.Config {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Room for plugins to start on a loaded machine (host.executa.timeouts).
+	room := 2 * time.Minute
+	cfg.Host.Executa.Timeouts = executa.Timeouts{Initialize: room, Describe: room, DescribeOnefile: room, Invoke: room, Health: room}
 	return cfg
 }
 

@@ -141,7 +141,7 @@ func TestEvidenceFailsClosed(t *testing.T) {
 	})
 
 	t.Run("Executa credential", func(t *testing.T) {
-		if err := h.AddExecuta(pyPlugin(t, "py"), executa.Options{}); err != nil {
+		if err := h.AddExecuta(pyPlugin(t, "py"), roomy(executa.Options{})); err != nil {
 			t.Fatal(err)
 		}
 		disk.fail("credential.issued")
