@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := testenv.Main(m)
+	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -254,9 +254,18 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	n.serve("control API", func(ctx context.Context) error {
 		// The plugins' shutdown cancels the calls in flight, so the
 		// server's graceful shutdown does not wait out their deadlines.
-		stop := context.AfterFunc(ctx, func() { go h.Shutdown(context.Background()) })
-		defer stop()
-		return serve.HTTP(ctx, srv, l)
+		shutDown := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(shutDown)
+			sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)
+			defer cancel()
+			h.Shutdown(sctx)
+		})
+		err := serve.HTTP(ctx, srv, l)
+		if !stop() {
+			<-shutDown // it ran: the goroutine AfterFunc started ends before this one
+		}
+		return err
 	})
 
 	adm := deps.admin

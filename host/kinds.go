@@ -90,6 +90,10 @@ func (r *executaRuntime) Exited() <-chan struct{} { return r.p.Exited() }
 func (r *executaRuntime) Fault() error            { return r.p.Fault() }
 func (r *executaRuntime) Kill()                   { r.p.Kill() }
 
+// Release has nothing to free: an Executa process's pipes and the
+// goroutines reading them end with it.
+func (r *executaRuntime) Release() {}
+
 // Shutdown follows the Executa contract (stdin EOF, SIGTERM, SIGKILL).
 func (r *executaRuntime) Shutdown(context.Context) error {
 	r.p.Shutdown()
