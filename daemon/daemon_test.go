@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := testenv.Main(m)
+	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -67,6 +68,9 @@ func testConfig(t *testing.T) *config.Config {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Room for plugins to start on a loaded machine (host.executa.timeouts).
+	room := 2 * time.Minute
+	cfg.Host.Executa.Timeouts = executa.Timeouts{Initialize: room, Describe: room, DescribeOnefile: room, Invoke: room, Health: room}
 	return cfg
 }
 
@@ -185,8 +189,8 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys})
-	if err != nil || v.Holds(cp) != nil || v.Unsigned != 0 {
+	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys, Head: &cp})
+	if err != nil || v.HeadAt == 0 || v.Unsigned != 0 {
 		t.Fatalf("evidence after the stop: %+v %v", v, err)
 	}
 	if !strings.Contains(out.String(), "airlock dev stopped") || !strings.Contains(out.String(), "carried the demo secret") {

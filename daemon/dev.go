@@ -102,8 +102,9 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	}
 	upSrv := &http.Server{Handler: demoUpstream(secret, secretFP, out), ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{upCert}}}
-	go func() { _ = upSrv.ServeTLS(upL, "", "") }()
-	defer upSrv.Close()
+	upDone := make(chan struct{})
+	go func() { defer close(upDone); _ = upSrv.ServeTLS(upL, "", "") }()
+	defer func() { upSrv.Close(); <-upDone }()
 	upPort := upL.Addr().(*net.TCPAddr).Port
 
 	if err := devConfig(cfg, dir, secrets, upPort, opts); err != nil {

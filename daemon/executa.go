@@ -53,7 +53,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		kv.Quota = xc.StorageQuota
 	}
 	xs.opts = executa.Options{Broker: deps.broker, Tokens: deps.tokens, Secrets: deps.secrets, Verifier: verifier,
-		EgressProxy: deps.egressProxy, KV: kv, Log: log, SamplingTimeout: xc.Sampling.Timeout}
+		EgressProxy: deps.egressProxy, KV: kv, Log: log, SamplingTimeout: xc.Sampling.Timeout, Timeouts: xc.Timeouts}
 	switch s := xc.Sampling; {
 	case s.Fixture != "":
 		b, err := executa.LoadFixtureBackend(s.Fixture)

@@ -50,6 +50,13 @@ const HostShutdownTimeout = 30 * time.Second
 // a listener, the broker or the evidence log fails.
 func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	opts = opts.withDefaults()
+	// One host per state directory: a second one would launch every
+	// installed plugin again, even with an evidence log of its own.
+	lock, err := host.LockStateDir(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		return err
@@ -134,6 +141,10 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
 	}
+	if cfg.Host.EvidenceFailOpen {
+		ev.FailOpen = true
+		log.Warn("host.evidence_fail_open is set: a call whose evidence record cannot be written proceeds unrecorded")
+	}
 	evKey := deps.evidenceKey
 	if evKey == nil {
 		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
@@ -211,11 +222,11 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	// Every plugin starts concurrently; one that fails is marked and
 	// reported, never fatal.
 	var starts sync.WaitGroup
-	for name, e := range lf.Plugins {
+	for name := range lf.Plugins {
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.Add(name, host.KindPluginV1, providerLauncher(name, e, h)); err != nil {
+			if err := h.AddInstalled(name, cfg.Host.Lockfile); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", name, "kind", host.KindPluginV1, "reason", err.Error())
 			}
 		}()
@@ -243,9 +254,18 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	n.serve("control API", func(ctx context.Context) error {
 		// The plugins' shutdown cancels the calls in flight, so the
 		// server's graceful shutdown does not wait out their deadlines.
-		stop := context.AfterFunc(ctx, func() { go h.Shutdown(context.Background()) })
-		defer stop()
-		return serve.HTTP(ctx, srv, l)
+		shutDown := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(shutDown)
+			sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)
+			defer cancel()
+			h.Shutdown(sctx)
+		})
+		err := serve.HTTP(ctx, srv, l)
+		if !stop() {
+			<-shutDown // it ran: the goroutine AfterFunc started ends before this one
+		}
+		return err
 	})
 
 	adm := deps.admin
@@ -267,19 +287,6 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	return n, nil
 }
 
-// providerLauncher launches an installed provider, reading its lockfile
-// entry's manifest anew each time (a manifest that no longer loads is a
-// failure a restart cannot fix).
-func providerLauncher(name string, e host.LockedEntry, h *host.Host) host.Launcher {
-	return func(ctx context.Context) (host.Runtime, error) {
-		inst, err := e.Load(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", host.ErrManifestInvalid, err)
-		}
-		return host.Launch(ctx, inst, h.Options())
-	}
-}
-
 // Install runs `airlock host install DIR`: review the package, launch it
 // once to check its handshake, record it in the lockfile. When an airlock
 // host is running (it holds the evidence log), the install goes through
@@ -291,10 +298,23 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 			return res, false, fmt.Errorf("host.artifacts: %s is not a directory", d)
 		}
 	}
+	// A running host (it holds the state directory, or the evidence log)
+	// installs itself.
+	viaHost := func(running error) (host.InstallResult, bool, error) {
+		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir, running)
+		return res, true, err
+	}
+	lock, err := host.LockStateDir(cfg.StateDir)
+	if errors.Is(err, host.ErrStateDirInUse) {
+		return viaHost(err)
+	}
+	if err != nil {
+		return res, false, err
+	}
+	defer lock.Release()
 	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
 	if errors.Is(err, host.ErrEvidenceInUse) {
-		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir)
-		return res, true, err
+		return viaHost(err)
 	}
 	if err != nil {
 		return res, false, err

@@ -13,8 +13,9 @@ import (
 )
 
 // installRemote asks the running host at control (host:port or
-// unix:/path) to install dir.
-func installRemote(ctx context.Context, control string, co ControlClientOptions, dir string) (host.InstallResult, error) {
+// unix:/path) to install dir; running says how its presence was seen
+// (ErrStateDirInUse, ErrEvidenceInUse).
+func installRemote(ctx context.Context, control string, co ControlClientOptions, dir string, running error) (host.InstallResult, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return host.InstallResult{}, err
@@ -28,7 +29,7 @@ func installRemote(ctx context.Context, control string, co ControlClientOptions,
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return host.InstallResult{}, fmt.Errorf("%w, and its control API at %s did not answer: %v", host.ErrEvidenceInUse, control, err)
+		return host.InstallResult{}, fmt.Errorf("%w, and its control API at %s did not answer: %v", running, control, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -279,9 +279,10 @@ func refreshHandler(b *broker.Broker) http.Handler {
 }
 
 // serveAPI serves the broker gRPC API on the unix socket (and TCP with
-// mutual TLS when configured) and returns a function that stops it. Every
-// call on either listener presents the token of broker.api.token_file,
-// created here when missing.
+// mutual TLS when configured) and returns a function that stops it: it
+// returns once every server and every goroutine serveAPI started has
+// ended. Every call on either listener presents the token of
+// broker.api.token_file, created here when missing.
 //
 // Beside the broker socket, with the same peers and token, it answers
 // hand-overs of sandboxed plugins' proxy listeners (internal/handoff), so
@@ -298,6 +299,11 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 	}
 	auth := broker.AuthOptions(tok, log)
 	var servers []*grpc.Server
+	var serving sync.WaitGroup
+	serve := func(g *grpc.Server, l net.Listener) {
+		servers = append(servers, g)
+		serving.Go(func() { _ = g.Serve(l) })
+	}
 	stop := func() {
 		for _, g := range servers {
 			done := make(chan struct{})
@@ -305,9 +311,11 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 			select {
 			case <-done:
 			case <-time.After(5 * time.Second):
-				g.Stop()
+				g.Stop() // GracefulStop returns once the connections are closed
+				<-done
 			}
 		}
+		serving.Wait()
 	}
 	ul, err := peerauth.ListenUnix(c.Socket, peerauth.UnixOptions{Name: "broker socket", AllowedUIDs: uids, GID: gid, Log: log})
 	if err != nil {
@@ -317,8 +325,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 	opts := slices.Concat(auth, api.ServerOptions())
 	g := grpc.NewServer(opts...)
 	api.Register(g)
-	servers = append(servers, g)
-	go func() { _ = g.Serve(ul) }()
+	serve(g, ul)
 	hl, err := peerauth.ListenUnix(filepath.Join(filepath.Dir(c.Socket), handoff.SocketName),
 		peerauth.UnixOptions{Name: "proxy handoff socket", AllowedUIDs: uids, GID: gid, Log: log})
 	if err != nil {
@@ -343,8 +350,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 		}
 		tg := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, opts...)...)
 		api.Register(tg)
-		servers = append(servers, tg)
-		go func() { _ = tg.Serve(tl) }()
+		serve(tg, tl)
 		log.Info("broker API on TCP with mutual TLS", "listen", tl.Addr().String())
 	}
 	return stop, nil

@@ -53,6 +53,11 @@ type Config struct {
 	// records were (1m; one is also written at shutdown).
 	EvidenceKey        string        `yaml:"evidence_key"`
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	// EvidenceFailOpen lets calls proceed when their evidence records
+	// cannot be written (a full disk, an I/O error), logging each
+	// failure. Off by default: such a call is refused (503
+	// evidence_unavailable). Warned at every start when on.
+	EvidenceFailOpen bool `yaml:"evidence_fail_open"`
 	// Admin is the host's admin listener (/healthz, /readyz with plugin
 	// health, /metrics); default 127.0.0.1:9467. airlock dev serves these
 	// on admin.listen instead.
@@ -118,7 +123,10 @@ type ExecutaConfig struct {
 	FilesDir    string `yaml:"files_dir"`
 	// Sampling is the backend of sampling/createMessage; none when empty.
 	Sampling ExecutaSampling `yaml:"sampling"`
-	Plugins  []ExecutaPlugin `yaml:"plugins"`
+	// Timeouts of every Executa plugin's lifecycle (initialize 5s,
+	// describe 5s, health 3s, …); raise them where plugins start slowly.
+	Timeouts executa.Timeouts `yaml:"timeouts"`
+	Plugins  []ExecutaPlugin  `yaml:"plugins"`
 }
 
 // ExecutaSampling selects at most one sampling backend.
@@ -171,6 +179,9 @@ func (c ExecutaConfig) Validate() error {
 		if u, err := url.Parse(c.JWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			add("host.executa.jwks: want an http(s) URL, got %q", c.JWKS)
 		}
+	}
+	if err := c.Timeouts.Validate("host.executa.timeouts"); err != nil {
+		errs = append(errs, err)
 	}
 	if t := c.Sampling.Timeout; t < 0 || t > 10*time.Minute {
 		add("host.executa.sampling.timeout: must be between 0 and 10m")

@@ -97,6 +97,8 @@ func refusal(w http.ResponseWriter, err error) {
 		controlError(w, http.StatusServiceUnavailable, "credential_unbound", err.Error())
 	case errors.Is(err, ErrNotServing):
 		controlError(w, http.StatusServiceUnavailable, "plugin_not_serving", "the plugin reports it is not serving")
+	case errors.Is(err, ErrEvidenceUnavailable):
+		controlError(w, http.StatusServiceUnavailable, "evidence_unavailable", err.Error())
 	case errors.Is(err, ErrHostShutdown):
 		controlError(w, http.StatusServiceUnavailable, "host_shutting_down", "the host is shutting down")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

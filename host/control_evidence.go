@@ -83,12 +83,10 @@ func (h *Host) serveInstall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256, ManifestSHA256: e.ManifestSHA256}
-	inst, err := e.Load(name)
-	if err == nil {
-		err = h.AddProvider(inst)
-	}
+	err = h.AddInstalled(name, lock)
 	if errors.Is(err, ErrNameTaken) {
-		// A reinstall of a running plugin takes effect at its next launch.
+		// A reinstall of a running plugin takes effect at its next launch
+		// (its launcher reads the lockfile).
 		err = nil
 	}
 	s := statusNamed(h, name)

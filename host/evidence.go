@@ -12,13 +12,21 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
-// ErrEvidenceInUse: another process (a running airlock host) holds the
-// evidence log; it is the only writer.
-var ErrEvidenceInUse = errors.New("the evidence log is in use by another process (a running airlock host); only one process may append to it")
+// Evidence errors.
+var (
+	// ErrEvidenceInUse: another process (a running airlock host) holds
+	// the evidence log; it is the only writer.
+	ErrEvidenceInUse = errors.New("the evidence log is in use by another process (a running airlock host); only one process may append to it")
+	// ErrEvidenceUnavailable: a record of the call could not be written,
+	// so the call (or the step of it) was refused: evidence fails closed
+	// unless host.evidence_fail_open is set.
+	ErrEvidenceUnavailable = errors.New("evidence could not be recorded")
+)
 
 // GenesisHash is the prev of the first record.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -63,6 +71,17 @@ type EvidenceLog struct {
 	logID          string // the first record's id
 	lastCheckpoint *Checkpoint
 	now            func() time.Time
+	// w is where records go (f, unless a test puts a failing writer
+	// in front of it).
+	w interface {
+		io.Writer
+		Sync() error
+	}
+	// FailOpen lets a call proceed when one of its records cannot be
+	// written (host.evidence_fail_open): the failure is only logged. Set
+	// it before the log is shared. By default a call whose record cannot
+	// be written is refused with ErrEvidenceUnavailable.
+	FailOpen bool
 	// OnAppend, when set, sees every record after it is written (airlock
 	// dev prints them).
 	OnAppend func(Record)
@@ -81,9 +100,9 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 	}
 	// One writer per log: two would each extend the chain from their own
 	// cached head and fork it.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := fsutil.TryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, fsutil.ErrLocked) {
 			return nil, fmt.Errorf("%w: %s", ErrEvidenceInUse, path)
 		}
 		return nil, fmt.Errorf("evidence log lock: %w", err)
@@ -93,7 +112,7 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 		f.Close()
 		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
 	}
-	l := &EvidenceLog{f: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
+	l := &EvidenceLog{f: f, w: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
 	if v.Records > 0 {
 		if l.logID, err = firstID(f); err != nil {
 			f.Close()
@@ -143,10 +162,10 @@ func (l *EvidenceLog) appendLocked(r Record) (Record, error) {
 	if len(line) >= MaxEvidenceLine {
 		return Record{}, errors.New("evidence record too large")
 	}
-	if _, err := l.f.Write(append(line, '\n')); err != nil {
+	if _, err := l.w.Write(append(line, '\n')); err != nil {
 		return Record{}, fmt.Errorf("write evidence: %w", err)
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := l.w.Sync(); err != nil {
 		return Record{}, fmt.Errorf("sync evidence: %w", err)
 	}
 	l.seq, l.last, l.lastType = r.Seq, r.Hash, r.Type

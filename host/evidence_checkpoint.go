@@ -38,6 +38,12 @@ func (c Checkpoint) signingInput() []byte {
 		c.Time.UTC().Format(time.RFC3339Nano))
 }
 
+// equal says whether c and o are the same checkpoint: every field, the
+// signature included (a copied signature over other content is not).
+func (c Checkpoint) equal(o Checkpoint) bool {
+	return c.LogID == o.LogID && c.Seq == o.Seq && c.Head == o.Head && c.Time.Equal(o.Time) && c.KeyID == o.KeyID && c.Sig == o.Sig
+}
+
 func (c Checkpoint) verify(key ed25519.PublicKey) bool {
 	sig, err := base64.RawURLEncoding.DecodeString(c.Sig)
 	return err == nil && ed25519.Verify(key, c.signingInput(), sig)

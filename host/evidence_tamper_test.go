@@ -79,7 +79,8 @@ func TestEvidenceTamperSuite(t *testing.T) {
 		}
 		return VerifyEvidenceWith(strings.NewReader(strings.Join(ls, "\n")+"\n"), opts)
 	}
-	if v, err := verify(lines, true); err != nil || v.Records != 8 || v.Checkpoints != 2 || v.Unsigned != 0 || v.Holds(*last) != nil {
+	if v, err := VerifyEvidenceWith(strings.NewReader(strings.Join(lines, "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); err != nil ||
+		v.Records != 8 || v.Checkpoints != 2 || v.Unsigned != 0 || v.HeadAt != 8 {
 		t.Fatalf("intact log: %+v %v", v, err)
 	}
 	edit := func(f func(c []string) []string) []string { return f(append([]string(nil), lines...)) }
@@ -144,11 +145,8 @@ func TestEvidenceTamperSuite(t *testing.T) {
 		})
 	}
 	// Truncation keeps a valid chain; the published checkpoint catches it.
-	v, err := verify(lines[:5], true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Holds(*last); err == nil || !strings.Contains(err.Error(), "removed from the end") {
+	if _, err := VerifyEvidenceWith(strings.NewReader(strings.Join(lines[:5], "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); !errors.Is(err, ErrHeadTruncated) ||
+		!strings.Contains(err.Error(), "removed from the end") {
 		t.Fatalf("truncation: %v", err)
 	}
 }

@@ -5,9 +5,25 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+)
+
+// Verification errors beyond a broken line (VerifyError).
+var (
+	// ErrEvidenceEmpty: keys were given, but the log holds no record, so
+	// nothing is signed (an emptied log must not pass as verified).
+	ErrEvidenceEmpty = errors.New("the log is empty: no record, so nothing is signed")
+	// ErrHeadTruncated: the log ends before the saved head.
+	ErrHeadTruncated = errors.New("records were removed from the end: the log ends before the saved head")
+	// ErrHeadNotHeld: the log does not hold the saved head, byte for
+	// byte, where the head says it is.
+	ErrHeadNotHeld = errors.New("the log does not hold the saved head (the chain was rewritten, or the head is of another log)")
+	// ErrHeadSignature: the saved head's own signature does not verify
+	// against the keys.
+	ErrHeadSignature = errors.New("the saved head's signature does not verify against the JWKS")
 )
 
 // VerifyError says which line breaks the chain and how.
@@ -21,9 +37,18 @@ func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line,
 // VerifyOptions are what a verification checks beyond the chain itself.
 type VerifyOptions struct {
 	// Keys verify checkpoint signatures, by kid (from the host's evidence
-	// JWKS). With keys, a log must hold at least one checkpoint and every
-	// checkpoint must be signed by one of them.
+	// JWKS). With keys, a log must hold at least one checkpoint (so an
+	// empty log fails) and every checkpoint must be signed by one of them.
 	Keys map[string]ed25519.PublicKey
+	// Head is a checkpoint saved earlier (the host's GET
+	// /v1/evidence/head): the log must hold a checkpoint record with
+	// exactly its content, which the chain before it must match — so a
+	// truncated log, or one cut back to an older checkpoint, fails even
+	// without keys. With keys, Head's own signature is checked too.
+	Head *Checkpoint
+	// HeadHash is a record hash saved earlier (EvidenceLog.Head): the log
+	// must hold a record with that hash.
+	HeadHash string
 }
 
 // Verified is what a verification established.
@@ -35,22 +60,10 @@ type Verified struct {
 	// Unsigned counts the records after the latest checkpoint: the chain
 	// links them, but no signature covers them yet.
 	Unsigned int
-	sigs     map[string]bool
-}
-
-// Holds checks the log against a checkpoint published elsewhere (the
-// host's GET /v1/evidence/head, saved by an auditor): the log must hold
-// that very checkpoint. A log that ends before it was truncated; one that
-// holds other checkpoints at its place was rewritten.
-func (v Verified) Holds(cp Checkpoint) error {
-	switch {
-	case v.sigs[cp.Sig]:
-		return nil
-	case uint64(v.Records) <= cp.Seq:
-		return fmt.Errorf("the log ends at record %d, before the published checkpoint of record %d (records were removed from the end)", v.Records, cp.Seq)
-	default:
-		return fmt.Errorf("the log does not hold the published checkpoint of record %d (the chain was rewritten)", cp.Seq)
-	}
+	// HeadAt is the seq of the record that matched VerifyOptions.Head
+	// (the checkpoint record; it covers records 1..Head.Seq) or HeadHash;
+	// 0 when neither was given.
+	HeadAt int
 }
 
 // VerifyEvidence reads a log from the start and checks every record: its
@@ -75,8 +88,14 @@ func VerifyEvidenceWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 			return Verified{}, err
 		}
 	}
+	if opts.Head != nil && len(opts.Keys) > 0 {
+		key, ok := opts.Keys[opts.Head.KeyID]
+		if !ok || !opts.Head.verify(key) {
+			return Verified{}, ErrHeadSignature
+		}
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
-	v := Verified{Head: GenesisHash, sigs: map[string]bool{}}
+	v := Verified{Head: GenesisHash}
 	logID := ""
 	for n := 1; ; n++ {
 		line, err := br.ReadString('\n')
@@ -124,16 +143,40 @@ func VerifyEvidenceWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 			}
 			v.Checkpoints++
 			v.Last = cp
-			v.sigs[cp.Sig] = true
 			v.Unsigned = -1 // the checkpoint record itself is not counted below
+			if opts.Head != nil && cp.equal(*opts.Head) {
+				v.HeadAt = n
+			}
+		}
+		if opts.HeadHash != "" && rec.Hash == opts.HeadHash {
+			v.HeadAt = n
 		}
 		v.Records, v.Head = n, rec.Hash
 		v.Unsigned++
 	}
-	if len(opts.Keys) > 0 && v.Checkpoints == 0 && v.Records > 0 {
+	switch {
+	case len(opts.Keys) > 0 && v.Records == 0:
+		return v, ErrEvidenceEmpty
+	case len(opts.Keys) > 0 && v.Checkpoints == 0:
 		return v, &VerifyError{Line: v.Records, Reason: "no signed checkpoint: nothing authenticates this chain (it may have been rewritten whole)"}
 	}
-	return v, nil
+	return v, v.checkHead(opts)
+}
+
+// checkHead says whether the saved head, if one was given, was found.
+func (v Verified) checkHead(opts VerifyOptions) error {
+	switch {
+	case v.HeadAt > 0 || (opts.Head == nil && opts.HeadHash == ""):
+		return nil
+	case opts.Head != nil && uint64(v.Records) <= opts.Head.Seq:
+		return fmt.Errorf("%w: the log ends at record %d; the head covers records 1-%d and is record %d", ErrHeadTruncated,
+			v.Records, opts.Head.Seq, opts.Head.Seq+1)
+	case opts.Head != nil:
+		return fmt.Errorf("%w: record %d is not the saved checkpoint of records 1-%d", ErrHeadNotHeld, opts.Head.Seq+1, opts.Head.Seq)
+	default:
+		return fmt.Errorf("%w: no record of the log's %d has the saved hash (records were removed from the end, or the chain was rewritten)",
+			ErrHeadNotHeld, v.Records)
+	}
 }
 
 // checkCheckpoint checks a checkpoint record against the chain before it:
@@ -145,6 +188,11 @@ func checkCheckpoint(rec Record, logID, head string, seq uint64, keys map[string
 	dec.DisallowUnknownFields()
 	if dec.Decode(&cp) != nil {
 		return nil, "checkpoint: not a valid checkpoint"
+	}
+	// In the writer's exact encoding, so that the signed time is the
+	// "time" string as written (the documented format relies on it).
+	if b, err := json.Marshal(cp); err != nil || !bytes.Equal(b, rec.Data) {
+		return nil, "checkpoint: not in the writer's exact encoding"
 	}
 	if len(keys) > 0 {
 		key, ok := keys[cp.KeyID]

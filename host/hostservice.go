@@ -123,8 +123,12 @@ func (h *hostService) RequestCredential(ctx context.Context, r *pluginv1.Request
 		h.p.record("credential.refused", inv.id, map[string]any{"intent": intent.GetName(), "reason": err.Error()})
 		return nil, status.Error(codes.PermissionDenied, "intent: the broker refused a handle")
 	}
-	h.p.record("credential.issued", inv.id, map[string]any{"intent": intent.GetName(), "handle_fp": iss.Fingerprint,
-		"expires_at": iss.ExpiresAt})
+	if _, err := h.p.record("credential.issued", inv.id, map[string]any{"intent": intent.GetName(), "handle_fp": iss.Fingerprint,
+		"expires_at": iss.ExpiresAt}); err != nil {
+		// No handle leaves without its record; the invocation's end
+		// revokes the one minted.
+		return nil, status.Error(codes.Unavailable, "evidence could not be recorded; no credential issued")
+	}
 	return &pluginv1.RequestCredentialResponse{Handle: iss.Handle, ExpiresAt: timestamppb.New(iss.ExpiresAt),
 		EgressProxy: iss.EgressProxy}, nil
 }

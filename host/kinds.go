@@ -43,7 +43,10 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 	}
 	opts.StderrLevel = h.opts.StderrLevel
 	opts.Sandbox, opts.Hide, opts.ProxyServe = h.opts.Sandbox, h.opts.Hide, h.opts.ProxyServe
-	opts.Record = func(typ, invocation string, data map[string]any) { h.opts.record(cfg.Name, typ, invocation, data) }
+	opts.Record = func(typ, invocation string, data map[string]any) error {
+		_, err := h.opts.record(cfg.Name, typ, invocation, data)
+		return err
+	}
 	first := true
 	return h.Add(cfg.Name, KindExecuta, func(ctx context.Context) (Runtime, error) {
 		c := cfg
@@ -71,7 +74,7 @@ func (h *Host) AddExecuta(cfg executa.PluginConfig, opts executa.Options) error 
 // executaRuntime is an Executa process seen as a Runtime.
 type executaRuntime struct {
 	p      *executa.Process
-	record func(typ, invocation string, data map[string]any)
+	record func(typ, invocation string, data map[string]any) error
 }
 
 var (
@@ -87,10 +90,14 @@ func (r *executaRuntime) Exited() <-chan struct{} { return r.p.Exited() }
 func (r *executaRuntime) Fault() error            { return r.p.Fault() }
 func (r *executaRuntime) Kill()                   { r.p.Kill() }
 
+// Release has nothing to free: an Executa process's pipes and the
+// goroutines reading them end with it.
+func (r *executaRuntime) Release() {}
+
 // Shutdown follows the Executa contract (stdin EOF, SIGTERM, SIGKILL).
 func (r *executaRuntime) Shutdown(context.Context) error {
 	r.p.Shutdown()
-	r.record("lifecycle.shutdown", "", nil)
+	_ = r.record("lifecycle.shutdown", "", nil) // logged; a shutdown is not refused
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,65 +85,6 @@ func (e LockedEntry) Load(name string) (Installed, error) {
 		return Installed{}, fmt.Errorf("plugin %s: %w (manifest.yaml changed since install)", name, ErrManifestMismatch)
 	}
 	return Installed{Name: name, Binary: e.Binary, BinarySHA256: e.BinarySHA256, Manifest: m, ProtocolVersion: e.ProtocolVersion}, nil
-}
-
-// Install reviews the package in src (the provider binary named
-// "provider", and manifest.yaml), copies it under pluginsDir, launches it
-// once offering every host version — so the handshake, manifest and port
-// file checks run now and install fails if they do — and records it in the
-// lockfile.
-func Install(ctx context.Context, src, pluginsDir, lockPath string, opts Options) (LockedEntry, string, error) {
-	m, err := LoadManifest(filepath.Join(src, "manifest.yaml"))
-	if err != nil {
-		return LockedEntry{}, "", err
-	}
-	name := m.GetName()
-	if !pluginName.MatchString(name) {
-		return LockedEntry{}, "", errors.New("manifest name: lower-case letters, digits, _ . - (at most 64)")
-	}
-	// A package is no secret, and a root host runs the plugin as an
-	// unprivileged uid that must read it: the package is world-readable,
-	// the plugins directory only traversable (0711: no listing).
-	dir := filepath.Join(pluginsDir, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return LockedEntry{}, "", err
-	}
-	if err := os.Chmod(pluginsDir, 0o711); err != nil {
-		return LockedEntry{}, "", err
-	}
-	bin := filepath.Join(dir, "provider")
-	if err := fsutil.CopyFile(filepath.Join(src, "provider"), bin, 0o755); err != nil {
-		return LockedEntry{}, "", fmt.Errorf("copy provider binary: %w", err)
-	}
-	if err := fsutil.CopyFile(filepath.Join(src, "manifest.yaml"), filepath.Join(dir, "manifest.yaml"), 0o644); err != nil {
-		return LockedEntry{}, "", err
-	}
-	digest, err := BinaryDigest(bin)
-	if err != nil {
-		return LockedEntry{}, "", err
-	}
-	md, err := ManifestDigest(m)
-	if err != nil {
-		return LockedEntry{}, "", err
-	}
-	opts.Policy = nil // nothing is invoked during install
-	p, err := startProvider(ctx, Installed{Name: name, Binary: bin, BinarySHA256: digest, Manifest: m}, opts, HostVersions)
-	if err != nil {
-		return LockedEntry{}, "", fmt.Errorf("install %s: %w", name, err)
-	}
-	version := p.version
-	_ = p.Shutdown(ctx)
-	lf, err := ReadLockfile(lockPath)
-	if err != nil {
-		return LockedEntry{}, "", err
-	}
-	e := LockedEntry{Dir: dir, Binary: bin, BinarySHA256: digest, ManifestSHA256: md, ProtocolVersion: version,
-		InstalledAt: time.Now().UTC()}
-	lf.Plugins[name] = e
-	if err := lf.Write(lockPath); err != nil {
-		return LockedEntry{}, "", err
-	}
-	return e, name, nil
 }
 
 func versionsEnv(vs []uint32) string {

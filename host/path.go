@@ -28,8 +28,11 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if ip.opts.Policy != nil {
 		decision = ip.opts.Policy.Decide(name, req.Method, act.Risk(), req.DryRun)
 	}
-	rec, _ := ip.opts.record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
+	rec, err := ip.opts.record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
 		"allow": decision.Allow, "rule": decision.Rule, "risk_class": act.Risk().String(), "kind": string(rt.Kind())})
+	if err != nil {
+		return nil, err
+	}
 	if !decision.Allow {
 		if ip.opts.Policy == nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, ErrNoPolicy)
@@ -49,8 +52,10 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 		defer cancelCause(nil)
 	}
 	id := newInvocationID()
-	ip.opts.record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
-		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)})
+	if _, err := ip.opts.record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
+		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)}); err != nil {
+		return nil, err
+	}
 	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Actor: req.Actor,
 		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug})
 	out.InvocationID = id
@@ -64,8 +69,12 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 			ip.opts.Log.Error("revoke invocation handles", "plugin", name, "invocation", id, "err", err)
 		}
 	}
-	ip.opts.record(name, "invocation.outcome", id, map[string]any{"status": out.Status.String(), "reason": out.Reason,
-		"evidence_ids": out.EvidenceIDs})
+	if _, err := ip.opts.record(name, "invocation.outcome", id, map[string]any{"status": out.Status.String(), "reason": out.Reason,
+		"evidence_ids": out.EvidenceIDs}); err != nil {
+		// The call ran and cannot be undone; the caller is told its
+		// outcome is not in the evidence, with the outcome beside it.
+		return out, fmt.Errorf("%w: the call ran (invocation %s), but its outcome was not recorded", err, id)
+	}
 	return out, nil
 }
 
@@ -80,15 +89,23 @@ func cancelReason(ctx context.Context) string {
 	return "deadline passed; the call was cancelled"
 }
 
-// record appends a host-authored evidence record; failures are logged.
+// record appends a host-authored evidence record. A failure is logged and
+// returned as ErrEvidenceUnavailable, which refuses the step it records,
+// unless the log fails open (then it is only logged).
 func (o Options) record(plugin, typ, invocation string, data map[string]any) (Record, error) {
 	if o.Evidence == nil {
 		return Record{}, nil
 	}
 	b, _ := jsonMarshal(data)
 	r, err := o.Evidence.Append(Record{Type: typ, Plugin: plugin, Invocation: invocation, Data: b})
-	if err != nil && o.Log != nil {
-		o.Log.Error("evidence append failed", "plugin", plugin, "type", typ, "err", err)
+	if err == nil {
+		return r, nil
 	}
-	return r, err
+	if o.Log != nil {
+		o.Log.Error("evidence append failed", "plugin", plugin, "type", typ, "fail_open", o.Evidence.FailOpen, "err", err)
+	}
+	if o.Evidence.FailOpen {
+		return r, nil
+	}
+	return r, ErrEvidenceUnavailable
 }

@@ -48,6 +48,11 @@ type Runtime interface {
 	Shutdown(ctx context.Context) error
 	// Kill ends the process group at once.
 	Kill()
+	// Release frees what the host opened for a process that has exited
+	// without Shutdown (a crash, a failed probe, a clean Executa exit):
+	// sockets, connections and the goroutines serving them. The
+	// supervisor calls it before launching again.
+	Release()
 }
 
 // Action is a prepared call: what the policy decides on, and how to run it

@@ -99,10 +99,10 @@ func TestFailingPluginIsolated(t *testing.T) {
 	if err := h.AddProvider(broken); !errors.Is(err, ErrManifestMismatch) {
 		t.Fatalf("broken provider: %v", err)
 	}
-	if err := h.AddExecuta(pyPlugin(t, "py-good"), executa.Options{}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py-good"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.AddExecuta(pyPlugin(t, "py-broken", "bad-capability"), executa.Options{}); !errors.Is(err, ErrManifestInvalid) {
+	if err := h.AddExecuta(pyPlugin(t, "py-broken", "bad-capability"), roomy(executa.Options{})); !errors.Is(err, ErrManifestInvalid) {
 		t.Fatalf("broken executa plugin: %v", err)
 	}
 
@@ -176,7 +176,7 @@ func TestChildrenDieWithPlugin(t *testing.T) {
 	if err := h.AddProvider(inst); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.AddExecuta(pyPlugin(t, "py", "spawn-child"), executa.Options{}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py", "spawn-child"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{inst.Name, "py"} {
@@ -318,7 +318,7 @@ func TestCallsDuringRestartWindow(t *testing.T) {
 func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
-	if err := h.AddExecuta(pyPlugin(t, "py"), executa.Options{}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	out, err := invokeTool(h, "py", "handle")
@@ -339,7 +339,7 @@ func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 	}
 
 	deny := newTestHost(t, f, func(o *Options) { o.Policy = &Policy{Version: "v1", Default: "deny"} })
-	if err := deny.AddExecuta(pyPlugin(t, "py-denied"), executa.Options{}); err != nil {
+	if err := deny.AddExecuta(pyPlugin(t, "py-denied"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := invokeTool(deny, "py-denied", "context"); !errors.Is(err, ErrPolicyDenied) {
@@ -351,7 +351,7 @@ func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 	}
 
 	crash := newTestHost(t, f, nil)
-	if err := crash.AddExecuta(pyPlugin(t, "py-crash", "crash"), executa.Options{}); err != nil {
+	if err := crash.AddExecuta(pyPlugin(t, "py-crash", "crash"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	out, err = invokeTool(crash, "py-crash", "context")
@@ -369,7 +369,7 @@ func TestShutdownCancelsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	quick := executa.Timeouts{StdinGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond}
-	if err := h.AddExecuta(pyPlugin(t, "py"), executa.Options{Timeouts: quick}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py"), roomy(executa.Options{Timeouts: quick})); err != nil {
 		t.Fatal(err)
 	}
 	f.slowPost.Store(true)
@@ -438,7 +438,7 @@ func killPid(t *testing.T, pid int) {
 func TestExecutaHungAndUnhealthyRestart(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *Options) { o.HealthInterval = 100 * time.Millisecond })
-	if err := h.AddExecuta(pyPlugin(t, "py"), executa.Options{}); err != nil {
+	if err := h.AddExecuta(pyPlugin(t, "py"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	out, err := h.Invoke(context.Background(), "py", InvokeRequest{Method: "slow", Deadline: time.Now().Add(20 * time.Second)})
@@ -451,7 +451,7 @@ func TestExecutaHungAndUnhealthyRestart(t *testing.T) {
 	sick := pyPlugin(t, "sick")
 	sick.Args = []string{script, "on-fire"}
 	sick.Credentials = map[string]string{"API_KEY": "tickets.executa"}
-	if err := h.AddExecuta(sick, executa.Options{}); err != nil {
+	if err := h.AddExecuta(sick, roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	s := waitState(t, h, "sick", "restarted", func(s Status) bool { return s.Restarts >= 1 })

@@ -242,6 +242,13 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			rt.Kill()
 			fault = ErrProbeFailed
 		}
+		// Kill returns before the process is gone; what the host opened
+		// for it is freed once it is.
+		select {
+		case <-rt.Exited():
+		case <-h.ctx.Done():
+		}
+		rt.Release()
 		if h.opts.Broker != nil {
 			if _, err := h.opts.Broker.RevokePlugin(context.Background(), e.name); err != nil {
 				log.Error("revoke the handles of an exited plugin", "err", err)

@@ -20,9 +20,12 @@ const evidenceUsage = `usage: airlock evidence verify [--jwks URL|FILE] [--head 
 Checks an evidence log: every record is in the writer's exact encoding,
 hashes and links to the one before. With --jwks (the host's
 GET /v1/evidence/jwks.json, or a saved copy) every signed checkpoint is
-checked, so a chain rewritten whole or a forged checkpoint fails. With
---head, the log must hold that head: a hash, or a checkpoint (the host's
-GET /v1/evidence/head, or a saved copy); a truncated log fails.`
+checked, so a chain rewritten whole, a forged checkpoint or an empty log
+fails. With --head, the log must hold that head: a record hash, or a
+checkpoint (the host's GET /v1/evidence/head, or a saved copy) byte for
+byte, so a truncated log, or one cut back to an older checkpoint, fails;
+the output says which records the head covers and how many follow it.
+Records after the last checkpoint are reported: no signature covers them.`
 
 var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -52,6 +55,21 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("--jwks: %w", err)
 		}
 	}
+	switch h := *head; {
+	case h == "":
+	case hexHash.MatchString(h):
+		opts.HeadHash = h
+	default:
+		b, err := fetchOrRead(ctx, h)
+		if err != nil {
+			return fmt.Errorf("--head: %w", err)
+		}
+		var cp host.Checkpoint
+		if err := json.Unmarshal(b, &cp); err != nil || cp.Sig == "" {
+			return errors.New("--head: not a hash or a checkpoint")
+		}
+		opts.Head = &cp
+	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
 		return err
@@ -63,36 +81,38 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if errors.As(err, &ve) {
 			return fmt.Errorf("evidence does not verify: %w (%d records verified before it)", err, v.Records)
 		}
-		return err
+		return fmt.Errorf("evidence does not verify: %w", err)
 	}
-	switch h := *head; {
-	case h == "":
-	case hexHash.MatchString(h):
-		if h != v.Head {
-			return fmt.Errorf("evidence does not verify: head is %s, want %s (records were removed from the end, or the chain was rewritten)", v.Head, h)
-		}
-	default:
-		b, err := fetchOrRead(ctx, h)
-		if err != nil {
-			return fmt.Errorf("--head: %w", err)
-		}
-		var cp host.Checkpoint
-		if err := json.Unmarshal(b, &cp); err != nil || cp.Sig == "" {
-			return errors.New("--head: not a hash or a checkpoint")
-		}
-		if err := v.Holds(cp); err != nil {
-			return fmt.Errorf("evidence does not verify: %w", err)
-		}
-	}
-	fmt.Fprintf(stdout, "OK: %d records, head %s\n", v.Records, v.Head)
-	if v.Last != nil {
-		fmt.Fprintf(stdout, "checkpoints: %d (signatures %s); the last covers record %d at %s; %d records after it\n",
-			v.Checkpoints, map[bool]string{true: "checked", false: "not checked: give --jwks"}[opts.Keys != nil],
-			v.Last.Seq, v.Last.Time.Format(time.RFC3339), v.Unsigned)
-	} else {
-		fmt.Fprintln(stdout, "checkpoints: none")
-	}
+	printVerified(stdout, v, opts)
 	return nil
+}
+
+// printVerified says what was established, and what was not: what the
+// saved head covers, and the records no signature covers yet.
+func printVerified(w io.Writer, v host.Verified, opts host.VerifyOptions) {
+	fmt.Fprintf(w, "OK: %d records, head %s\n", v.Records, v.Head)
+	signed := "not checked: give --jwks"
+	if opts.Keys != nil {
+		signed = "checked"
+	}
+	if v.Last != nil {
+		fmt.Fprintf(w, "checkpoints: %d (signatures %s); the last covers records 1-%d (head %s) at %s\n",
+			v.Checkpoints, signed, v.Last.Seq, v.Last.Head, v.Last.Time.Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "checkpoints: none")
+	}
+	switch {
+	case opts.Head != nil:
+		fmt.Fprintf(w, "saved head: covers records 1-%d (head %s, signed %s by %s); the log holds it as record %d, and %d records after it\n",
+			opts.Head.Seq, opts.Head.Head, opts.Head.Time.Format(time.RFC3339), opts.Head.KeyID, v.HeadAt, v.Records-v.HeadAt)
+	case opts.HeadHash != "":
+		fmt.Fprintf(w, "saved head: record %d; the log holds %d records after it\n", v.HeadAt, v.Records-v.HeadAt)
+	}
+	if v.Unsigned > 0 {
+		first := v.Records - v.Unsigned + 1
+		fmt.Fprintf(w, "WARNING: %d records (%d-%d) follow the last checkpoint: linked, but no signature covers them yet\n",
+			v.Unsigned, first, v.Records)
+	}
 }
 
 // fetchOrRead reads an http(s) URL or a file.

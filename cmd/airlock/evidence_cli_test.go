@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,5 +42,62 @@ func TestEvidenceVerifyCLI(t *testing.T) {
 	_, stderr, code = cli(t, nil, "", "evidence", "verify", "--head", head, p)
 	if code != 1 || !strings.Contains(stderr, "removed from the end") {
 		t.Fatalf("truncated tail: %d %s", code, stderr)
+	}
+}
+
+// What verify tells an auditor: the records no signature covers yet, and
+// which records a saved head covers; an empty log fails with --jwks.
+func TestEvidenceVerifyCLIReports(t *testing.T) {
+	dir := t.TempDir()
+	key, err := host.LoadEvidenceKey(filepath.Join(dir, "evidence-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwks, key.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "evidence.jsonl")
+	l, err := host.OpenEvidenceLog(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	append3 := func() {
+		for range 3 {
+			if _, err := l.Append(host.Record{Type: "invocation.start", Plugin: "p"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	append3()
+	out, stderr, code := cli(t, nil, "", "evidence", "verify", p)
+	if code != 0 || !strings.Contains(out, "WARNING: 3 records (1-3) follow the last checkpoint") {
+		t.Fatalf("no checkpoint yet: %d %s %s", code, out, stderr)
+	}
+	cp, err := l.Checkpoint(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := filepath.Join(dir, "head.json")
+	b, _ := json.Marshal(cp)
+	if err := os.WriteFile(head, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	append3()
+	l.Close()
+	out, stderr, code = cli(t, nil, "", "evidence", "verify", "--jwks", jwks, "--head", head, p)
+	if code != 0 || !strings.Contains(out, "saved head: covers records 1-3 (head "+cp.Head) ||
+		!strings.Contains(out, "holds it as record 4, and 3 records after it") ||
+		!strings.Contains(out, "WARNING: 3 records (5-7) follow the last checkpoint") {
+		t.Fatalf("saved head: %d %s %s", code, out, stderr)
+	}
+
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = cli(t, nil, "", "evidence", "verify", "--jwks", jwks, empty)
+	if code != 1 || !strings.Contains(stderr, "the log is empty") {
+		t.Fatalf("empty log with --jwks: %d %s", code, stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,31 +18,56 @@ import (
 	"github.com/airlock-dev/airlock/tokens"
 )
 
-// Timeouts of the lifecycle page, overridable for tests.
+// Timeouts of the lifecycle page; a zero field takes its default. They
+// are settable (host.executa.timeouts) for hosts where plugins start
+// slowly, and tests give every one they do not exercise generous room.
 type Timeouts struct {
-	Initialize      time.Duration // 5 s
-	Describe        time.Duration // 5 s
-	DescribeOnefile time.Duration // 60 s, first launch of a onefile binary
-	Invoke          time.Duration // 60 s unless the tool says
-	Health          time.Duration // 3 s
-	StdinGrace      time.Duration // 5 s after stdin closes
-	TermGrace       time.Duration // 5 s after SIGTERM
+	Initialize      time.Duration `yaml:"initialize"`       // 5 s
+	Describe        time.Duration `yaml:"describe"`         // 5 s
+	DescribeOnefile time.Duration `yaml:"describe_onefile"` // 60 s, first launch of a onefile binary
+	Invoke          time.Duration `yaml:"invoke"`           // 60 s unless the tool says
+	Health          time.Duration `yaml:"health"`           // 3 s
+	StdinGrace      time.Duration `yaml:"stdin_grace"`      // 5 s after stdin closes
+	TermGrace       time.Duration `yaml:"term_grace"`       // 5 s after SIGTERM
 }
 
-func (t Timeouts) withDefaults() Timeouts {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
+// defaultTimeouts are the lifecycle page's.
+var defaultTimeouts = Timeouts{
+	Initialize: 5 * time.Second, Describe: 5 * time.Second, DescribeOnefile: 60 * time.Second,
+	Invoke: 60 * time.Second, Health: 3 * time.Second, StdinGrace: 5 * time.Second, TermGrace: 5 * time.Second,
+}
+
+// Or is t with each zero field taken from d.
+func (t Timeouts) Or(d Timeouts) Timeouts {
+	def := func(f *time.Duration, v time.Duration) {
+		if *f == 0 {
+			*f = v
 		}
 	}
-	def(&t.Initialize, 5*time.Second)
-	def(&t.Describe, 5*time.Second)
-	def(&t.DescribeOnefile, 60*time.Second)
-	def(&t.Invoke, 60*time.Second)
-	def(&t.Health, 3*time.Second)
-	def(&t.StdinGrace, 5*time.Second)
-	def(&t.TermGrace, 5*time.Second)
+	def(&t.Initialize, d.Initialize)
+	def(&t.Describe, d.Describe)
+	def(&t.DescribeOnefile, d.DescribeOnefile)
+	def(&t.Invoke, d.Invoke)
+	def(&t.Health, d.Health)
+	def(&t.StdinGrace, d.StdinGrace)
+	def(&t.TermGrace, d.TermGrace)
 	return t
+}
+
+func (t Timeouts) withDefaults() Timeouts { return t.Or(defaultTimeouts) }
+
+// Validate refuses a negative timeout, naming it under at.
+func (t Timeouts) Validate(at string) error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"initialize": t.Initialize, "describe": t.Describe,
+		"describe_onefile": t.DescribeOnefile, "invoke": t.Invoke, "health": t.Health,
+		"stdin_grace": t.StdinGrace, "term_grace": t.TermGrace} {
+		if d < 0 || d > time.Hour {
+			errs = append(errs, fmt.Errorf("%s.%s: must be between 0 (the default) and 1h", at, name))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
 }
 
 // PluginConfig is one Executa plugin as the security team configured it:
@@ -122,8 +148,9 @@ type Options struct {
 	// SamplingCaps is what the host offers in initialize.
 	MaxTokensPerCall, MaxCallsPerInvoke int
 	// Record, when set, receives the host-authored evidence of this
-	// plugin's invokes (credential.issued).
-	Record func(typ, invocation string, data map[string]any)
+	// plugin's invokes (credential.issued). When it fails, the credential
+	// is not delivered and the invoke is refused.
+	Record func(typ, invocation string, data map[string]any) error
 	// StderrLevel and Redactor shape the plugin's stderr log lines.
 	StderrLevel slog.Level
 	Redactor    *redact.Redactor

@@ -88,7 +88,12 @@ func TestFilesService(t *testing.T) {
 	}
 	// Signed URLs expire.
 	clk = clk.Add(DefaultURLTTL + time.Minute)
-	if resp, _ := http.Get(dl); resp.StatusCode != http.StatusForbidden {
+	resp, err = http.Get(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("expired URL: %d", resp.StatusCode)
 	}
 	// Uploads never completed are collected.

@@ -156,11 +156,13 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 			if err != nil {
 				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
 			}
-			out[c.Name] = iss.Handle
 			if p.opts.Record != nil {
-				p.opts.Record("credential.issued", invokeID, map[string]any{"credential": c.Name, "intent": intent,
-					"handle_fp": iss.Fingerprint, "expires_at": iss.ExpiresAt})
+				if err := p.opts.Record("credential.issued", invokeID, map[string]any{"credential": c.Name, "intent": intent,
+					"handle_fp": iss.Fingerprint, "expires_at": iss.ExpiresAt}); err != nil {
+					return nil, fmt.Errorf("credentials[%d]: %w", i, err)
+				}
 			}
+			out[c.Name] = iss.Handle
 			continue
 		}
 		if intent, ok := p.cfg.RawCredentials[c.Name]; ok && p.opts.Secrets != nil {

@@ -6,54 +6,64 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
 // CheckFiles checks every file and directory the config names: that it
-// exists, is of the right kind and can be read, and that a file holding a
-// secret is not readable by others. It returns every problem at once;
+// exists, is of the right kind and can be read, that a file holding a
+// secret is not readable by others, and that the file secret source is a
+// map of path → field → string. It returns every problem at once;
 // check-config runs it (the commands fail on the same files when they
 // open them).
 func (c *Config) CheckFiles() error {
 	var errs []error
-	check := func(key, path string, dir, secret bool) {
+	check := func(key, path string, dir, secret bool) bool {
 		if path == "" {
-			return
+			return false
 		}
 		st, err := os.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			errs = append(errs, fmt.Errorf("%s: %s does not exist", key, path))
-			return
+			return false
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %s: %v", key, path, errors.Unwrap(err)))
-			return
+			return false
 		case dir && !st.IsDir():
 			errs = append(errs, fmt.Errorf("%s: %s is not a directory", key, path))
-			return
+			return false
 		case !dir && !st.Mode().IsRegular():
 			errs = append(errs, fmt.Errorf("%s: %s is not a regular file", key, path))
-			return
+			return false
 		case secret && st.Mode().Perm()&0o077 != 0:
 			errs = append(errs, fmt.Errorf("%s: %s is readable by others (mode %#o; chmod 600)", key, path, st.Mode().Perm()))
+			return false
 		}
 		if dir {
 			if _, err := os.ReadDir(path); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s cannot be read", key, path))
 			}
-			return
+			return false
 		}
 		f, err := os.Open(path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s cannot be read", key, path))
-			return
+			return false
 		}
 		f.Close()
+		return true
 	}
 	check("proxy.upstream_ca_file", c.Proxy.UpstreamCAFile, false, false)
-	check("broker.secrets.file", c.Broker.Secrets.File, false, true)
+	if check("broker.secrets.file", c.Broker.Secrets.File, false, true) {
+		// Read as the broker reads it: a file of another shape passes
+		// the checks above and then fails every request with 503.
+		if err := (&broker.FileSource{Path: c.Broker.Secrets.File}).Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("broker.secrets.file: %w", err))
+		}
+	}
 	check("broker.store.redis.password_file", c.Broker.Store.Redis.PasswordFile, false, true)
 	check("broker.store.redis.ca_file", c.Broker.Store.Redis.CAFile, false, false)
 	check("vault.ca_file", c.Vault.CAFile, false, false)

@@ -3,9 +3,11 @@
 package fsutil
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // CopyFile copies src to dst with mode, atomically: the bytes go to a
@@ -67,4 +69,18 @@ func WriteFile(name string, data []byte, mode os.FileMode) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), name)
+}
+
+// ErrLocked: another process holds the lock.
+var ErrLocked = errors.New("locked by another process")
+
+// TryLock takes an exclusive advisory lock (flock) on f without waiting,
+// or fails with ErrLocked. Closing f, or the process ending in any way,
+// releases it, so a crashed holder never leaves a stale lock.
+func TryLock(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return ErrLocked
+	}
+	return err
 }

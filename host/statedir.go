@@ -1,0 +1,58 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
+)
+
+// ErrStateDirInUse: another airlock host runs on the state directory. Two
+// hosts there would each launch every installed plugin, even with
+// evidence logs of their own.
+var ErrStateDirInUse = errors.New("another airlock host runs on this state directory (one host per state directory)")
+
+// StateLockName is the lock file a running host holds in its state
+// directory; it holds the host's pid, for the error a second host gets.
+const StateLockName = "host.lock"
+
+// StateLock is a state directory held by this process.
+type StateLock struct{ f *os.File }
+
+// LockStateDir takes the state directory for this process, or fails with
+// ErrStateDirInUse while another process holds it. The lock is released
+// by Release, or by the process ending in any way.
+func LockStateDir(dir string) (*StateLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(dir, StateLockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state directory lock: %w", err)
+	}
+	if err := fsutil.TryLock(f); err != nil {
+		f.Close()
+		if !errors.Is(err, fsutil.ErrLocked) {
+			return nil, fmt.Errorf("state directory lock %s: %w", path, err)
+		}
+		holder := "another process"
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				holder = "pid " + strconv.Itoa(pid)
+			}
+		}
+		return nil, fmt.Errorf("%w: %s is held by %s (%s)", ErrStateDirInUse, dir, holder, path)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &StateLock{f: f}, nil
+}
+
+// Release gives the state directory up.
+func (l *StateLock) Release() error { return l.f.Close() }
