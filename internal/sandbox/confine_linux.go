@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -58,27 +59,25 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	// sets RLIMIT_NPROC on itself and executes the plugin: a limit set
 	// here would count the init's own threads, and the init could not
 	// start one more once a fork bomb filled it.
-	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(ip.nproc), strconv.Itoa(setUID), s.Path}, s.Args...)
+	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(setUID), ip.limits, s.Path}, s.Args...)
 	return os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
 		Dir: s.Dir, Env: s.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
 }
 
-// execMain is the exec stage: argv is nproc, the uid to become (-1:
-// none), path, args.
+// execMain is the exec stage: argv is the uid to become (-1: none), the
+// limits (encodeLimits), path, args. The limits are set last, just
+// before the plugin is executed: they bound the plugin, not the stage
+// (nor the init, which a plugin at its limit must not starve).
 func execMain(argv []string) int {
 	if len(argv) < 3 {
 		return 127
 	}
-	n, err1 := strconv.Atoi(argv[0])
-	uid, err2 := strconv.Atoi(argv[1])
-	if err1 != nil || err2 != nil {
+	uid, err := strconv.Atoi(argv[0])
+	limits, lerr := decodeLimits(argv[1])
+	if err != nil || lerr != nil {
 		return 127
 	}
 	initPid := os.Getppid()
-	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
-		fmt.Fprintln(os.Stderr, "airlock sandbox: limit processes:", err)
-		return 127
-	}
 	if uid >= 0 {
 		// Open the program while still root: its directory (a package
 		// in the owner-only state directory) need not be traversable by
@@ -98,11 +97,19 @@ func execMain(argv []string) int {
 		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil || os.Getppid() != initPid {
 			return 127
 		}
+		if err := applyLimits(limits); err != nil {
+			fmt.Fprintln(os.Stderr, "airlock sandbox:", err)
+			return 127
+		}
 		err = execveat(fd, argv[2:], os.Environ())
 		fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
 		return 127
 	}
-	err := syscall.Exec(argv[2], argv[2:], os.Environ())
+	if err := applyLimits(limits); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock sandbox:", err)
+		return 127
+	}
+	err = syscall.Exec(argv[2], argv[2:], os.Environ())
 	fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
 	return 127
 }
@@ -148,44 +155,68 @@ func dropCaps() error {
 	return unix.Capset(&hdr, &data[0])
 }
 
-// setLimits applies the per-process limits to the init, which the plugin
-// inherits. They are backstops; the watcher enforces the plugin-wide
-// limits exactly. RLIMIT_DATA is twice the memory limit, so that a
-// plugin reaches the watched limit (and is reported for it) first:
-// twice the limit and 256 MiB more, as a runtime maps more than it
-// touches.
-// RLIMIT_NPROC counts every process of the uid in its user namespace:
-// at the landlock level those of the host's uid too, so their count now
-// is added.
-func setLimits(l Limits, level Level) (nproc int, err error) {
-	mem := uint64(l.MemoryMB) << 20
-	nproc = l.Processes + initThreads()
+// rlimit is one resource limit of the plugin.
+type rlimit struct {
+	res int
+	val uint64
+}
+
+// limitValues are the plugin's per-process limits, backstops behind the
+// watcher, which enforces the plugin-wide ones exactly. RLIMIT_DATA is
+// twice the memory limit and 256 MiB more, so that a plugin reaches the
+// watched limit (and is reported for it) first, as a runtime maps more
+// than it touches. RLIMIT_NPROC counts every process of the uid in its
+// user namespace: at the landlock level those of the host's uid too, so
+// their count now is added, and the init's threads at every level.
+func limitValues(l Limits, level Level) []rlimit {
+	nproc := l.Processes + initThreads()
 	if level == LevelLandlock {
 		nproc += uidThreads(os.Getuid())
 		if os.Getuid() == 0 {
 			nproc += uidThreads(pluginUID)
 		}
 	}
-	set := []struct {
-		res int
-		val uint64
-		nm  string
-	}{
-		{unix.RLIMIT_DATA, 2*mem + 256<<20, "memory_mb"},
-		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), "open_files"},
-		{unix.RLIMIT_CORE, 0, "core"},
+	return []rlimit{{unix.RLIMIT_DATA, 2*(uint64(l.MemoryMB)<<20) + 256<<20}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+		{unix.RLIMIT_NPROC, uint64(nproc)}, {unix.RLIMIT_CORE, 0}}
+}
+
+// encodeLimits is the exec stage's argument: "res=val,…".
+func encodeLimits(ls []rlimit) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = strconv.Itoa(l.res) + "=" + strconv.FormatUint(l.val, 10)
 	}
-	for _, r := range set {
+	return strings.Join(parts, ",")
+}
+
+func decodeLimits(s string) ([]rlimit, error) {
+	var out []rlimit
+	for _, p := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(p, "=")
+		res, err1 := strconv.Atoi(k)
+		val, err2 := strconv.ParseUint(v, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad limit %q", p)
+		}
+		out = append(out, rlimit{res, val})
+	}
+	return out, nil
+}
+
+// applyLimits lowers each limit to its value (never raises one the host
+// already set lower).
+func applyLimits(ls []rlimit) error {
+	for _, l := range ls {
 		var cur unix.Rlimit
-		if err := unix.Getrlimit(r.res, &cur); err != nil {
-			return 0, err
+		if err := unix.Getrlimit(l.res, &cur); err != nil {
+			return err
 		}
-		v := min(r.val, cur.Max)
-		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return 0, fmt.Errorf("limit %s: %w", r.nm, err)
+		v := min(l.val, cur.Max)
+		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("limit %d: %w", l.res, err)
 		}
 	}
-	return nproc, nil
+	return nil
 }
 
 // uidThreads counts the threads of uid's processes, from /proc.

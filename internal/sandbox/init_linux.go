@@ -47,9 +47,9 @@ func Init() {
 }
 
 type initProc struct {
-	spec  initSpec
-	ctrl  *os.File
-	nproc int // the plugin's RLIMIT_NPROC, set by the exec stage
+	spec   initSpec
+	ctrl   *os.File
+	limits string // the plugin's rlimits, set by the exec stage
 }
 
 func runInit() int {
@@ -79,9 +79,7 @@ func runInit() int {
 	default:
 		err = fmt.Errorf("unknown level %q", ip.spec.Level)
 	}
-	if err == nil {
-		ip.nproc, err = setLimits(ip.spec.Limits, ip.spec.Level)
-	}
+	ip.limits = encodeLimits(limitValues(ip.spec.Limits, ip.spec.Level))
 	if err != nil {
 		ip.report(setupReport{Err: err.Error()}, nil)
 		return 127
