@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short fuzz lint fmt vet bench bench-proxy proto proto-check deploy-check tools clean
+.PHONY: all build run test test-short fuzz lint fmt vet bench bench-proxy proto proto-check deploy-check examples-check tools clean
 
 all: build
 
@@ -63,8 +63,13 @@ fuzz:
 test-short:
 	$(GO) test -race ./...
 
-lint: fmt vet
+lint: fmt vet examples-check
 	$(GO) run $(STATICCHECK) ./...
+
+# Every public library package has at least one Example test
+# (tools/check-examples.sh); make test runs them with the other tests.
+examples-check:
+	@GO=$(GO) ./tools/check-examples.sh
 
 fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; \

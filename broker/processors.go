@@ -173,9 +173,9 @@ func (i Inject) validateProcessor(p string, dests []Destination) []error {
 			add("%s.hmac.timestamp_header: must be an end-to-end header name", p)
 		}
 	case i.AWSSigV4 != nil:
-		for name, v := range map[string]string{"region": i.AWSSigV4.Region, "service": i.AWSSigV4.Service} {
-			if strings.ContainsAny(v, "/ \r\n\x00") {
-				add("%s.aws_sigv4.%s: must be a plain name", p, name)
+		for _, f := range [...]struct{ name, v string }{{"region", i.AWSSigV4.Region}, {"service", i.AWSSigV4.Service}} {
+			if strings.ContainsAny(f.v, "/ \r\n\x00") {
+				add("%s.aws_sigv4.%s: must be a plain name", p, f.name)
 			}
 		}
 	case i.OAuth2ClientCredentials != nil:

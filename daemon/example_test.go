@@ -3,7 +3,10 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -31,4 +34,25 @@ func ExampleServe() {
 	// Output:
 	// serving: admin and proxy listeners up: true
 	// stopped: <nil>
+}
+
+// Host is how `airlock host` runs: load the config, run until SIGTERM. It
+// needs a running `airlock serve` on host.broker and installed plugins, so
+// this example only compiles.
+func ExampleHost() {
+	cfg, err := config.Load("/etc/airlock/airlock.yaml")
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := daemon.Host(ctx, cfg, daemon.Options{Log: log, Version: "v1.0.0"}); err != nil {
+		log.Error("host stopped", "err", err)
+		os.Exit(1)
+	}
 }

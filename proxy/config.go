@@ -3,8 +3,10 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -202,7 +204,8 @@ func (c Config) Validate() error {
 	if ic.Reload < 0 {
 		add("proxy.intercept.reload: must not be negative")
 	}
-	for host, addrs := range c.Resolve {
+	for _, host := range slices.Sorted(maps.Keys(c.Resolve)) {
+		addrs := c.Resolve[host]
 		if host == "" || len(addrs) == 0 {
 			add("proxy.resolve: each entry needs a host name and at least one address")
 		}
@@ -228,13 +231,17 @@ func (c Config) Validate() error {
 	if l.MaxRequestBody < 0 {
 		add("proxy.limits.max_request_body: must not be negative")
 	}
-	for name, d := range map[string]time.Duration{
-		"proxy.limits.read_header_timeout": l.ReadHeaderTimeout, "proxy.limits.idle_timeout": l.IdleTimeout,
-		"proxy.upstream.dial_timeout": c.Upstream.DialTimeout, "proxy.upstream.tls_handshake_timeout": c.Upstream.TLSHandshakeTimeout,
-		"proxy.upstream.response_header_timeout": c.Upstream.ResponseTimeout, "proxy.upstream.idle_conn_timeout": c.Upstream.IdleConnTimeout,
+	// A slice, not a map: problems are reported in the same order every run.
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"proxy.limits.read_header_timeout", l.ReadHeaderTimeout}, {"proxy.limits.idle_timeout", l.IdleTimeout},
+		{"proxy.upstream.dial_timeout", c.Upstream.DialTimeout}, {"proxy.upstream.tls_handshake_timeout", c.Upstream.TLSHandshakeTimeout},
+		{"proxy.upstream.response_header_timeout", c.Upstream.ResponseTimeout}, {"proxy.upstream.idle_conn_timeout", c.Upstream.IdleConnTimeout},
 	} {
-		if d < 0 {
-			add("%s: must not be negative", name)
+		if t.d < 0 {
+			add("%s: must not be negative", t.name)
 		}
 	}
 	return errors.Join(errs...)

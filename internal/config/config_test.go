@@ -110,7 +110,7 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"full.yaml", "unknown-key.yaml", "many-problems.yaml"} {
+	for _, name := range []string{"full.yaml", "unknown-key.yaml", "many-problems.yaml", "map-problems.yaml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -145,5 +145,51 @@ func TestHidden(t *testing.T) {
 	}
 	if slices.Contains(hidden, "relative/aps.db") || slices.Contains(hidden, "/") {
 		t.Errorf("a relative path or / is in the list: %v", hidden)
+	}
+}
+
+// Problems in map-keyed sections come out in one order, every run: a
+// check-config whose output reshuffles between runs cannot be diffed or
+// asserted on.
+func TestValidateOrderIsStable(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "map-problems.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.Validate()
+	if first == nil {
+		t.Fatal("invalid config accepted")
+	}
+	// Go randomises map order per range loop: 64 runs of five resolve
+	// entries, six timeouts and two sigv4 fields all matching by chance is
+	// out of reach.
+	for range 64 {
+		if err := c.Validate(); err.Error() != first.Error() {
+			t.Fatalf("Validate output changed between runs:\n%v\n---\n%v", first, err)
+		}
+	}
+	var got []string
+	for _, line := range strings.Split(first.Error(), "\n") {
+		if strings.HasPrefix(line, "proxy.resolve") || strings.Contains(line, "timeout:") || strings.Contains(line, ".aws_sigv4.") {
+			got = append(got, line)
+		}
+	}
+	want := []string{
+		"broker.intents.signed.inject.aws_sigv4.region: must be a plain name",
+		"broker.intents.signed.inject.aws_sigv4.service: must be a plain name",
+		`proxy.resolve.a.example.test: "not-an-ip" is not an IP address`,
+		`proxy.resolve.b.example.test: "also-not-an-ip" is not an IP address`,
+		"proxy.resolve: each entry needs a host name and at least one address",
+		`proxy.resolve.d.example.test: "nor-this" is not an IP address`,
+		`proxy.resolve.e.example.test: "10.0.0.x" is not an IP address`,
+		"proxy.limits.read_header_timeout: must not be negative",
+		"proxy.limits.idle_timeout: must not be negative",
+		"proxy.upstream.dial_timeout: must not be negative",
+		"proxy.upstream.tls_handshake_timeout: must not be negative",
+		"proxy.upstream.response_header_timeout: must not be negative",
+		"proxy.upstream.idle_conn_timeout: must not be negative",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems in this order:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

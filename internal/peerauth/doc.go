@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package peerauth decides who may call Airlock's local APIs: the broker
 // API that `airlock serve` offers the host and operators, and the control
 // API of `airlock host`.

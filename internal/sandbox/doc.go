@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sandbox confines one plugin process so that the operating system,
 // not the plugin's good manners, enforces what Airlock promises: the plugin
 // sees only the files it needs, reaches the network only through the

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package supervise is the process supervision both plugin hosts share:
 // how a plugin process is started so that it can be signalled as a group
 // and dies with the host, how it is stopped on a schedule of escalating

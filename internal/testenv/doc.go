@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package testenv starts the real services Airlock's integration tests
 // need — a Vault dev server and a redis-server — on free loopback ports.
 //

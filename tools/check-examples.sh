@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# check-examples.sh: fail when a public library package has no Example
+# test. Examples are the package's documentation a caller reads first
+# (go doc shows them, go test runs them); internal/, generated proto/
+# code and commands (package main) are exempt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+while read -r path name dir; do
+	case "$path" in */internal/* | */proto/*) continue ;; esac
+	[ "$name" = main ] && continue
+	if ! grep -qs '^func Example' "$dir"/*_test.go; then
+		echo "check-examples: $path has no Example test" >&2
+		status=1
+	fi
+done < <(${GO:-go} list -f '{{.ImportPath}} {{.Name}} {{.Dir}}' ./...)
+exit $status
