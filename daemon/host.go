@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -113,7 +112,7 @@ func handoffTo(cfg *config.Config, log *slog.Logger) func(net.Listener) (io.Clos
 		log.Warn("sandboxed plugins reach the proxy through a relay: the broker token cannot be read", "err", err)
 		return nil
 	}
-	socket := filepath.Join(filepath.Dir(strings.TrimPrefix(cfg.Host.Broker, "unix:")), handoff.SocketName)
+	socket := handoff.Path(strings.TrimPrefix(cfg.Host.Broker, "unix:"))
 	return func(l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, l) }
 }
 

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,15 @@ import (
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
-// SocketName is the handoff socket's name beside the broker socket.
-const SocketName = "proxy-handoff.sock"
+// SocketName is the handoff socket's name beside the broker socket: no
+// longer than the broker socket's default name, so that it fits wherever
+// that does.
+const SocketName = "handoff.sock"
+
+// Path is the handoff socket beside the broker socket brokerSocket.
+func Path(brokerSocket string) string {
+	return filepath.Join(filepath.Dir(brokerSocket), SocketName)
+}
 
 const (
 	maxMessage = 4 << 10
