@@ -61,7 +61,10 @@ type fixture struct {
 	audit    *testenv.SyncBuffer // the proxy's audit lines
 }
 
-const passTTL = 2 * time.Second
+// passTTL is short enough for a test to outlive a pass's first expiry,
+// long enough that a loaded machine renews it in time (it is renewed
+// when a third of its life has passed).
+const passTTL = 5 * time.Second
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
