@@ -176,6 +176,9 @@ func escape(t *testing.T, level sandbox.Level, argv []string) {
 		"ATTACK_PID=" + strconv.Itoa(os.Getpid()),
 		"ATTACK_PROXIED=http://api.example.com/v1/x",
 	}
+	if level == sandbox.LevelNamespaces {
+		env = append(env, "ATTACK_NS=1")
+	}
 	if filepath.Base(argv[0]) == "attacker" {
 		// The Go attacker runs from its package in the owner-only state
 		// directory, as an installed plugin/v1 provider does.

@@ -21,10 +21,27 @@ const pluginUID = 65534
 func (ip *initProc) confineAndStart() (*os.Process, error) {
 	s := &ip.spec
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Landlock is built here and applied by the exec stage to itself, so
+	// that the init stays outside the plugin's domain: the domain's
+	// signal scope then keeps the plugin from killing its init (which
+	// would leave its descendants unswept).
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	ruleset := -1
 	if s.Level == LevelLandlock {
-		if err := landlockRestrict(s); err != nil {
+		fd, err := landlockRuleset(s)
+		if err != nil {
 			return nil, err
 		}
+		rf := os.NewFile(uintptr(fd), "landlock-ruleset")
+		defer rf.Close()
+		files = append(files, rf)
+		ruleset = len(files) - 1
+	}
+	// Nothing of the init's but what is handed over reaches the plugin:
+	// its control socket and spec pipe, and whatever the host inherited,
+	// are closed at exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("marking descriptors close-on-exec: %w", err)
 	}
 	// A root host: the plugin gets its own uid, which drops every
 	// capability as it is set; at the landlock level the exec stage sets
@@ -59,25 +76,40 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	// sets RLIMIT_NPROC on itself and executes the plugin: a limit set
 	// here would count the init's own threads, and the init could not
 	// start one more once a fork bomb filled it.
-	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(setUID), ip.limits, s.Path}, s.Args...)
+	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(setUID), ip.limits, strconv.Itoa(ruleset), s.Path}, s.Args...)
 	return os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
-		Dir: s.Dir, Env: s.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr})
+		Dir: s.Dir, Env: s.Env, Files: files, Sys: attr})
 }
 
 // execMain is the exec stage: argv is the uid to become (-1: none), the
-// limits (encodeLimits), path, args. The limits are set last, just
-// before the plugin is executed: they bound the plugin, not the stage
-// (nor the init, which a plugin at its limit must not starve).
+// limits (encodeLimits), the Landlock ruleset's descriptor (-1: none),
+// path, args. The limits and the ruleset are applied last, just before
+// the plugin is executed: they bound the plugin, not the stage (nor the
+// init, which a plugin at its limit must not starve, nor signal).
 func execMain(argv []string) int {
-	if len(argv) < 3 {
+	if len(argv) < 4 {
 		return 127
 	}
 	uid, err := strconv.Atoi(argv[0])
 	limits, lerr := decodeLimits(argv[1])
-	if err != nil || lerr != nil {
+	ruleset, rerr := strconv.Atoi(argv[2])
+	if err != nil || lerr != nil || rerr != nil {
 		return 127
 	}
+	argv = argv[1:] // path at argv[2], as before the ruleset was added
 	initPid := os.Getppid()
+	confine := func() error {
+		if err := applyLimits(limits); err != nil {
+			return err
+		}
+		if ruleset >= 0 {
+			if err := landlockRestrictFD(ruleset); err != nil {
+				return err
+			}
+			unix.Close(ruleset)
+		}
+		return nil
+	}
 	if uid >= 0 {
 		// Open the program while still root: its directory (a package
 		// in the owner-only state directory) need not be traversable by
@@ -97,7 +129,7 @@ func execMain(argv []string) int {
 		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil || os.Getppid() != initPid {
 			return 127
 		}
-		if err := applyLimits(limits); err != nil {
+		if err := confine(); err != nil {
 			fmt.Fprintln(os.Stderr, "airlock sandbox:", err)
 			return 127
 		}
@@ -105,7 +137,7 @@ func execMain(argv []string) int {
 		fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
 		return 127
 	}
-	if err := applyLimits(limits); err != nil {
+	if err := confine(); err != nil {
 		fmt.Fprintln(os.Stderr, "airlock sandbox:", err)
 		return 127
 	}

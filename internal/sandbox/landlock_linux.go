@@ -55,14 +55,14 @@ type netPortAttr struct {
 	port    uint64
 }
 
-// landlockRestrict confines this thread (and what it starts) to s.Mounts
+// landlockRuleset builds the ruleset that confines the plugin to s.Mounts
 // (read-only, or read-write where RW), TCP connects to s.Ports, no TCP
 // bind, and, from ABI 6, signals and abstract unix sockets scoped to the
 // sandbox. Paths in s.Hide are carved out of the read-only grants.
-func landlockRestrict(s *initSpec) error {
+func landlockRuleset(s *initSpec) (int, error) {
 	abi := LandlockABI()
 	if abi < LandlockMinABI {
-		return fmt.Errorf("landlock ABI %d is older than %d", abi, LandlockMinABI)
+		return -1, fmt.Errorf("landlock ABI %d is older than %d", abi, LandlockMinABI)
 	}
 	attr := unix.LandlockRulesetAttr{Access_fs: fsRights(abi),
 		Access_net: unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP}
@@ -74,10 +74,15 @@ func landlockRestrict(s *initSpec) error {
 	}
 	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if e != 0 {
-		return fmt.Errorf("landlock ruleset: %w", e)
+		return -1, fmt.Errorf("landlock ruleset: %w", e)
 	}
 	rs := int(fd)
-	defer unix.Close(rs)
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Close(rs)
+		}
+	}()
 	for _, m := range s.Mounts {
 		rights := uint64(llRead)
 		if m.RW {
@@ -85,26 +90,24 @@ func landlockRestrict(s *initSpec) error {
 		}
 		for _, p := range carve(m.Dst, s.Hide) {
 			if err := addPath(rs, p, rights, abi); err != nil {
-				return err
+				return -1, err
 			}
-		}
-	}
-	// The exec stage is this binary: read and execute it, nothing else.
-	if exe, err := os.Readlink("/proc/self/exe"); err == nil {
-		if err := addPath(rs, exe, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE, abi); err != nil {
-			return err
 		}
 	}
 	for _, port := range s.Ports {
 		a := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
 		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), llRuleNetPort, uintptr(unsafe.Pointer(&a)), 0, 0, 0); e != 0 {
-			return fmt.Errorf("landlock port rule: %w", e)
+			return -1, fmt.Errorf("landlock port rule: %w", e)
 		}
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return err
-	}
-	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rs), 0, 0); e != 0 {
+	ok = true
+	return rs, nil
+}
+
+// landlockRestrictFD confines this thread, and what it executes, to the
+// ruleset open at fd (no_new_privs is already set).
+func landlockRestrictFD(fd int) error {
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); e != 0 {
 		return fmt.Errorf("landlock restrict: %w", e)
 	}
 	return nil

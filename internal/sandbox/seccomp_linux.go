@@ -48,7 +48,13 @@ const (
 	offArch = 4
 	offArg0 = 16
 	offArg1 = 24
+	offArg2 = 32
+	offArg3 = 40
 )
+
+// msgFastOpen is MSG_FASTOPEN: a send that connects (TCP Fast Open)
+// without the connect call Landlock's TCP rules mediate.
+const msgFastOpen = 0x20000000
 
 func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
 func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
@@ -89,19 +95,39 @@ func seccompProgram(arch uint32) []unix.SockFilter {
 		deny,
 		stmt(ldW, offNr),
 	)
-	// socket(domain, type, …): unix any type; inet/inet6 stream only.
+	// socket(domain, type, protocol): unix any type; inet/inet6 stream
+	// with protocol 0 or TCP only (MPTCP, protocol 262, is a stream
+	// socket Landlock's TCP rules do not see).
 	p = append(p,
-		jump(jeqK, unix.SYS_SOCKET, 0, 10),
+		jump(jeqK, unix.SYS_SOCKET, 0, 13),
 		stmt(ldW, offArg0),
 		jump(jeqK, unix.AF_UNIX, 0, 1), allow,
 		jump(jeqK, unix.AF_INET, 1, 0),
-		jump(jeqK, unix.AF_INET6, 0, 3),
+		jump(jeqK, unix.AF_INET6, 0, 6),
 		stmt(ldW, offArg1),
 		stmt(andK, 0xf), // SOCK_NONBLOCK/SOCK_CLOEXEC masked off
-		jump(jeqK, unix.SOCK_STREAM, 1, 0),
+		jump(jeqK, unix.SOCK_STREAM, 0, 3),
+		stmt(ldW, offArg2),
+		jump(jeqK, 0, 2, 0),
+		jump(jeqK, unix.IPPROTO_TCP, 1, 0),
 		deny,
 		allow,
 	)
+	// TCP Fast Open: sendto/sendmmsg (flags in arg3) and sendmsg (arg2)
+	// with MSG_FASTOPEN connect without connect(2).
+	for _, c := range []struct {
+		nr  uint32
+		off uint32
+	}{{unix.SYS_SENDTO, offArg3}, {unix.SYS_SENDMMSG, offArg3}, {unix.SYS_SENDMSG, offArg2}} {
+		p = append(p,
+			jump(jeqK, c.nr, 0, 4),
+			stmt(ldW, c.off),
+			stmt(andK, msgFastOpen),
+			jump(jeqK, 0, 1, 0),
+			deny,
+			stmt(ldW, offNr), // A holds the flags on the fall-through path: reload
+		)
+	}
 	// socketpair: unix only.
 	p = append(p,
 		jump(jeqK, unix.SYS_SOCKETPAIR, 0, 4),

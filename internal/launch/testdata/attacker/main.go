@@ -124,6 +124,43 @@ func probe() {
 		perr := syscall.PtraceAttach(pid)
 		report("ptrace host", perr == nil, errString(perr))
 	}
+	for _, a := range list("ATTACK_TCP") {
+		// MPTCP (protocol 262) and TCP Fast Open connect without the
+		// connect(2) Landlock's TCP rules see.
+		host, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		sa := &syscall.SockaddrInet4{Port: p}
+		copy(sa.Addr[:], net.ParseIP(host).To4())
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 262)
+		if err == nil {
+			err = syscall.Connect(fd, sa)
+			syscall.Close(fd)
+		}
+		report("mptcp "+a, err == nil, errString(err))
+		fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+		if err == nil {
+			err = syscall.Sendto(fd, []byte("escape"), 0x20000000, sa)
+			syscall.Close(fd)
+		}
+		report("fastopen "+a, err == nil, errString(err))
+	}
+	// The init's descriptors (its control socket, the spec pipe) must not
+	// reach the plugin: a control socket would let it forge the init's
+	// reports.
+	inherited := ""
+	for fd := 3; fd < 64; fd++ {
+		if typ, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TYPE); err == nil && typ == syscall.SOCK_SEQPACKET {
+			inherited = strconv.Itoa(fd)
+		}
+	}
+	report("inherited control socket", inherited != "", inherited)
+	// The init must not be the plugin's to kill (it sweeps what the
+	// plugin leaves): at the namespaces level it is pid 1 of the plugin's
+	// namespace, which its own processes cannot kill.
+	if os.Getenv("ATTACK_NS") == "" {
+		err := syscall.Kill(os.Getppid(), 0)
+		report("signal init", err == nil, errString(err))
+	}
 	if err := syscall.Unshare(syscall.CLONE_NEWUSER); err == nil {
 		report("new user namespace", true, "")
 	} else {
