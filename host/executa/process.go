@@ -10,10 +10,8 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -174,18 +172,7 @@ func (p *Process) deliver(m *Message) {
 // resolved. The file is deleted.
 func (p *Process) fileTransport(m *Message) *Message {
 	bad := &Message{ID: m.ID, Error: fileTransportRefused}
-	path, err := filepath.EvalSymlinks(m.FileTransport)
-	dir, derr := filepath.EvalSymlinks(p.tmpdir)
-	if err != nil || derr != nil || !strings.HasPrefix(path, dir+string(os.PathSeparator)) {
-		return bad
-	}
-	defer os.Remove(path)
-	f, err := os.Open(path)
-	if err != nil {
-		return bad
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 256<<20))
+	b, err := readTransportFile(p.tmpdir, m.FileTransport, 256<<20)
 	if err != nil {
 		return bad
 	}
