@@ -300,7 +300,11 @@ func marked(marker string) []int {
 func TestEscapeLimits(t *testing.T) {
 	for _, level := range levels(t) {
 		for lang, argv := range attackers(t) {
-			for _, tc := range []struct{ mode, limit string }{{"forkbomb", "processes"}, {"memhog", "memory"}} {
+			modes := []struct{ mode, limit string }{{"forkbomb", "processes"}, {"memhog", "memory"}}
+			if lang == "go" {
+				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"})
+			}
+			for _, tc := range modes {
 				t.Run(string(level)+"/"+lang+"/"+tc.mode, func(t *testing.T) {
 					cfg := sandbox.Config{Level: level, ReadOnly: []string{attackerDir},
 						Limits: sandbox.Limits{Processes: 32, MemoryMB: 96}}

@@ -208,7 +208,11 @@ func limitValues(l Limits, level Level) []rlimit {
 			nproc += uidThreads(pluginUID)
 		}
 	}
-	return []rlimit{{unix.RLIMIT_DATA, 2*(uint64(l.MemoryMB)<<20) + 256<<20}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+	backstop := 2*(uint64(l.MemoryMB)<<20) + 256<<20
+	// RLIMIT_FSIZE bounds each file the plugin writes — a memfd, which
+	// is memory, as much as a file in its private directory — between
+	// two of the watcher's looks.
+	return []rlimit{{unix.RLIMIT_DATA, backstop}, {unix.RLIMIT_FSIZE, backstop}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
 		{unix.RLIMIT_NPROC, uint64(nproc)}, {unix.RLIMIT_CORE, 0}}
 }
 

@@ -142,6 +142,8 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 				// It died of its memory (an allocation past RLIMIT_DATA
 				// failed) before the watcher saw it at the limit.
 				end = Exit{Limit: "memory", Detail: fmt.Sprintf("the plugin used %d MiB, over its limit of %d MiB", r.maxRSS>>10, ip.spec.Limits.MemoryMB)}
+			} else if r.status.Signaled() && r.status.Signal() == unix.SIGXFSZ {
+				end = Exit{Limit: "memory", Detail: "a file or memfd of the plugin reached its size bound (RLIMIT_FSIZE, from memory_mb)"}
 			} else if lim, detail := w.check(); code != 0 && lim != "" {
 				// It failed at a limit (a fork or thread past
 				// RLIMIT_NPROC) and what it left shows which.

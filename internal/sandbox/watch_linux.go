@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,6 +98,27 @@ func tasks(ns bool) []task {
 	return out
 }
 
+// memfdSizes adds the sizes of pid's open memfd files to seen, by device
+// and inode (a memfd shared by processes counts once): their pages are
+// no process's resident memory until mapped, and no tmpfs bounds them.
+func memfdSizes(pid int, seen map[[2]uint64]int64) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		target, err := os.Readlink(dir + e.Name())
+		if err != nil || !strings.HasPrefix(target, "/memfd:") {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(dir+e.Name(), &st) == nil {
+			seen[[2]uint64{st.Dev, st.Ino}] = st.Size
+		}
+	}
+}
+
 // watcher enforces the limits that span processes.
 type watcher struct {
 	ns     bool
@@ -114,8 +136,13 @@ func (w watcher) check() (string, string) {
 		return "processes", fmt.Sprintf("processes and threads reached the limit of %d", w.limits.Processes)
 	}
 	var kib int64
+	memfds := map[[2]uint64]int64{}
 	for _, t := range ts {
 		kib += pss(t.pid)
+		memfdSizes(t.pid, memfds)
+	}
+	for _, n := range memfds {
+		kib += n >> 10
 	}
 	if mem := int64(w.limits.MemoryMB) << 10; mem > 0 && kib >= mem {
 		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)

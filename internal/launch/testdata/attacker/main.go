@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func report(attack string, escaped bool, detail string) {
@@ -61,6 +63,22 @@ func main() {
 		time.Sleep(time.Hour)
 	case "load":
 		load()
+	case "memfd":
+		// Memory no process maps: a memfd written to and never mapped.
+		fd, err := unix.MemfdCreate("hog", 0)
+		if err != nil {
+			os.Exit(4)
+		}
+		f := os.NewFile(uintptr(fd), "hog")
+		chunk := make([]byte, 8<<20)
+		for i := range chunk {
+			chunk[i] = 1
+		}
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 	case "memhog":
 		var keep [][]byte
 		for {
