@@ -150,9 +150,6 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 			opts.Log.Error("the sample provider did not start", "reason", err.Error())
 		}
 	}
-	if opts.OnReady != nil {
-		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
-	}
 	flags := opts.ClientFlags
 	if opts.Control != "" {
 		flags = strings.TrimSpace(flags + " --control " + hn.control + " --control-token-file " + cfg.Host.ControlTokenFile)
@@ -160,6 +157,10 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
 		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
+	// Ready once the banner is out: callers (and tests) read it then.
+	if opts.OnReady != nil {
+		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})
+	}
 
 	select {
 	case <-ctx.Done():
