@@ -40,13 +40,7 @@ func TestStockClientsInSandbox(t *testing.T) {
 req = urllib.request.Request(sys.argv[1], headers={"Authorization": sys.argv[2]})
 sys.stdout.write(urllib.request.urlopen(req, timeout=20).read().decode())`, url, "Bearer " + iss.Handle},
 	}
-	var levels []sandbox.Level
-	if s := sandbox.Detect(); s.Namespaces {
-		levels = append(levels, sandbox.LevelNamespaces)
-	}
-	if sandbox.Detect().LandlockABI >= sandbox.LandlockMinABI {
-		levels = append(levels, sandbox.LevelLandlock)
-	}
+	levels := sandbox.Detect().Levels()
 	for _, level := range levels {
 		for name, argv := range clients {
 			t.Run(string(level)+"/"+name, func(t *testing.T) {

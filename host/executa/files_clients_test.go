@@ -45,13 +45,7 @@ func TestPresignedPUTFromStockClients(t *testing.T) {
 			return []string{node, "-e", `const http=require("http"); const r=http.request(process.argv[1],{method:"PUT",agent:false},res=>{console.log(res.statusCode); console.log("ETag: "+res.headers.etag); res.resume(); res.on("end",()=>process.exit(0))}); r.end("body")`, url}
 		},
 	}
-	var levels []sandbox.Level
-	if s := sandbox.Detect(); s.Namespaces {
-		levels = append(levels, sandbox.LevelNamespaces)
-	}
-	if sandbox.Detect().LandlockABI >= sandbox.LandlockMinABI {
-		levels = append(levels, sandbox.LevelLandlock)
-	}
+	levels := sandbox.Detect().Levels()
 	for _, level := range levels {
 		for name, argv := range clients {
 			t.Run(string(level)+"/"+name, func(t *testing.T) {

@@ -13,15 +13,7 @@ import (
 )
 
 func benchLevels() []sandbox.Level {
-	out := []sandbox.Level{sandbox.LevelOff}
-	s := sandbox.Detect()
-	if s.Namespaces {
-		out = append(out, sandbox.LevelNamespaces)
-	}
-	if s.LandlockABI >= sandbox.LandlockMinABI {
-		out = append(out, sandbox.LevelLandlock)
-	}
-	return out
+	return append([]sandbox.Level{sandbox.LevelOff}, sandbox.Detect().Levels()...)
 }
 
 // BenchmarkLaunch is one plugin process's start and exit (a program that

@@ -25,16 +25,9 @@ import (
 // levels are the levels the escape suite runs at: the strongest this
 // machine allows and Landlock.
 func levels(t *testing.T) []sandbox.Level {
-	s := sandbox.Detect()
-	var out []sandbox.Level
-	if s.Namespaces {
-		out = append(out, sandbox.LevelNamespaces)
-	}
-	if s.LandlockABI >= sandbox.LandlockMinABI {
-		out = append(out, sandbox.LevelLandlock)
-	}
+	out := sandbox.Detect().Levels()
 	if len(out) == 0 {
-		t.Fatalf("this machine allows no sandbox level: %s", s)
+		t.Fatalf("this machine allows no sandbox level: %s", sandbox.Detect())
 	}
 	return out
 }

@@ -32,6 +32,19 @@ func (s Support) Best() Level {
 	return LevelOff
 }
 
+// Levels are the levels this machine allows, strongest first (off not
+// included).
+func (s Support) Levels() []Level {
+	var out []Level
+	if s.Namespaces {
+		out = append(out, LevelNamespaces)
+	}
+	if s.LandlockABI >= LandlockMinABI {
+		out = append(out, LevelLandlock)
+	}
+	return out
+}
+
 // String says it for check-config.
 func (s Support) String() string {
 	ns := "available"
