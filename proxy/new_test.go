@@ -72,6 +72,16 @@ func TestServeJoinsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fixture's own proxy starts its background work before it
+	// serves: once it has answered a request, none of its goroutines is
+	// new (a dial alone proves nothing: the kernel accepts into the
+	// backlog before Serve runs).
+	resp, err := http.Get("http://" + f.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
 	before := goleak.IgnoreCurrent()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
