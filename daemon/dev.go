@@ -179,7 +179,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 // Executa plugin beside any configured ones.
 func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOptions) error {
 	ref := broker.SecretRef{Source: broker.SourceFile, Path: demoSecretPath, Field: "token"}
-	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
+	inj := broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
 	bc := cfg.Broker
 	if bc.Secrets.File == "" {
 		// The file source is devSecrets either way; this only says there
@@ -194,7 +194,7 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 	// The Executa sample uses its handle where the key goes; the proxy
 	// swaps it (placeholder substitution).
 	bc.Intents["tickets.placeholder"] = broker.Intent{Class: broker.ClassRead, Secret: ref,
-		Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
+		Inject:       broker.Inject{Kind: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
 		Destinations: []broker.Destination{{Host: DemoHost, Port: upPort, PathPrefix: "/api/", Methods: []string{"GET"}}}}
 	bc = bc.WithDefaults()
 	if err := bc.Validate(); err != nil {
