@@ -32,7 +32,9 @@ func bufferBody(r *http.Request, x *exchange) ([]byte, *denial) {
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, deny(CodeBodyTooLarge, "the request body could not be read in full for signing")
+		// Too large (max_request_body) or malformed (a bad chunk): the
+		// answer the rest of the proxy gives for either.
+		return nil, bodyDenial(err)
 	}
 	r.Body.Close()
 	setBody(r, b)
