@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -55,8 +56,10 @@ type DevOptions struct {
 // one process on embedded defaults — memory handle store, a generated demo
 // secret in a 0600 file, a local TLS demo upstream, the sample provider,
 // the sample Executa plugin and every plugin of host.executa — and prints
-// how to call them.
+// how to call them. It works on a copy of cfg: the caller's is left as
+// it was.
 func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
+	cfg = devCopy(cfg)
 	opts.Options = opts.Options.withDefaults()
 	out := opts.Stdout
 	_, perr := os.Stat(opts.Provider)
@@ -172,6 +175,15 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	serr := sn.stop()
 	fmt.Fprintln(out, "airlock dev stopped")
 	return errors.Join(herr, serr)
+}
+
+// devCopy copies what devConfig changes in place: the config, its
+// intents and its Executa plugins (everything else it replaces whole).
+func devCopy(cfg *config.Config) *config.Config {
+	c := *cfg
+	c.Broker.Intents = maps.Clone(cfg.Broker.Intents)
+	c.Host.Executa.Plugins = slices.Clone(cfg.Host.Executa.Plugins)
+	return &c
 }
 
 // devConfig turns the loaded config into the dev one: demo intents over

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -180,18 +179,12 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		ownRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg = ownRegistry
 	}
-	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
-	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
-		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
-		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
-		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden(), ProxyServe: deps.proxyServe}
-	if dir := cfg.Host.Artifacts; dir != "" {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
-		}
-		hopts.Artifacts = host.DirArtifacts{Dir: dir}
+	hopts, err := hostOptions(cfg, log)
+	if err != nil {
+		return nil, err
 	}
+	hopts.Broker, hopts.Evidence, hopts.EvidenceKey, hopts.Policy = deps.broker, ev, evKey, policy
+	hopts.EgressProxy, hopts.ProxyServe, hopts.Registerer = deps.egressProxy, deps.proxyServe, reg
 	h := host.New(hopts)
 	n.h = h
 	if deps.evidence == nil {
@@ -292,10 +285,9 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 // its control API and the plugin starts at once; remote reports that.
 func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res host.InstallResult, remote bool, err error) {
 	opts = opts.withDefaults()
-	if d := cfg.Host.Artifacts; d != "" {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return res, false, fmt.Errorf("host.artifacts: %s is not a directory", d)
-		}
+	hopts, err := hostOptions(cfg, opts.Log)
+	if err != nil {
+		return res, false, err
 	}
 	// A running host (it holds the state directory, or the evidence log)
 	// installs itself.
@@ -319,8 +311,7 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer ev.Close()
-	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
+	hopts.Evidence = ev
 	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err
