@@ -8,10 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +41,10 @@ type Options struct {
 	// Stdout is where Dev prints its banner and evidence (discarded when
 	// nil).
 	Stdout io.Writer
+	// RefreshSecrets, when set, invalidates the secret cache each time it
+	// delivers (cmd/airlock feeds it SIGHUP; signal handlers are the
+	// process's, so main owns them).
+	RefreshSecrets <-chan os.Signal
 }
 
 func (o Options) withDefaults() Options {
@@ -66,7 +68,8 @@ type Ready struct {
 }
 
 // Serve runs `airlock serve` until ctx ends: broker, egress proxy, token
-// issuer, broker API and admin listener. SIGHUP refreshes secrets.
+// issuer, broker API and admin listener. opts.RefreshSecrets refreshes
+// secrets.
 func Serve(ctx context.Context, cfg *config.Config, opts Options) error {
 	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true})
 	if err != nil {
@@ -196,19 +199,18 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		return 0
 	}))
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	n.closers = append(n.closers, func() { signal.Stop(hup) })
-	goRun(func(ctx context.Context) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				b.RefreshSecrets()
+	if refresh := opts.RefreshSecrets; refresh != nil {
+		goRun(func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-refresh:
+					b.RefreshSecrets()
+				}
 			}
-		}
-	})
+		})
+	}
 
 	pc := cfg.Proxy
 	if parts.proxyConfig != nil {
