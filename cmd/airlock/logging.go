@@ -7,8 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 // newLogger builds the process logger: JSON in production, text when

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/tokens"
 )
 

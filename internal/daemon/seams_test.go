@@ -25,7 +25,7 @@ func TestInstallLaunchKeepsRedactAndStderrLevel(t *testing.T) {
 	cfg.Host.Redact = []string{`canary-[0-9a-f]{8}`}
 	cfg.Host.StderrLevel = "warn"
 	pkg := t.TempDir()
-	mf, err := os.ReadFile("../examples/tickets-provider/manifest.yaml")
+	mf, err := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ var mainOnly = map[string]bool{"daemon.LogRedis": true}
 // variables: two Serves in one process (the tests run several) must not
 // reach into each other.
 func TestNoProcessGlobalsFromConstructors(t *testing.T) {
-	for _, dir := range []string{".", "../broker", "../proxy", "../tokens"} {
+	for _, dir := range []string{".", "../../broker", "../../proxy", "../../tokens"} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
