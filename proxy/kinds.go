@@ -20,8 +20,9 @@ type injector interface {
 	// URL, final headers): a signature, an access token. It runs after
 	// inject, and again on a retry; it may add to x.forms.
 	process(r *http.Request, x *exchange) *denial
-	// policy says how the kind's requests are audited and replayed.
-	policy(k broker.InjectKind) kindPolicy
+	// policy says how the kind's requests are audited and replayed;
+	// false when k is not the settings type this injector applies.
+	policy(k broker.InjectKind) (kindPolicy, bool)
 }
 
 // kindPolicy is what prepare and retry need to know about a kind.
@@ -63,7 +64,11 @@ func injectorFor(in broker.Intent) (injector, kindPolicy, *denial) {
 		return nil, kindPolicy{}, deny(CodeInjectUnsupported, "the intent's inject kind is not supported by this proxy; no request was sent").
 			withReason("no injector for kind " + in.Inject.Kind.Kind())
 	}
-	return inj, inj.policy(in.Inject.Kind), nil
+	pol, ok := inj.policy(in.Inject.Kind)
+	if !ok {
+		return nil, kindPolicy{}, kindMismatch()
+	}
+	return inj, pol, nil
 }
 
 // kindFuncs is an injector made of functions over the kind's own
@@ -103,14 +108,17 @@ func (f kindFuncs[K]) process(r *http.Request, x *exchange) *denial {
 	return f.onProcess(r, x, kk)
 }
 
-func (f kindFuncs[K]) policy(k broker.InjectKind) kindPolicy {
+func (f kindFuncs[K]) policy(k broker.InjectKind) (kindPolicy, bool) {
 	kk, ok := k.(K)
-	if !ok || f.onPolicy == nil {
-		return kindPolicy{processor: f.onProcess != nil}
+	if !ok {
+		return kindPolicy{}, false
 	}
-	p := f.onPolicy(kk)
+	var p kindPolicy
+	if f.onPolicy != nil {
+		p = f.onPolicy(kk)
+	}
 	p.processor = f.onProcess != nil
-	return p
+	return p, true
 }
 
 // secretOnlyForms are the forms of the secret alone.

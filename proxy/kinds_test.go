@@ -248,9 +248,10 @@ func TestEveryKindEndToEnd(t *testing.T) {
 	}
 }
 
-// A kind the proxy has no injector for, or an intent with no kind, is
-// refused with inject_kind_unsupported before anything is sent: the
-// denying default of the injector table.
+// A kind the proxy has no injector for, settings that are not the type
+// their kind's injector applies, or an intent with no kind, is refused
+// with inject_kind_unsupported before anything is sent: the denying
+// default of the injector table.
 func TestUnknownKindRefused(t *testing.T) {
 	f := newFixture(t, nil)
 	handle := f.issue(t, "api.write", "inv-unknown-kind")
@@ -259,6 +260,7 @@ func TestUnknownKindRefused(t *testing.T) {
 		kind broker.InjectKind
 	}{
 		{"kind without an injector", kindWithoutInjector{}},
+		{"settings of another type under a known name", headerImpostor{}},
 		{"no kind", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,3 +298,8 @@ func (kindWithoutInjector) Kind() string                                        
 func (k kindWithoutInjector) WithDefaults() broker.InjectKind                     { return k }
 func (kindWithoutInjector) Validate(string, broker.Intent) []error                { return nil }
 func (kindWithoutInjector) CompleteSecret(s broker.Secret) (broker.Secret, error) { return s, nil }
+
+// headerImpostor calls itself header but is not broker.HeaderInject.
+type headerImpostor struct{ kindWithoutInjector }
+
+func (headerImpostor) Kind() string { return "header" }
