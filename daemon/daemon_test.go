@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
@@ -176,11 +177,11 @@ func TestDevInProcess(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Dev: %v", err)
 	}
-	keys, err := host.ParseEvidenceJWKS(jwks)
+	keys, err := evidence.ParseJWKS(jwks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cp host.Checkpoint
+	var cp evidence.Checkpoint
 	if err := json.Unmarshal(head, &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys, Head: &cp})
+	v, err := evidence.VerifyWith(f, evidence.VerifyOptions{Keys: keys, Head: &cp})
 	if err != nil || v.HeadAt == 0 || v.Unsigned != 0 {
 		t.Fatalf("evidence after the stop: %+v %v", v, err)
 	}

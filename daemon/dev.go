@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/devca"
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -122,12 +123,12 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 
 	evPath := filepath.Join(dir, "evidence.jsonl")
 	_ = os.Remove(evPath) // a fresh chain per dev run
-	ev, err := host.OpenEvidenceLog(evPath)
+	ev, err := evidence.Open(evPath)
 	if err != nil {
 		return err
 	}
 	defer ev.Close()
-	ev.OnAppend = func(r host.Record) {
+	ev.OnAppend = func(r evidence.Record) {
 		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
 	}
 	policy := host.AllowAll()

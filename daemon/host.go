@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
@@ -95,8 +96,8 @@ type hostDeps struct {
 	registry prometheus.Registerer
 	// policy and evidence override the config's (Dev).
 	policy      *host.Policy
-	evidence    *host.EvidenceLog
-	evidenceKey *host.EvidenceKey
+	evidence    *evidence.Log
+	evidenceKey *evidence.Key
 }
 
 // handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
@@ -135,7 +136,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	}()
 	ev := deps.evidence
 	if ev == nil {
-		if ev, err = host.OpenEvidenceLog(cfg.Host.Evidence); err != nil {
+		if ev, err = evidence.Open(cfg.Host.Evidence); err != nil {
 			return nil, err
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
@@ -146,7 +147,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	}
 	evKey := deps.evidenceKey
 	if evKey == nil {
-		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
+		if evKey, err = evidence.LoadKey(cfg.Host.EvidenceKey); err != nil {
 			return nil, err
 		}
 	}
@@ -311,8 +312,8 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer lock.Release()
-	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
-	if errors.Is(err, host.ErrEvidenceInUse) {
+	ev, err := evidence.Open(cfg.Host.Evidence)
+	if errors.Is(err, evidence.ErrInUse) {
 		return viaHost(err)
 	}
 	if err != nil {

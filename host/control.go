@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/evidence"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -97,7 +98,7 @@ func refusal(w http.ResponseWriter, err error) {
 		controlError(w, http.StatusServiceUnavailable, "credential_unbound", err.Error())
 	case errors.Is(err, ErrNotServing):
 		controlError(w, http.StatusServiceUnavailable, "plugin_not_serving", "the plugin reports it is not serving")
-	case errors.Is(err, ErrEvidenceUnavailable):
+	case errors.Is(err, evidence.ErrUnavailable):
 		controlError(w, http.StatusServiceUnavailable, "evidence_unavailable", err.Error())
 	case errors.Is(err, ErrHostShutdown):
 		controlError(w, http.StatusServiceUnavailable, "host_shutting_down", "the host is shutting down")

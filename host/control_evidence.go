@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+
+	"github.com/airlock-dev/airlock/host/evidence"
 )
 
 // InstallRequest is the body of POST /v1/plugins: a package directory
@@ -36,7 +38,7 @@ func (h *Host) EnableInstall(pluginsDir, lockfile string) {
 
 func (h *Host) evidenceRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/evidence/head", func(w http.ResponseWriter, _ *http.Request) {
-		var cp *Checkpoint
+		var cp *evidence.Checkpoint
 		if h.opts.Evidence != nil {
 			cp = h.opts.Evidence.LatestCheckpoint()
 		}

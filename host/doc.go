@@ -39,7 +39,7 @@
 // as a JWKS). VerifyEvidenceWith checks a log byte for byte, and against
 // keys and a head saved by an auditor; docs/evidence.md gives the format.
 // Evidence fails closed: a call whose record cannot be written is refused
-// with ErrEvidenceUnavailable unless the log is set to fail open.
+// with evidence.ErrUnavailable unless the log is set to fail open.
 //
 // # Security
 //

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/executa"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
@@ -46,7 +47,7 @@ func (d *diskFull) fail(types ...string) {
 }
 
 // failRecords puts a diskFull in front of the log's file.
-func failRecords(t *testing.T, l *EvidenceLog) *diskFull {
+func failRecords(t *testing.T, l *evidence.Log) *diskFull {
 	t.Helper()
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
@@ -56,10 +57,8 @@ func failRecords(t *testing.T, l *EvidenceLog) *diskFull {
 	if _, err := full.Write([]byte("x")); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("/dev/full write: %v, want ENOSPC", err)
 	}
-	d := &diskFull{file: l.f, full: full}
-	l.mu.Lock()
-	l.w = d
-	l.mu.Unlock()
+	var d *diskFull
+	l.WrapFile(func(f *os.File) evidence.Writer { d = &diskFull{file: f, full: full}; return d })
 	return d
 }
 
@@ -82,7 +81,7 @@ func TestEvidenceFailsClosed(t *testing.T) {
 			defer disk.fail()
 			seen, issued := len(f.seenAuth), len(f.b.handles)
 			out, err := invokeList(h, f.inst.Name)
-			if !errors.Is(err, ErrEvidenceUnavailable) || out != nil {
+			if !errors.Is(err, evidence.ErrUnavailable) || out != nil {
 				t.Fatalf("invoke with %s unwritable: %+v %v", typ, out, err)
 			}
 			if len(f.seenAuth) != seen || len(f.b.handles) != issued {
@@ -114,7 +113,7 @@ func TestEvidenceFailsClosed(t *testing.T) {
 		disk.fail("invocation.outcome")
 		defer disk.fail()
 		out, err := invokeList(h, f.inst.Name)
-		if !errors.Is(err, ErrEvidenceUnavailable) || out == nil || out.Status != pluginv1.Status_STATUS_SUCCEEDED {
+		if !errors.Is(err, evidence.ErrUnavailable) || out == nil || out.Status != pluginv1.Status_STATUS_SUCCEEDED {
 			t.Fatalf("invoke with invocation.outcome unwritable: %+v %v", out, err)
 		}
 		if !strings.Contains(err.Error(), out.InvocationID) {
@@ -150,7 +149,7 @@ func TestEvidenceFailsClosed(t *testing.T) {
 		if out != nil && out.Status == pluginv1.Status_STATUS_SUCCEEDED {
 			t.Fatalf("an Executa call got a handle whose issuance was not recorded: %+v %v", out, err)
 		}
-		if out == nil || !strings.Contains(out.Reason, ErrEvidenceUnavailable.Error()) {
+		if out == nil || !strings.Contains(out.Reason, evidence.ErrUnavailable.Error()) {
 			t.Fatalf("Executa call: %+v %v", out, err)
 		}
 	})
@@ -171,7 +170,7 @@ func TestEvidenceFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fh.Close()
-	if _, _, err := VerifyEvidence(fh); err != nil {
+	if _, _, err := evidence.Verify(fh); err != nil {
 		t.Fatalf("the log after failed writes: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"google.golang.org/protobuf/proto"
@@ -186,7 +187,7 @@ func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
 	t.Cleanup(func() { cancel(); <-done })
 
 	f.evidence = filepath.Join(t.TempDir(), "evidence.jsonl")
-	ev, err := OpenEvidenceLog(f.evidence)
+	ev, err := evidence.Open(f.evidence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestInvokeEndToEnd(t *testing.T) {
 
 	fh, _ := os.Open(f.evidence)
 	defer fh.Close()
-	n, _, err := VerifyEvidence(fh)
+	n, _, err := evidence.Verify(fh)
 	if err != nil || n < 8 {
 		t.Fatalf("evidence: %d records, %v", n, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/evidence"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -90,14 +91,14 @@ func cancelReason(ctx context.Context) string {
 }
 
 // record appends a host-authored evidence record. A failure is logged and
-// returned as ErrEvidenceUnavailable, which refuses the step it records,
+// returned as evidence.ErrUnavailable, which refuses the step it records,
 // unless the log fails open (then it is only logged).
-func (o Options) record(plugin, typ, invocation string, data map[string]any) (Record, error) {
+func (o Options) record(plugin, typ, invocation string, data map[string]any) (evidence.Record, error) {
 	if o.Evidence == nil {
-		return Record{}, nil
+		return evidence.Record{}, nil
 	}
 	b, _ := jsonMarshal(data)
-	r, err := o.Evidence.Append(Record{Type: typ, Plugin: plugin, Invocation: invocation, Data: b})
+	r, err := o.Evidence.Append(evidence.Record{Type: typ, Plugin: plugin, Invocation: invocation, Data: b})
 	if err == nil {
 		return r, nil
 	}
@@ -107,5 +108,5 @@ func (o Options) record(plugin, typ, invocation string, data map[string]any) (Re
 	if o.Evidence.FailOpen {
 		return r, nil
 	}
-	return r, ErrEvidenceUnavailable
+	return r, evidence.ErrUnavailable
 }

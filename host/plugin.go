@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/internal/launch"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/sandbox"
@@ -62,10 +63,10 @@ type Installed struct {
 // Options are what a host gives every plugin.
 type Options struct {
 	Broker   broker.API
-	Evidence *EvidenceLog
+	Evidence *evidence.Log
 	// EvidenceKey signs the evidence log's checkpoints; its public half is
 	// served at GET /v1/evidence/jwks.json.
-	EvidenceKey *EvidenceKey
+	EvidenceKey *evidence.Key
 	EgressProxy string // host:port, put in HTTP_PROXY
 	// InterceptCAFile is the egress proxy's intercept CA certificate
 	// (proxy.intercept.ca_file): when set, each plugin gets a copy in its
@@ -359,7 +360,7 @@ func (p *Plugin) checkDescriptors(set *descriptorpb.FileDescriptorSet) error {
 }
 
 // record appends a host-authored evidence record; failures are logged.
-func (p *Plugin) record(typ, invocation string, data map[string]any) (Record, error) {
+func (p *Plugin) record(typ, invocation string, data map[string]any) (evidence.Record, error) {
 	return p.opts.record(p.inst.Name, typ, invocation, data)
 }
 

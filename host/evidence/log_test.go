@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 func writeLog(t *testing.T, n int) (string, []string) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "evidence.jsonl")
-	l, err := OpenEvidenceLog(p)
+	l, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func writeLog(t *testing.T, n int) (string, []string) {
 }
 
 func verifyLines(lines []string) error {
-	_, _, err := VerifyEvidence(strings.NewReader(strings.Join(lines, "") + "\n"))
+	_, _, err := Verify(strings.NewReader(strings.Join(lines, "") + "\n"))
 	return err
 }
 
@@ -82,7 +82,7 @@ func TestEvidenceChain(t *testing.T) {
 
 func TestEvidenceReopenContinuesChain(t *testing.T) {
 	p, _ := writeLog(t, 3)
-	l, err := OpenEvidenceLog(p)
+	l, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +94,14 @@ func TestEvidenceReopenContinuesChain(t *testing.T) {
 	l.Close()
 	f, _ := os.Open(p)
 	defer f.Close()
-	n, h, err := VerifyEvidence(f)
+	n, h, err := Verify(f)
 	if err != nil || n != 4 || h != head {
 		t.Fatalf("verify: n=%d head=%s err=%v", n, h, err)
 	}
 	// A tampered file is not extended.
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, bytes.Replace(b, []byte("lifecycle.shutdown"), []byte("lifecycle.shutdowN"), 1), 0o600)
-	if _, err := OpenEvidenceLog(p); err == nil {
+	if _, err := Open(p); err == nil {
 		t.Fatal("opened a tampered log for appending")
 	}
 }
@@ -113,7 +113,7 @@ func TestEvidenceIncompleteTail(t *testing.T) {
 	f.Close()
 	r, _ := os.Open(p)
 	defer r.Close()
-	if _, _, err := VerifyEvidence(r); err == nil || !strings.Contains(err.Error(), "incomplete") {
+	if _, _, err := Verify(r); err == nil || !strings.Contains(err.Error(), "incomplete") {
 		t.Fatalf("torn write: %v", err)
 	}
 }
@@ -122,15 +122,15 @@ func TestEvidenceIncompleteTail(t *testing.T) {
 // handle) is refused with a clear error instead of forking the chain.
 func TestEvidenceLogSingleWriter(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "evidence.jsonl")
-	l, err := OpenEvidenceLog(p)
+	l, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenEvidenceLog(p); !errors.Is(err, ErrEvidenceInUse) {
+	if _, err := Open(p); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second writer: %v", err)
 	}
 	l.Close()
-	l2, err := OpenEvidenceLog(p)
+	l2, err := Open(p)
 	if err != nil {
 		t.Fatalf("after the first closed: %v", err)
 	}

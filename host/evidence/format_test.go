@@ -1,4 +1,4 @@
-package host_test
+package evidence_test
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 )
 
 // auditorVerify checks a log and its key as docs/evidence.md describes
 // them, with code of its own: byte operations on the lines, SHA-256 and
-// Ed25519 from the standard library, nothing of package host. It returns
+// Ed25519 from the standard library, nothing of package evidence. It returns
 // the number of records and of checkpoints.
 func auditorVerify(log, jwks []byte) (records, checkpoints int, err error) {
 	var set struct {
@@ -109,17 +109,17 @@ func auditorVerify(log, jwks []byte) (records, checkpoints int, err error) {
 // a checkpoint time and a record.
 func TestEvidenceFormatAsDocumented(t *testing.T) {
 	dir := t.TempDir()
-	key, err := host.LoadEvidenceKey(filepath.Join(dir, "evidence-key.pem"))
+	key, err := evidence.LoadKey(filepath.Join(dir, "evidence-key.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "evidence.jsonl")
-	l, err := host.OpenEvidenceLog(path)
+	l, err := evidence.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, data := range []string{`{"method":"a.b","note":"<&>"}`, ``, `{"i":3}`, `[1,2]`, `"x"`} {
-		if _, err := l.Append(host.Record{Type: "invocation.start", Plugin: "p", Invocation: strconv.Itoa(i), Data: json.RawMessage(data)}); err != nil {
+		if _, err := l.Append(evidence.Record{Type: "invocation.start", Plugin: "p", Invocation: strconv.Itoa(i), Data: json.RawMessage(data)}); err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 1 {

@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"crypto/ed25519"
@@ -12,15 +12,15 @@ import (
 
 // tamperLog writes 6 records with checkpoints after the 3rd and the 6th
 // and returns its lines (without newlines), the key and the last checkpoint.
-func tamperLog(t *testing.T) ([]string, *EvidenceKey, *Checkpoint) {
+func tamperLog(t *testing.T) ([]string, *Key, *Checkpoint) {
 	t.Helper()
 	dir := t.TempDir()
-	key, err := LoadEvidenceKey(filepath.Join(dir, "evidence-key.pem"))
+	key, err := LoadKey(filepath.Join(dir, "evidence-key.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "evidence.jsonl")
-	l, err := OpenEvidenceLog(p)
+	l, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +77,14 @@ func TestEvidenceTamperSuite(t *testing.T) {
 		if withKeys {
 			opts.Keys = keys
 		}
-		return VerifyEvidenceWith(strings.NewReader(strings.Join(ls, "\n")+"\n"), opts)
+		return VerifyWith(strings.NewReader(strings.Join(ls, "\n")+"\n"), opts)
 	}
-	if v, err := VerifyEvidenceWith(strings.NewReader(strings.Join(lines, "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); err != nil ||
+	if v, err := VerifyWith(strings.NewReader(strings.Join(lines, "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); err != nil ||
 		v.Records != 8 || v.Checkpoints != 2 || v.Unsigned != 0 || v.HeadAt != 8 {
 		t.Fatalf("intact log: %+v %v", v, err)
 	}
 	edit := func(f func(c []string) []string) []string { return f(append([]string(nil), lines...)) }
-	other, _ := LoadEvidenceKey(filepath.Join(t.TempDir(), "k.pem"))
+	other, _ := LoadKey(filepath.Join(t.TempDir(), "k.pem"))
 	for _, tt := range []struct {
 		name     string
 		lines    []string
@@ -145,7 +145,7 @@ func TestEvidenceTamperSuite(t *testing.T) {
 		})
 	}
 	// Truncation keeps a valid chain; the published checkpoint catches it.
-	if _, err := VerifyEvidenceWith(strings.NewReader(strings.Join(lines[:5], "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); !errors.Is(err, ErrHeadTruncated) ||
+	if _, err := VerifyWith(strings.NewReader(strings.Join(lines[:5], "\n")+"\n"), VerifyOptions{Keys: keys, Head: last}); !errors.Is(err, ErrHeadTruncated) ||
 		!strings.Contains(err.Error(), "removed from the end") {
 		t.Fatalf("truncation: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestEvidenceTamperSuite(t *testing.T) {
 // BenchmarkEvidenceAppend is one fsync'd record; BenchmarkEvidenceCheckpoint
 // one signed checkpoint (written once a minute, never per record).
 func BenchmarkEvidenceAppend(b *testing.B) {
-	l, err := OpenEvidenceLog(filepath.Join(b.TempDir(), "e.jsonl"))
+	l, err := Open(filepath.Join(b.TempDir(), "e.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,8 +170,8 @@ func BenchmarkEvidenceAppend(b *testing.B) {
 
 func BenchmarkEvidenceCheckpoint(b *testing.B) {
 	dir := b.TempDir()
-	key, _ := LoadEvidenceKey(filepath.Join(dir, "k.pem"))
-	l, err := OpenEvidenceLog(filepath.Join(dir, "e.jsonl"))
+	key, _ := LoadKey(filepath.Join(dir, "k.pem"))
+	l, err := Open(filepath.Join(dir, "e.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,9 +191,9 @@ func BenchmarkEvidenceCheckpoint(b *testing.B) {
 // BenchmarkEvidenceVerify is verification per record, with checkpoints.
 func BenchmarkEvidenceVerify(b *testing.B) {
 	dir := b.TempDir()
-	key, _ := LoadEvidenceKey(filepath.Join(dir, "k.pem"))
+	key, _ := LoadKey(filepath.Join(dir, "k.pem"))
 	p := filepath.Join(dir, "e.jsonl")
-	l, _ := OpenEvidenceLog(p)
+	l, _ := Open(p)
 	for i := 0; i < 1000; i++ {
 		l.Append(Record{Type: "invocation.start", Plugin: "p", Data: json.RawMessage(`{"i":1}`)})
 		if i%100 == 99 {
@@ -205,7 +205,7 @@ func BenchmarkEvidenceVerify(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		f, _ := os.Open(p)
-		if _, err := VerifyEvidenceWith(f, VerifyOptions{Keys: keys}); err != nil {
+		if _, err := VerifyWith(f, VerifyOptions{Keys: keys}); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

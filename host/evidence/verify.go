@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ type VerifyOptions struct {
 	// truncated log, or one cut back to an older checkpoint, fails even
 	// without keys. With keys, Head's own signature is checked too.
 	Head *Checkpoint
-	// HeadHash is a record hash saved earlier (EvidenceLog.Head): the log
+	// HeadHash is a record hash saved earlier (Log.Head): the log
 	// must hold a record with that hash.
 	HeadHash string
 }
@@ -66,23 +66,23 @@ type Verified struct {
 	HeadAt int
 }
 
-// VerifyEvidence reads a log from the start and checks every record: its
+// Verify reads a log from the start and checks every record: its
 // bytes are exactly what the writer produces (so no second encoding of
 // the same record — added whitespace, escapes, CRLF, duplicate or
 // case-variant keys — can hide a different meaning), its hash, its link
 // to the record before, and consecutive sequence numbers. An edited,
 // deleted, inserted or reordered record fails. It returns the number of
 // records and the head hash.
-func VerifyEvidence(r io.Reader) (int, string, error) {
-	v, err := VerifyEvidenceWith(r, VerifyOptions{})
+func Verify(r io.Reader) (int, string, error) {
+	v, err := VerifyWith(r, VerifyOptions{})
 	return v.Records, v.Head, err
 }
 
-// VerifyEvidenceWith is VerifyEvidence with checkpoint signatures checked
+// VerifyWith is Verify with checkpoint signatures checked
 // against opts.Keys: a chain rewritten from some record on (every hash
 // recomputed) fails at the first checkpoint after it, a forged checkpoint
 // fails its signature.
-func VerifyEvidenceWith(r io.Reader, opts VerifyOptions) (Verified, error) {
+func VerifyWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 	if s, ok := r.(io.Seeker); ok {
 		if _, err := s.Seek(0, io.SeekStart); err != nil {
 			return Verified{}, err
@@ -109,7 +109,7 @@ func VerifyEvidenceWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 		if err != nil {
 			return v, err
 		}
-		if len(line) > MaxEvidenceLine {
+		if len(line) > MaxLine {
 			return fail("record too long")
 		}
 		body := strings.TrimSuffix(line, "\n")

@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"crypto/ed25519"
@@ -25,7 +25,7 @@ func TestEvidenceAuditorChecks(t *testing.T) {
 		if len(ls) > 0 {
 			body += "\n"
 		}
-		return VerifyEvidenceWith(strings.NewReader(body), opts)
+		return VerifyWith(strings.NewReader(body), opts)
 	}
 	// madeUp appends to ls a checkpoint of the chain so far that copies
 	// cp's kid, time and signature: all an attacker without the key has.
@@ -96,7 +96,7 @@ func TestEvidenceAuditorChecks(t *testing.T) {
 	}
 
 	// Records after the last checkpoint are counted, for the report.
-	l, err := OpenEvidenceLog(filepath.Join(t.TempDir(), "e.jsonl"))
+	l, err := Open(filepath.Join(t.TempDir(), "e.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestEvidenceAuditorChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v, err := VerifyEvidenceWith(l.f, VerifyOptions{})
+	v, err := VerifyWith(l.f, VerifyOptions{})
 	if err != nil || v.Unsigned != 3 || v.Last != nil {
 		t.Fatalf("unsigned tail: %+v %v", v, err)
 	}

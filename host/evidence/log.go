@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"bufio"
@@ -19,20 +19,20 @@ import (
 
 // Evidence errors.
 var (
-	// ErrEvidenceInUse: another process (a running airlock host) holds
+	// ErrInUse: another process (a running airlock host) holds
 	// the evidence log; it is the only writer.
-	ErrEvidenceInUse = errors.New("the evidence log is in use by another process (a running airlock host); only one process may append to it")
-	// ErrEvidenceUnavailable: a record of the call could not be written,
+	ErrInUse = errors.New("the evidence log is in use by another process (a running airlock host); only one process may append to it")
+	// ErrUnavailable: a record of the call could not be written,
 	// so the call (or the step of it) was refused: evidence fails closed
 	// unless host.evidence_fail_open is set.
-	ErrEvidenceUnavailable = errors.New("evidence could not be recorded")
+	ErrUnavailable = errors.New("evidence could not be recorded")
 )
 
 // GenesisHash is the prev of the first record.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// MaxEvidenceLine bounds one record (plugin payloads are at most 16 KiB).
-const MaxEvidenceLine = 1 << 20
+// MaxLine bounds one record (plugin payloads are at most 16 KiB).
+const MaxLine = 1 << 20
 
 // Record is one evidence entry. The host writes every field; a plugin's
 // submission only ever becomes Data of a record of type "plugin.<type>".
@@ -60,9 +60,9 @@ func hashOf(r Record) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// EvidenceLog appends records to one file, each holding the hash of the
+// Log appends records to one file, each holding the hash of the
 // one before it.
-type EvidenceLog struct {
+type Log struct {
 	mu             sync.Mutex
 	f              *os.File
 	seq            uint64
@@ -71,26 +71,23 @@ type EvidenceLog struct {
 	logID          string // the first record's id
 	lastCheckpoint *Checkpoint
 	now            func() time.Time
-	// w is where records go (f, unless a test puts a failing writer
+	// w is where records go (f, unless WrapFile put a writer
 	// in front of it).
-	w interface {
-		io.Writer
-		Sync() error
-	}
+	w Writer
 	// FailOpen lets a call proceed when one of its records cannot be
 	// written (host.evidence_fail_open): the failure is only logged. Set
 	// it before the log is shared. By default a call whose record cannot
-	// be written is refused with ErrEvidenceUnavailable.
+	// be written is refused with ErrUnavailable.
 	FailOpen bool
 	// OnAppend, when set, sees every record after it is written (airlock
 	// dev prints them).
 	OnAppend func(Record)
 }
 
-// OpenEvidenceLog opens (or creates, mode 0600) an evidence file for
+// Open opens (or creates, mode 0600) an evidence file for
 // appending. An existing file must verify, so the chain is never extended
 // from a tampered head.
-func OpenEvidenceLog(path string) (*EvidenceLog, error) {
+func Open(path string) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
@@ -103,16 +100,16 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 	if err := fsutil.TryLock(f); err != nil {
 		f.Close()
 		if errors.Is(err, fsutil.ErrLocked) {
-			return nil, fmt.Errorf("%w: %s", ErrEvidenceInUse, path)
+			return nil, fmt.Errorf("%w: %s", ErrInUse, path)
 		}
 		return nil, fmt.Errorf("evidence log lock: %w", err)
 	}
-	v, err := VerifyEvidenceWith(f, VerifyOptions{})
+	v, err := VerifyWith(f, VerifyOptions{})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
 	}
-	l := &EvidenceLog{f: f, w: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
+	l := &Log{f: f, w: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
 	if v.Records > 0 {
 		if l.logID, err = firstID(f); err != nil {
 			f.Close()
@@ -126,7 +123,7 @@ func OpenEvidenceLog(path string) (*EvidenceLog, error) {
 }
 
 // Append completes r (seq, id, time, prev, hash) and writes it durably.
-func (l *EvidenceLog) Append(r Record) (Record, error) {
+func (l *Log) Append(r Record) (Record, error) {
 	if r.Type == CheckpointType {
 		return Record{}, errors.New("checkpoints are written by Checkpoint")
 	}
@@ -135,7 +132,7 @@ func (l *EvidenceLog) Append(r Record) (Record, error) {
 	return l.appendLocked(r)
 }
 
-func (l *EvidenceLog) appendLocked(r Record) (Record, error) {
+func (l *Log) appendLocked(r Record) (Record, error) {
 	if len(r.Data) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, r.Data); err != nil {
@@ -159,7 +156,7 @@ func (l *EvidenceLog) appendLocked(r Record) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if len(line) >= MaxEvidenceLine {
+	if len(line) >= MaxLine {
 		return Record{}, errors.New("evidence record too large")
 	}
 	if _, err := l.w.Write(append(line, '\n')); err != nil {
@@ -180,14 +177,14 @@ func (l *EvidenceLog) appendLocked(r Record) (Record, error) {
 
 // Head is the hash of the last record (GenesisHash when empty). Keeping
 // it elsewhere lets `airlock evidence verify --head` detect a truncated tail.
-func (l *EvidenceLog) Head() string {
+func (l *Log) Head() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last
 }
 
 // Close closes the file.
-func (l *EvidenceLog) Close() error { return l.f.Close() }
+func (l *Log) Close() error { return l.f.Close() }
 
 // firstID reads the id of the log's first record.
 func firstID(f *os.File) (string, error) {

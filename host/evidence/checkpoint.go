@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"crypto/ed25519"
@@ -49,16 +49,16 @@ func (c Checkpoint) verify(key ed25519.PublicKey) bool {
 	return err == nil && ed25519.Verify(key, c.signingInput(), sig)
 }
 
-// EvidenceKey signs checkpoints. Its public half is published as a JWKS
-// (EvidenceJWKS); the private half stays in a 0600 file of the host.
-type EvidenceKey struct {
+// Key signs checkpoints. Its public half is published as a JWKS
+// (JWKS); the private half stays in a 0600 file of the host.
+type Key struct {
 	ID   string
 	priv ed25519.PrivateKey
 }
 
-// LoadEvidenceKey reads the host's checkpoint key from path, creating it
+// LoadKey reads the host's checkpoint key from path, creating it
 // (mode 0600) on first use. A key file others can read is refused.
-func LoadEvidenceKey(path string) (*EvidenceKey, error) {
+func LoadKey(path string) (*Key, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		_, priv, gerr := ed25519.GenerateKey(rand.Reader)
@@ -80,7 +80,7 @@ func LoadEvidenceKey(path string) (*EvidenceKey, error) {
 		if err := f.Close(); err != nil {
 			return nil, fmt.Errorf("evidence key: %w", err)
 		}
-		return newEvidenceKey(priv), nil
+		return newKey(priv), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("evidence key: %w", err)
@@ -97,24 +97,24 @@ func LoadEvidenceKey(path string) (*EvidenceKey, error) {
 	if err != nil || !ok {
 		return nil, fmt.Errorf("evidence key %s: not an Ed25519 PKCS #8 key", path)
 	}
-	return newEvidenceKey(priv), nil
+	return newKey(priv), nil
 }
 
-func newEvidenceKey(priv ed25519.PrivateKey) *EvidenceKey {
+func newKey(priv ed25519.PrivateKey) *Key {
 	sum := sha256.Sum256(priv.Public().(ed25519.PublicKey))
-	return &EvidenceKey{ID: base64.RawURLEncoding.EncodeToString(sum[:12]), priv: priv}
+	return &Key{ID: base64.RawURLEncoding.EncodeToString(sum[:12]), priv: priv}
 }
 
 // JWKS is the public key as a JSON Web Key Set (OKP, Ed25519).
-func (k *EvidenceKey) JWKS() []byte {
+func (k *Key) JWKS() []byte {
 	pub := k.priv.Public().(ed25519.PublicKey)
 	b, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "OKP", "crv": "Ed25519", "use": "sig",
 		"alg": "EdDSA", "kid": k.ID, "x": base64.RawURLEncoding.EncodeToString(pub)}}})
 	return b
 }
 
-// ParseEvidenceJWKS reads the Ed25519 keys of a JWKS document by kid.
-func ParseEvidenceJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
+// ParseJWKS reads the Ed25519 keys of a JWKS document by kid.
+func ParseJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
 	var set struct {
 		Keys []struct{ Kty, Crv, Kid, X string } `json:"keys"`
 	}
@@ -138,7 +138,7 @@ func ParseEvidenceJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
 // Checkpoint appends a checkpoint signed with key when records were
 // appended since the last one, and returns the latest checkpoint (nil
 // before the first record). Signing happens here, never per record.
-func (l *EvidenceLog) Checkpoint(key *EvidenceKey) (*Checkpoint, error) {
+func (l *Log) Checkpoint(key *Key) (*Checkpoint, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seq == 0 || l.lastType == CheckpointType {
@@ -155,7 +155,7 @@ func (l *EvidenceLog) Checkpoint(key *EvidenceKey) (*Checkpoint, error) {
 }
 
 // LatestCheckpoint is the last checkpoint written or found at open.
-func (l *EvidenceLog) LatestCheckpoint() *Checkpoint {
+func (l *Log) LatestCheckpoint() *Checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lastCheckpoint
