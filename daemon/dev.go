@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
+	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/devca"
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -131,7 +132,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	ev.OnAppend = func(r evidence.Record) {
 		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
 	}
-	policy := host.AllowAll()
+	policy := hostpolicy.AllowAll()
 	if cfg.Host.Policy != "" {
 		policy = nil // the configured one
 	}

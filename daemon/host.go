@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
+	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
@@ -95,7 +96,7 @@ type hostDeps struct {
 	admin    *admin.Server
 	registry prometheus.Registerer
 	// policy and evidence override the config's (Dev).
-	policy      *host.Policy
+	policy      *hostpolicy.Policy
 	evidence    *evidence.Log
 	evidenceKey *evidence.Key
 }
@@ -167,7 +168,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	})
 	policy := deps.policy
 	if policy == nil && cfg.Host.Policy != "" {
-		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
+		if policy, err = hostpolicy.Load(cfg.Host.Policy); err != nil {
 			return nil, err
 		}
 	}

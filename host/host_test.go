@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"google.golang.org/protobuf/proto"
@@ -192,7 +193,7 @@ func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ev.Close() })
-	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, InterceptCAFile: pc.Intercept.CAFile, Policy: AllowAll(),
+	f.opts = Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, InterceptCAFile: pc.Intercept.CAFile, Policy: policy.AllowAll(),
 		Ports: map[string]protoreflect.FileDescriptor{"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto},
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return f
@@ -271,7 +272,7 @@ func TestInvokeEndToEnd(t *testing.T) {
 		t.Fatalf("non-port method: %v", err)
 	}
 	// A policy denial never reaches the provider and is recorded.
-	p.opts.Policy = &Policy{Version: "v1", Default: "deny"}
+	p.opts.Policy = &policy.Policy{Version: "v1", Default: "deny"}
 	n0 := len(f.seenAuth)
 	if _, err := p.Invoke(ctx, InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
 		Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrPolicyDenied) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/policy"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -198,7 +200,26 @@ type v1Action struct {
 	msg    proto.Message
 }
 
-func (a *v1Action) Risk() pluginv1.RiskClass { return a.rule.GetRiskClass() }
+func (a *v1Action) Risk() policy.Risk { return riskOf(a.rule.GetRiskClass()) }
+
+// riskOf maps a port rule's risk class to the policy's; a class this host
+// does not know is unspecified, which only a rule naming "unspecified"
+// matches (the host compiles the port files, so a provider cannot send
+// one).
+func riskOf(c pluginv1.RiskClass) policy.Risk {
+	switch c {
+	case pluginv1.RiskClass_RISK_CLASS_READ:
+		return policy.RiskRead
+	case pluginv1.RiskClass_RISK_CLASS_LOW:
+		return policy.RiskLow
+	case pluginv1.RiskClass_RISK_CLASS_WRITE:
+		return policy.RiskWrite
+	case pluginv1.RiskClass_RISK_CLASS_PRIVILEGED:
+		return policy.RiskPrivileged
+	default:
+		return policy.RiskUnspecified
+	}
+}
 
 func (a *v1Action) Run(ctx context.Context, call Call) *Outcome {
 	p := a.p

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/airlock-dev/airlock/host/policy"
+
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/strictjson"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -148,7 +150,7 @@ type executaAction struct {
 	args json.RawMessage
 }
 
-func (a *executaAction) Risk() pluginv1.RiskClass { return pluginv1.RiskClass_RISK_CLASS_UNSPECIFIED }
+func (a *executaAction) Risk() policy.Risk { return policy.RiskUnspecified }
 
 // Run calls the tool. The plugin's {"success": false, "error": …} and any
 // failure to answer are FAILED outcomes; the plugin's error object is

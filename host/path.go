@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/policy"
+
 	"github.com/airlock-dev/airlock/host/evidence"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
@@ -25,7 +27,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if err != nil {
 		return nil, err
 	}
-	decision := Decision{Rule: "no policy"}
+	decision := policy.Decision{Rule: "no policy"}
 	if ip.opts.Policy != nil {
 		decision = ip.opts.Policy.Decide(name, req.Method, act.Risk(), req.DryRun)
 	}

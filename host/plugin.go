@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/policy"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -81,7 +83,7 @@ type Options struct {
 	Ports map[string]protoreflect.FileDescriptor
 	// Policy decides every action before it reaches a provider; nil
 	// denies everything.
-	Policy *Policy
+	Policy *policy.Policy
 	// Artifacts serves ResolveReference; none when nil.
 	Artifacts        Artifacts
 	HandshakeTimeout time.Duration

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/policy"
+
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
@@ -58,7 +60,7 @@ type Runtime interface {
 // Action is a prepared call: what the policy decides on, and how to run it
 // once allowed.
 type Action interface {
-	Risk() pluginv1.RiskClass
+	Risk() policy.Risk
 	// Run sends the call and derives the outcome. A plugin's own failure
 	// is a FAILED outcome, never an error.
 	Run(ctx context.Context, call Call) *Outcome
@@ -86,6 +88,13 @@ var (
 	// ErrCredentialUnbound: a credential the plugin requires is bound to
 	// nothing in the host's config.
 	ErrCredentialUnbound = errors.New("credential unbound")
+	// ErrPolicyDenied: the policy refused the action; nothing was sent.
+	ErrPolicyDenied = errors.New("policy denied the action")
+	// ErrNoPolicy: the host has no policy, so it denies every action
+	// (wrapped with ErrPolicyDenied). The message names the setting,
+	// since a plugin author's first call meets it.
+	ErrNoPolicy = errors.New("no policy is configured: every call is denied until host.policy names a policy file " +
+		"(a rule such as {effect: allow, plugins: [\"*\"]} allows everything)")
 )
 
 // RestartingError is ErrPluginRestarting with when to retry.

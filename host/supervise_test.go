@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
@@ -338,7 +339,7 @@ func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 		t.Fatal("the plugin got no handle, or the evidence holds it")
 	}
 
-	deny := newTestHost(t, f, func(o *Options) { o.Policy = &Policy{Version: "v1", Default: "deny"} })
+	deny := newTestHost(t, f, func(o *Options) { o.Policy = &policy.Policy{Version: "v1", Default: "deny"} })
 	if err := deny.AddExecuta(pyPlugin(t, "py-denied"), roomy(executa.Options{})); err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,12 @@
-package host
+package policy
 
 import (
-	"errors"
 	"strings"
 	"testing"
-
-	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
 func TestPolicy(t *testing.T) {
-	p, err := ParsePolicy([]byte(`version: v1
+	p, err := Parse([]byte(`version: v1
 rules:
   - name: no-writes-from-untrusted
     effect: deny
@@ -25,10 +22,10 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	read, write := pluginv1.RiskClass_RISK_CLASS_READ, pluginv1.RiskClass_RISK_CLASS_WRITE
+	read, write := RiskRead, RiskWrite
 	for _, tt := range []struct {
 		plugin, method string
-		risk           pluginv1.RiskClass
+		risk           Risk
 		dry            bool
 		allow          bool
 		rule           string
@@ -43,28 +40,14 @@ rules:
 			t.Errorf("%s %s dry=%v: %+v, want allow=%v by %s", tt.plugin, tt.method, tt.dry, d, tt.allow, tt.rule)
 		}
 	}
-	_, err = ParsePolicy([]byte("version: v2\ndefault: maybe\nrules: [{effect: permit, risk_classes: [scary]}]\nextra: 1\n"))
+	_, err = Parse([]byte("version: v2\ndefault: maybe\nrules: [{effect: permit, risk_classes: [scary]}]\nextra: 1\n"))
 	if err == nil || !strings.Contains(err.Error(), "extra") {
 		t.Fatalf("unknown key: %v", err)
 	}
-	_, err = ParsePolicy([]byte("version: v2\ndefault: maybe\nrules: [{effect: permit, risk_classes: [scary]}]\n"))
+	_, err = Parse([]byte("version: v2\ndefault: maybe\nrules: [{effect: permit, risk_classes: [scary]}]\n"))
 	for _, want := range []string{"policy.version", "policy.default", "rules[0].effect", "rules[0].risk_classes"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
-	}
-}
-
-// A host with no policy denies every call, and says which setting to
-// set: a plugin author's first call meets this.
-func TestNoPolicyDenialNamesTheSetting(t *testing.T) {
-	f := newHostFixture(t)
-	h := newTestHost(t, f, func(o *Options) { o.Policy = nil })
-	if err := h.AddProvider(f.inst); err != nil {
-		t.Fatal(err)
-	}
-	_, err := invokeList(h, f.inst.Name)
-	if !errors.Is(err, ErrPolicyDenied) || !errors.Is(err, ErrNoPolicy) || !strings.Contains(err.Error(), "host.policy") {
-		t.Fatalf("err = %v, want a denial naming host.policy", err)
 	}
 }

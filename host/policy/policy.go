@@ -1,4 +1,4 @@
-package host
+package policy
 
 import (
 	"bytes"
@@ -9,32 +9,19 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
-)
-
-// Policy errors.
-var (
-	// ErrPolicyDenied: the policy refused the action; Invoke was never sent.
-	ErrPolicyDenied = errors.New("policy denied the action")
-	// ErrNoPolicy: the host has no policy, so it denies every action
-	// (wrapped with ErrPolicyDenied). The message names the setting,
-	// since a plugin author's first call meets it.
-	ErrNoPolicy = errors.New("no policy is configured: every call is denied until host.policy names a policy file " +
-		"(a rule such as {effect: allow, plugins: [\"*\"]} allows everything)")
 )
 
 // Policy decides, before anything reaches a provider, whether an action
 // may run. Rules are tried in order; the first that matches decides; none
 // matching means Default (deny unless set to allow).
 type Policy struct {
-	Version string       `yaml:"version"`
-	Default string       `yaml:"default"` // allow | deny (default deny)
-	Rules   []PolicyRule `yaml:"rules"`
+	Version string `yaml:"version"`
+	Default string `yaml:"default"` // allow | deny (default deny)
+	Rules   []Rule `yaml:"rules"`
 }
 
-// PolicyRule matches on every field it sets.
-type PolicyRule struct {
+// Rule matches on every field it sets.
+type Rule struct {
 	Name   string `yaml:"name"`
 	Effect string `yaml:"effect"` // allow | deny
 	// Plugins are exact names, or "*".
@@ -53,17 +40,17 @@ type Decision struct {
 	Rule  string // the rule that decided, or "default"
 }
 
-// LoadPolicy reads a policy file strictly.
-func LoadPolicy(path string) (*Policy, error) {
+// Load reads a policy file strictly.
+func Load(path string) (*Policy, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	return ParsePolicy(b)
+	return Parse(b)
 }
 
-// ParsePolicy decodes a policy strictly and validates it.
-func ParsePolicy(b []byte) (*Policy, error) {
+// Parse decodes a policy strictly and validates it.
+func Parse(b []byte) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	p := &Policy{}
@@ -85,7 +72,7 @@ func ParsePolicy(b []byte) (*Policy, error) {
 			errs = append(errs, fmt.Errorf("policy.rules[%d].effect: must be allow or deny", i))
 		}
 		for _, rc := range r.RiskClasses {
-			if _, ok := pluginv1.RiskClass_value["RISK_CLASS_"+strings.ToUpper(rc)]; !ok || rc == "" {
+			if _, ok := ParseRisk(rc); !ok {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].risk_classes: unknown class", i))
 			}
 		}
@@ -100,7 +87,7 @@ func ParsePolicy(b []byte) (*Policy, error) {
 func AllowAll() *Policy { return &Policy{Version: "v1", Default: "allow"} }
 
 // Decide evaluates the policy for one action.
-func (p *Policy) Decide(plugin, method string, risk pluginv1.RiskClass, dryRun bool) Decision {
+func (p *Policy) Decide(plugin, method string, risk Risk, dryRun bool) Decision {
 	for i, r := range p.Rules {
 		if r.matches(plugin, method, risk, dryRun) {
 			name := r.Name
@@ -113,7 +100,7 @@ func (p *Policy) Decide(plugin, method string, risk pluginv1.RiskClass, dryRun b
 	return Decision{Allow: p.Default == "allow", Rule: "default"}
 }
 
-func (r PolicyRule) matches(plugin, method string, risk pluginv1.RiskClass, dryRun bool) bool {
+func (r Rule) matches(plugin, method string, risk Risk, dryRun bool) bool {
 	if len(r.Plugins) > 0 && !anyMatch(r.Plugins, plugin) {
 		return false
 	}
@@ -123,7 +110,7 @@ func (r PolicyRule) matches(plugin, method string, risk pluginv1.RiskClass, dryR
 	if len(r.RiskClasses) > 0 {
 		ok := false
 		for _, rc := range r.RiskClasses {
-			if "RISK_CLASS_"+strings.ToUpper(rc) == risk.String() {
+			if want, _ := ParseRisk(rc); want == risk {
 				ok = true
 			}
 		}
