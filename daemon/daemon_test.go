@@ -17,7 +17,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -97,7 +97,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	script, _ := filepath.Abs("../host/executa/testdata/compat/sdk_style.py")
-	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, host.ExecutaPlugin{Name: "my-plugin", Command: py,
+	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, config.ExecutaPlugin{Name: "my-plugin", Command: py,
 		Args: []string{script}, Credentials: map[string]string{"API_KEY": "tickets.placeholder"}, Settings: map[string]string{"UNITS": "kelvin"}})
 	cfg.Host.CheckpointInterval = time.Second
 	ready := make(chan Ready, 1)
@@ -120,16 +120,16 @@ func TestDevInProcess(t *testing.T) {
 	if r.Control != cfg.Host.Control {
 		t.Fatalf("Ready.Control = %q, want the config's %q", r.Control, cfg.Host.Control)
 	}
-	invoke := func(plugin, method, input string) host.Event {
+	invoke := func(plugin, method, input string) control.Event {
 		t.Helper()
-		body, _ := json.Marshal(host.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
+		body, _ := json.Marshal(control.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
 		resp, err := ctl.Post(base+"/v1/invocations", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var ev host.Event
+		var ev control.Event
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ev) != nil {
 			t.Fatalf("%s %s: %d %s\n%s", plugin, method, resp.StatusCode, b, out.String())
 		}

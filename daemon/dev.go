@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/pluginv1"
 	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/devca"
@@ -148,7 +148,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := hn.h.AddProvider(inst); err != nil {
+		if err := pluginv1.AddProvider(hn.h, inst); err != nil {
 			opts.Log.Error("the sample provider did not start", "reason", err.Error())
 		}
 	}
@@ -212,7 +212,7 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 	if opts.Control != "" {
 		cfg.Host.Control = opts.Control
 		if _, unix := cfg.Host.ControlSocket(); !unix && cfg.Host.ControlTLS == nil && cfg.Host.ControlTokenFile == "" {
-			cfg.Host.ControlTokenFile = filepath.Join(dir, host.DefaultControlTokenFile)
+			cfg.Host.ControlTokenFile = filepath.Join(dir, config.DefaultControlTokenFile)
 		}
 		cfg.Host = cfg.Host.WithControlDefaults()
 		if err := cfg.Host.Validate(); err != nil {
@@ -229,9 +229,9 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 		}
 		xc.Sampling.Fixture = fixture
 	}
-	taken := slices.ContainsFunc(xc.Plugins, func(p host.ExecutaPlugin) bool { return p.Name == DemoExecutaPlugin })
+	taken := slices.ContainsFunc(xc.Plugins, func(p config.ExecutaPlugin) bool { return p.Name == DemoExecutaPlugin })
 	if _, err := os.Stat(opts.Executa); err == nil && !taken {
-		xc.Plugins = append(xc.Plugins, host.ExecutaPlugin{Name: DemoExecutaPlugin, Command: opts.Executa,
+		xc.Plugins = append(xc.Plugins, config.ExecutaPlugin{Name: DemoExecutaPlugin, Command: opts.Executa,
 			Credentials: map[string]string{"TICKETS_API_KEY": "tickets.placeholder"}})
 	}
 	return nil
@@ -239,14 +239,14 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 
 // installDemoProvider lays out the sample provider with a manifest naming
 // the demo upstream.
-func installDemoProvider(dir, provider string, upPort int) (host.Installed, error) {
+func installDemoProvider(dir, provider string, upPort int) (pluginv1.Installed, error) {
 	pkg := filepath.Join(dir, "plugins", DemoPlugin)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
 	if err := fsutil.CopyFile(provider, bin, 0o755); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
 	manifest := fmt.Sprintf(`name: %s
 version: 0.1.0
@@ -258,17 +258,17 @@ credential_intents:
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
 	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	m, err := host.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
+	m, err := pluginv1.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
 	if err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	digest, err := host.BinaryDigest(bin)
+	digest, err := pluginv1.BinaryDigest(bin)
 	if err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	return host.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
+	return pluginv1.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
 }
 
 func fingerprint(s string) string {

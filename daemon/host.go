@@ -20,7 +20,10 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/pluginv1"
 	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -196,9 +199,10 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	}
 	h := host.New(hopts)
 	n.h = h
+	ctl := control.NewHandler(h)
 	if deps.evidence == nil {
 		// The running host owns the evidence log: installs go through it.
-		h.EnableInstall(cfg.Host.PluginsDir, cfg.Host.Lockfile)
+		ctl.EnableInstall(&pluginv1.Installer{Host: h, PluginsDir: cfg.Host.PluginsDir, Lockfile: cfg.Host.Lockfile})
 	}
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
@@ -207,7 +211,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		h.Shutdown(sctx)
 	})
 
-	lf, err := host.ReadLockfile(cfg.Host.Lockfile)
+	lf, err := pluginv1.ReadLockfile(cfg.Host.Lockfile)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +231,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.AddInstalled(name, cfg.Host.Lockfile); err != nil {
+			if err := pluginv1.AddInstalled(h, name, cfg.Host.Lockfile); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", name, "kind", host.KindPluginV1, "reason", err.Error())
 			}
 		}()
@@ -236,14 +240,14 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.AddExecuta(pc, xs.opts); err != nil {
+			if err := executa.Add(h, pc, xs.opts); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", pc.Name, "kind", host.KindExecuta, "reason", err.Error())
 			}
 		}()
 	}
 	starts.Wait()
 
-	l, handler, err := listenControl(cfg.Host, h.ControlHandler(), log)
+	l, handler, err := listenControl(cfg.Host, ctl, log)
 	if err != nil {
 		return nil, fmt.Errorf("host.control: %w", err)
 	}
@@ -292,7 +296,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 // once to check its handshake, record it in the lockfile. When an airlock
 // host is running (it holds the evidence log), the install goes through
 // its control API and the plugin starts at once; remote reports that.
-func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res host.InstallResult, remote bool, err error) {
+func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res pluginv1.InstallResult, remote bool, err error) {
 	opts = opts.withDefaults()
 	if d := cfg.Host.Artifacts; d != "" {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
@@ -301,7 +305,7 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 	}
 	// A running host (it holds the state directory, or the evidence log)
 	// installs itself.
-	viaHost := func(running error) (host.InstallResult, bool, error) {
+	viaHost := func(running error) (pluginv1.InstallResult, bool, error) {
 		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir, running)
 		return res, true, err
 	}
@@ -323,10 +327,10 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 	defer ev.Close()
 	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log,
 		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
-	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
+	e, name, err := pluginv1.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err
 	}
-	return host.InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256,
+	return pluginv1.InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256,
 		ManifestSHA256: e.ManifestSHA256}, false, nil
 }

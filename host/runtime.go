@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/policy"
-
-	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 )
 
 // Kind names a plugin protocol.
@@ -72,9 +70,9 @@ type Call struct {
 	ID               string
 	Deadline         time.Time
 	DryRun           bool
-	Actor            *pluginv1.Actor
+	Actor            Actor
 	PolicyDecisionID string
-	OnRunning        func(*pluginv1.ActionResult)
+	OnRunning        func(Progress)
 	AppID, AppSlug   string
 }
 
@@ -85,6 +83,12 @@ var (
 	ErrPluginFailed     = errors.New("plugin failed and is not serving")
 	ErrHostShutdown     = errors.New("host shutting down")
 	ErrBadInput         = errors.New("input does not match the method's input type")
+	// ErrNotServing: the plugin's last health answer said it does not
+	// serve calls.
+	ErrNotServing            = errors.New("plugin is not serving")
+	ErrMethodNotDispatchable = errors.New("method is not in a port the host serves for this plugin")
+	ErrDryRunUnsupported     = errors.New("method does not support dry run")
+	ErrDeadlineRequired      = errors.New("invocation needs a deadline in the future")
 	// ErrCredentialUnbound: a credential the plugin requires is bound to
 	// nothing in the host's config.
 	ErrCredentialUnbound = errors.New("credential unbound")
