@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/airlock-dev/airlock/host/policy"
-
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // invokePath is the one sequence every call of either kind goes through:

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/airlock-dev/airlock/host/policy"
-
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/strictjson"
 )

@@ -20,16 +20,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-dev/airlock/host"
-	"github.com/airlock-dev/airlock/host/evidence"
-	"github.com/airlock-dev/airlock/host/policy"
-	"github.com/airlock-dev/airlock/internal/sandbox"
-
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"

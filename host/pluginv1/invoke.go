@@ -8,9 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlock-dev/airlock/host"
-	"github.com/airlock-dev/airlock/host/policy"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,6 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/strictjson"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
