@@ -54,4 +54,14 @@
 // background loops (the limiter sweep, the intercept CA reload); it
 // returns only after every one of them has ended. Per-request state lives
 // in the request's exchange.
+//
+// # Size
+//
+// The package is well over 1,500 lines because every request, plain or
+// inside an intercepted tunnel, must pass one sequence of checks —
+// target, destination, handle, rate limit, injection, SSRF-safe dial,
+// audit — and those steps share the per-request exchange. Each file is
+// one step or one processor (SigV4, OAuth2, HMAC, the intercept CA);
+// splitting them into packages would export the exchange and let a path
+// skip a check.
 package proxy
