@@ -49,7 +49,7 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 // denial for transport failures), so goproxy never writes its own error.
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
-	resp, err := x.s.up.RoundTrip(req)
+	resp, err := x.s.roundTrip(req)
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
@@ -62,6 +62,8 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 		d := upstreamDenial(err)
 		if errors.Is(context.Cause(req.Context()), errClientGone) {
 			d = deny(CodeClientClosed, "the client closed the connection before the upstream answered")
+		} else if credentialGone(req.Context()) {
+			d = deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
 		}
 		x.done(d)
 		return d.response(req), nil
@@ -138,7 +140,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
-	r2, err := x.s.up.RoundTrip(next)
+	r2, err := x.s.roundTrip(next)
 	x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true

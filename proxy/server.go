@@ -66,6 +66,11 @@ type Server struct {
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
 	caStore caStore
 	tokens  tokenCache // the OAuth2 processors' access tokens
+	// up2 sends the requests that came as HTTP/2 (h2.go).
+	up2 *http.Transport
+	// streamCheck is how often a stream's credentials are resolved
+	// again (revokewatch.go); DefaultStreamCheck when 0.
+	streamCheck time.Duration
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -125,7 +130,7 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		lim.global = opts.GlobalLimits
 	}
-	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: lim,
+	s := &Server{cfg: cfg, broker: b, up: up, up2: newH2Transport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
@@ -221,6 +226,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
+	s.up2.CloseIdleConnections()
 	return err
 }
 
