@@ -77,7 +77,12 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 			return d.response(req), nil
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
+		src, forms := io.Reader(resp.Body), x.forms
+		if isGRPCResponse(req, resp) {
+			// Message by message (grpcguard.go).
+			src, forms = newGRPCGuard(req.Context(), resp.Body, x.forms, &x.audit.Redactions), nil
+		}
+		resp.Body = &guardedBody{x: x, rd: newRedactor(src, forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
 	} else {
 		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body, stream: resp.ContentLength < 0}
 	}

@@ -214,7 +214,7 @@ func grpcClientMain(target string) int {
 		call("unary", "/t.T/Unary", []string{"hi"}, false, false)
 		call("server", "/t.T/ServerStream", []string{"go"}, true, false)
 		call("client", "/t.T/ClientStream", []string{"a", "b", "c"}, false, true)
-		call("bidi", "/t.T/Bidi", []string{"x", "y", "echo"}, true, true)
+		call("bidi", "/t.T/Bidi", []string{"x", "docs", "echo"}, true, true)
 		call("echo", "/t.T/Unary", []string{"echo"}, false, false)
 		call("fail", "/t.T/Unary", []string{"fail"}, false, false)
 	case "unary":

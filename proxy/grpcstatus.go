@@ -37,7 +37,16 @@ func isGRPC(r *http.Request) bool {
 	if r == nil || r.ProtoMajor != 2 {
 		return false
 	}
-	ct := r.Header.Get("Content-Type")
+	return grpcContentType(r.Header.Get("Content-Type"))
+}
+
+// isGRPCResponse reports whether resp answers a gRPC call as gRPC (an
+// upstream's error page does not).
+func isGRPCResponse(req *http.Request, resp *http.Response) bool {
+	return isGRPC(req) && grpcContentType(resp.Header.Get("Content-Type"))
+}
+
+func grpcContentType(ct string) bool {
 	return ct == grpcContentTypePrefix || strings.HasPrefix(ct, grpcContentTypePrefix+"+") || strings.HasPrefix(ct, grpcContentTypePrefix+";")
 }
 

@@ -122,12 +122,19 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 	handle, _ := extractHandle(r)
 	ctx, stop := s.watchCredentials(r.Context(), handle, hc.t.cred)
 	defer stop()
+	ctx, cut := withGRPCCut(ctx)
 	s.ServeHTTP(w, r.WithContext(ctx))
-	if credentialGone(ctx) && isGRPC(r) && w.Header().Get(headerGRPCStatus) == "" {
-		// The call was cut: its status says why, as trailers (or a
-		// trailers-only answer when nothing was sent yet, which
-		// exchange has written).
+	if !isGRPC(r) || w.Header().Get(headerGRPCStatus) != "" {
+		// Not gRPC, or its status was sent (a refusal before anything
+		// went upstream is a trailers-only answer exchange wrote).
+		return
+	}
+	// A call cut while it ran ends with a status that says why.
+	switch {
+	case credentialGone(ctx):
 		setGRPCTrailers(w, deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call"))
+	case cut.d != nil:
+		setGRPCTrailers(w, cut.d)
 	}
 }
 
@@ -159,6 +166,10 @@ func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
 		req.Header.Set("Te", "trailers")
+		if s.echo {
+			// The guard cannot scan compressed messages (grpcguard.go).
+			req.Header.Set("Grpc-Accept-Encoding", "identity")
+		}
 	}
 	return s.up2.RoundTrip(req)
 }

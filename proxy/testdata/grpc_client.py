@@ -76,7 +76,7 @@ if scenario == "all":
     result("unary", unary("hi"))
     result("server", server_stream("go"))
     result("client", client_stream(["a", "b", "c"]))
-    result("bidi", bidi(["x", "y", "echo"]))
+    result("bidi", bidi(["x", "docs", "echo"]))
     result("echo", unary("echo"))
     result("fail", unary("fail"))
 elif scenario == "unary":
