@@ -85,6 +85,24 @@ func (g *grpcFixture) run(t *testing.T, c grpcClientCmd, target, handle, scenari
 	if auth != "" {
 		cmd.Env = append(cmd.Env, "AIRLOCK_TEST_GRPC_AUTH="+auth)
 	}
+	results := map[string]grpcResult{}
+	runLines(t, cmd, func(line []byte) {
+		var r grpcResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("%s: %q: %v", c.name, line, err)
+		}
+		results[r.Call] = r
+		if each != nil {
+			each(r)
+		}
+	})
+	return results
+}
+
+// runLines runs cmd and calls each with every line of its output as the
+// line arrives; a failed run fails the test with its stderr.
+func runLines(t *testing.T, cmd *exec.Cmd, each func([]byte)) {
+	t.Helper()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -94,22 +112,13 @@ func (g *grpcFixture) run(t *testing.T, c grpcClientCmd, target, handle, scenari
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	results := map[string]grpcResult{}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		var r grpcResult
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s: %q: %v", c.name, sc.Text(), err)
-		}
-		results[r.Call] = r
-		if each != nil {
-			each(r)
-		}
+		each(sc.Bytes())
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%s: %v\n%s", c.name, err, stderr.String())
+		t.Fatalf("%s: %v\n%s", cmd.Path, err, stderr.String())
 	}
-	return results
 }
 
 func (g *grpcFixture) target() string { return "api.example.com:" + strconv.Itoa(g.port) }

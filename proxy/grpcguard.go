@@ -33,12 +33,18 @@ var (
 // grpcGuard redacts secret forms in each gRPC message read from src.
 type grpcGuard struct {
 	src   io.Reader
-	forms *echoForms
+	guard messageGuard
 	hits  *int     // the audit record's redaction count
 	cut   *grpcCut // where a failure is reported, for the status
 	out   []byte   // what is left to hand out of the current message
-	tail  []byte   // the end of the previous message, for split secrets
 	err   error
+}
+
+// messageGuard is the echo guard for a stream of whole messages (gRPC,
+// WebSocket): each message is scanned and handed on at once.
+type messageGuard struct {
+	forms *echoForms
+	tail  []byte // the end of the previous message, for split secrets
 }
 
 // grpcCut records why a guarded gRPC response ended early, so the stream
@@ -58,7 +64,7 @@ func newGRPCGuard(ctx context.Context, src io.Reader, forms *echoForms, hits *in
 	if cut == nil {
 		cut = &grpcCut{}
 	}
-	return &grpcGuard{src: src, forms: forms, hits: hits, cut: cut}
+	return &grpcGuard{src: src, guard: messageGuard{forms: forms}, hits: hits, cut: cut}
 }
 
 func (g *grpcGuard) Read(p []byte) (int, error) {
@@ -98,7 +104,7 @@ func (g *grpcGuard) fill() {
 		g.fail(err)
 		return
 	}
-	*g.hits += g.redact(msg[5:])
+	*g.hits += g.guard.redact(msg[5:])
 	g.out = msg
 }
 
@@ -118,7 +124,7 @@ func (g *grpcGuard) fail(err error) {
 // redact masks the secret forms in one message's payload, also where a
 // form began at the end of the previous message, and returns how many
 // it found.
-func (g *grpcGuard) redact(payload []byte) int {
+func (g *messageGuard) redact(payload []byte) int {
 	hits := redactInPlace(payload, g.forms.pats)
 	if k := g.forms.keep; k > 0 {
 		if len(g.tail) > 0 {
