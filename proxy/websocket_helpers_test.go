@@ -154,6 +154,12 @@ func (w *wsFixture) wsURL(scheme string) string {
 // HTTP_PROXY / HTTPS_PROXY and the intercept CA would configure it.
 func (w *wsFixture) dialGo(t *testing.T, scheme, handle string) (*websocket.Conn, *http.Response, error) {
 	t.Helper()
+	return w.dialGoWith(t, scheme, handle, nil)
+}
+
+// dialGoWith is dialGo with more handshake headers.
+func (w *wsFixture) dialGoWith(t *testing.T, scheme, handle string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
 	pem, err := os.ReadFile(w.caFile)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +172,7 @@ func (w *wsFixture) dialGo(t *testing.T, scheme, handle string) (*websocket.Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return websocket.Dial(ctx, w.wsURL(scheme), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr},
-		Subprotocols: []string{"chat.v1"}})
+		Subprotocols: []string{"chat.v1"}, HTTPHeader: hdr})
 }
 
 func wsRoundTrip(t *testing.T, c *websocket.Conn, typ websocket.MessageType, msg string) string {
