@@ -23,7 +23,7 @@ type grpcFixture struct {
 	port   int
 }
 
-func newGRPCFixture(t *testing.T) *grpcFixture {
+func newGRPCFixture(t testing.TB) *grpcFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	port := startGRPCUpstream(t, ca)
@@ -38,7 +38,7 @@ func newGRPCFixture(t *testing.T) *grpcFixture {
 
 // issueGRPC mints a handle for the gRPC upstream; dests replace the
 // default (the whole upstream, any method).
-func (g *grpcFixture) issueGRPC(t *testing.T, intent, inv string, dests ...broker.Destination) string {
+func (g *grpcFixture) issueGRPC(t testing.TB, intent, inv string, dests ...broker.Destination) string {
 	t.Helper()
 	if len(dests) == 0 {
 		dests = []broker.Destination{{Host: "api.example.com", Port: g.port}}

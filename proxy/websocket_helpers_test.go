@@ -115,7 +115,7 @@ type wsFixture struct {
 	caFile string
 }
 
-func newWSFixture(t *testing.T, mutate func(*Config)) *wsFixture {
+func newWSFixture(t testing.TB, mutate func(*Config)) *wsFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	ws := startWSUpstream(t, ca)
@@ -131,7 +131,7 @@ func newWSFixture(t *testing.T, mutate func(*Config)) *wsFixture {
 	return &wsFixture{fixture: f, ws: ws, caFile: caFile}
 }
 
-func (w *wsFixture) issueWS(t *testing.T, intent, inv string, dests ...broker.Destination) string {
+func (w *wsFixture) issueWS(t testing.TB, intent, inv string, dests ...broker.Destination) string {
 	t.Helper()
 	if len(dests) == 0 {
 		dests = []broker.Destination{{Host: "api.example.com", Port: w.ws.port}}
