@@ -41,6 +41,8 @@ type exchange struct {
 	// placeholders holds the placeholder headers' values before
 	// substitution, for a retry (the other injections are idempotent).
 	placeholders http.Header
+	// ctx is the request's context, for why a stream ended (h2.go).
+	ctx context.Context
 }
 
 var _ goproxy.RoundTripper = (*exchange)(nil)
@@ -49,6 +51,7 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 // denial for transport failures), so goproxy never writes its own error.
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
+	x.ctx = req.Context()
 	resp, err := x.s.roundTrip(req)
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
@@ -201,7 +204,7 @@ func (b *guardedBody) Close() error {
 		b.rd.release()
 		b.x.audit.BytesOut = b.rd.nbytes
 		b.x.audit.Redactions += b.rd.hits
-		b.x.done(nil)
+		b.x.done(b.x.cutShort())
 	})
 	return err
 }

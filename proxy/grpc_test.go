@@ -27,23 +27,41 @@ func newGRPCFixture(t testing.TB) *grpcFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	port := startGRPCUpstream(t, ca)
+	f, caFile := newStreamFixture(t, ca, nil)
+	return &grpcFixture{fixture: f, caFile: caFile, port: port}
+}
+
+// newStreamFixture is an intercepting fixture on ca whose streams'
+// credentials are checked every 20 ms; it returns the intercept CA file.
+func newStreamFixture(t testing.TB, ca *testenv.CA, mutate func(*Config)) (*fixture, string) {
+	t.Helper()
 	dir := t.TempDir()
 	caFile := dir + "/intercept-ca.pem"
 	f := newFixtureWith(t, func(c *Config) {
 		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: dir + "/intercept-ca.key"}
+		if mutate != nil {
+			mutate(c)
+		}
 	}, fixtureOpts{ca: ca})
 	f.proxy.streamCheck = 20 * time.Millisecond
-	return &grpcFixture{fixture: f, caFile: caFile, port: port}
+	return f, caFile
 }
 
 // issueGRPC mints a handle for the gRPC upstream; dests replace the
 // default (the whole upstream, any method).
 func (g *grpcFixture) issueGRPC(t testing.TB, intent, inv string, dests ...broker.Destination) string {
 	t.Helper()
+	return g.issueAt(t, intent, inv, g.port, dests...)
+}
+
+// issueAt mints a handle for intent valid for api.example.com:port, or
+// for dests when given, for a minute.
+func (f *fixture) issueAt(t testing.TB, intent, inv string, port int, dests ...broker.Destination) string {
+	t.Helper()
 	if len(dests) == 0 {
-		dests = []broker.Destination{{Host: "api.example.com", Port: g.port}}
+		dests = []broker.Destination{{Host: "api.example.com", Port: port}}
 	}
-	iss, err := g.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: inv, Intent: intent,
+	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: inv, Intent: intent,
 		Destinations: dests, Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +276,7 @@ func TestGRPCRevokedMidStream(t *testing.T) {
 			if got := res["slow"].Replies; len(got) != 1 || got[0] != "s0" {
 				t.Errorf("slow: replies %q, want the one sent before the revocation", got)
 			}
+			waitAudit(t, g.fixture, `"invocation":"`+inv+`"`, `"path":"/t.T/ServerStream"`, `"code":"`+CodeHandleInvalid+`"`)
 		})
 	}
 }

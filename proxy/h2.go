@@ -130,12 +130,27 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A call cut while it ran ends with a status that says why.
-	switch {
-	case credentialGone(ctx):
+	if credentialGone(ctx) {
 		setGRPCTrailers(w, deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call"))
-	case cut.d != nil:
+	} else if cut.d != nil {
 		setGRPCTrailers(w, cut.d)
 	}
+}
+
+// cutShort is why a streamed response ended before the upstream ended
+// it (its credential went, the gRPC guard stopped it), for the audit
+// line; nil when it ran its course.
+func (x *exchange) cutShort() *denial {
+	if x.ctx == nil {
+		return nil
+	}
+	if credentialGone(x.ctx) {
+		return deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
+	}
+	if c, _ := x.ctx.Value(grpcCutKey{}).(*grpcCut); c != nil {
+		return c.d
+	}
+	return nil
 }
 
 // newH2Transport is the upstream transport for requests that came as

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"testing"
 
@@ -89,16 +88,6 @@ func connectDialer(proxy, handle string) func(ctx context.Context, addr string) 
 	}
 }
 
-func poolFromFile(b *testing.B, file string) *x509.CertPool {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := x509.NewCertPool()
-	p.AppendCertsFromPEM(pem)
-	return p
-}
-
 // grpcBenchConns opens a gRPC connection to the benchmark upstream for
 // each path: direct, through a bare CONNECT relay, through Airlock.
 func grpcBenchConns(b *testing.B) map[string]*grpc.ClientConn {
@@ -118,7 +107,7 @@ func grpcBenchConns(b *testing.B) map[string]*grpc.ClientConn {
 	}{
 		"direct":  {direct, g.ca.Pool()},
 		"relay":   {connectDialer(relay, ""), g.ca.Pool()},
-		"airlock": {connectDialer(g.addr, handle), poolFromFile(b, g.caFile)},
+		"airlock": {connectDialer(g.addr, handle), interceptPool(b, g.caFile)},
 	}
 	conns := map[string]*grpc.ClientConn{}
 	for name, p := range paths {
@@ -199,7 +188,7 @@ func BenchmarkWebSocketRoundTrip(b *testing.B) {
 		"direct":        dial(b, w.wsURL("wss"), direct),
 		"airlock-plain": dial(b, w.wsURL("ws"), &http.Transport{Proxy: proxyURL}),
 		"airlock-tunnel": dial(b, w.wsURL("wss"), &http.Transport{Proxy: proxyURL,
-			TLSClientConfig: &tls.Config{RootCAs: poolFromFile(b, w.caFile)}}),
+			TLSClientConfig: &tls.Config{RootCAs: interceptPool(b, w.caFile)}}),
 	}
 	for _, name := range []string{"direct", "airlock-plain", "airlock-tunnel"} {
 		b.Run(name, func(b *testing.B) {

@@ -2,12 +2,21 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/airlock-dev/airlock/broker"
 )
@@ -67,4 +76,58 @@ func TestWebSocketLostPass(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation {
 		t.Fatalf("after the pass was revoked: %v", err)
 	}
+}
+
+// An open gRPC stream holds its plugin's concurrency slot: with a cap
+// of one, a second call is refused with RESOURCE_EXHAUSTED while the
+// first stream is open, and admitted once it ends.
+func TestGRPCStreamHoldsConcurrencySlot(t *testing.T) {
+	g := newGRPCFixture(t)
+	g.proxy.limits = newLimiter(LimitsConfig{PerHandleRPS: 1000, PerHandleBurst: 1000, PerPluginRPS: 1000, PerPluginBurst: 1000, PerPluginConcurrency: 1})
+	h := g.issueGRPC(t, "api.write", "inv-grpc-slot")
+	cc, err := grpc.NewClient("passthrough:///"+g.target(), grpc.WithContextDialer(connectDialer(g.addr, h)),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: interceptPool(t, g.caFile)})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/t.T/Bidi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := []byte("x"), []byte(nil)
+	if err := st.SendMsg(&in); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(&out); err != nil {
+		t.Fatal(err)
+	}
+	err = cc.Invoke(ctx, "/t.T/Unary", &in, &out)
+	if s := status.Convert(err); s.Code() != codes.ResourceExhausted || !strings.HasPrefix(s.Message(), "airlock "+CodeTooManyConcurrent) {
+		t.Fatalf("a second call beside the stream: %v", err)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(&out); err != io.EOF {
+		t.Fatalf("the stream's end: %v", err)
+	}
+	waitAudit(t, g.fixture, `"path":"/t.T/Bidi"`, `"status":200`)
+	if err := cc.Invoke(ctx, "/t.T/Unary", &in, &out); err != nil {
+		t.Fatalf("after the stream ended: %v", err)
+	}
+}
+
+func interceptPool(t testing.TB, file string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := x509.NewCertPool()
+	p.AppendCertsFromPEM(pem)
+	return p
 }

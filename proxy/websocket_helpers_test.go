@@ -119,29 +119,13 @@ func newWSFixture(t testing.TB, mutate func(*Config)) *wsFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	ws := startWSUpstream(t, ca)
-	dir := t.TempDir()
-	caFile := dir + "/intercept-ca.pem"
-	f := newFixtureWith(t, func(c *Config) {
-		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: dir + "/intercept-ca.key"}
-		if mutate != nil {
-			mutate(c)
-		}
-	}, fixtureOpts{ca: ca})
-	f.proxy.streamCheck = 20 * time.Millisecond
+	f, caFile := newStreamFixture(t, ca, mutate)
 	return &wsFixture{fixture: f, ws: ws, caFile: caFile}
 }
 
 func (w *wsFixture) issueWS(t testing.TB, intent, inv string, dests ...broker.Destination) string {
 	t.Helper()
-	if len(dests) == 0 {
-		dests = []broker.Destination{{Host: "api.example.com", Port: w.ws.port}}
-	}
-	iss, err := w.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: inv, Intent: intent,
-		Destinations: dests, Deadline: time.Now().Add(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return iss.Handle
+	return w.issueAt(t, intent, inv, w.ws.port, dests...)
 }
 
 // wsURL is the socket's URL: ws:// for the plain mode (the proxy adds
