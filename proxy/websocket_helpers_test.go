@@ -98,6 +98,12 @@ func (u *wsUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (u *wsUpstream) handshakes() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.auth)
+}
+
 func (u *wsUpstream) lastAuth(t *testing.T) string {
 	t.Helper()
 	u.mu.Lock()

@@ -77,14 +77,12 @@ func TestWebSocketRefusals(t *testing.T) {
 	} {
 		for _, scheme := range []string{"ws", "wss"} {
 			t.Run(tc.name+"/"+scheme, func(t *testing.T) {
-				before := len(w.ws.auth)
+				before := w.ws.handshakes()
 				_, resp, err := w.dialGo(t, scheme, w.issueWS(t, "api.write", "inv-ws-refuse-"+tc.name+scheme, tc.dests...))
 				if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderError) != tc.code {
 					t.Fatalf("err %v, resp %+v; want 403 %s", err, resp, tc.code)
 				}
-				w.ws.mu.Lock()
-				defer w.ws.mu.Unlock()
-				if len(w.ws.auth) != before {
+				if w.ws.handshakes() != before {
 					t.Fatal("the upstream saw the refused handshake")
 				}
 			})
@@ -95,6 +93,16 @@ func TestWebSocketRefusals(t *testing.T) {
 	h := w.issueWS(t, "api.write", "inv-ws-host", broker.Destination{Host: "other.example.org", Port: w.ws.port})
 	if _, resp, err := w.dialGo(t, "ws", h); err == nil || resp == nil || resp.Header.Get(HeaderError) != CodeDestination {
 		t.Fatalf("undeclared host: err %v, resp %+v", err, resp)
+	}
+	before := w.ws.handshakes()
+	if c, _, err := w.dialGo(t, "wss", h); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		if c != nil {
+			c.CloseNow()
+		}
+		t.Fatalf("undeclared host in a tunnel: err %v", err)
+	}
+	if w.ws.handshakes() != before {
+		t.Fatal("the upstream saw a handshake for an undeclared host")
 	}
 }
 
