@@ -106,28 +106,27 @@ func TestWebSocketRefusals(t *testing.T) {
 	}
 }
 
-// A socket closes with 1008 when its handle is revoked, with 1009 when a
-// message is over the limit, and with 1001 when it idles.
-func TestWebSocketClosures(t *testing.T) {
-	w := newWSFixture(t, func(c *Config) {
-		c.Limits.MaxWebSocketMessage = 1024
-		c.Limits.WebSocketIdleTimeout = 300 * time.Millisecond
-	})
-	readClose := func(t *testing.T, c *websocket.Conn) websocket.CloseError {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for {
-			_, _, err := c.Read(ctx)
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				return ce
-			}
-			if err != nil {
-				t.Fatalf("the socket ended without a close frame: %v", err)
-			}
+// readClose reads until the socket's close frame and returns it.
+func readClose(t *testing.T, c *websocket.Conn) websocket.CloseError {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, _, err := c.Read(ctx)
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce
+		}
+		if err != nil {
+			t.Fatalf("the socket ended without a close frame: %v", err)
 		}
 	}
+}
+
+// A socket closes with 1008 when its handle is revoked and with 1009
+// when a message is over the limit.
+func TestWebSocketClosures(t *testing.T) {
+	w := newWSFixture(t, func(c *Config) { c.Limits.MaxWebSocketMessage = 1024 })
 	for _, scheme := range []string{"ws", "wss"} {
 		t.Run("revoked/"+scheme, func(t *testing.T) {
 			inv := "inv-ws-revoke-" + scheme
@@ -158,15 +157,20 @@ func TestWebSocketClosures(t *testing.T) {
 			t.Fatalf("close %v", ce)
 		}
 	})
-	t.Run("idle", func(t *testing.T) {
-		c, _, err := w.dialGo(t, "wss", w.issueWS(t, "api.write", "inv-ws-idle"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.CloseNow()
-		if ce := readClose(t, c); ce.Code != websocket.StatusGoingAway || ce.Reason != "airlock idle timeout" {
-			t.Fatalf("close %v", ce)
-		}
-	})
 	waitAudit(t, w.fixture, `"msg":"websocket_closed"`, `"closed_by":"revoked"`, `"close_code":1008`)
+}
+
+// A socket with no message either way for websocket_idle_timeout closes
+// with 1001 on both sides.
+func TestWebSocketIdle(t *testing.T) {
+	w := newWSFixture(t, func(c *Config) { c.Limits.WebSocketIdleTimeout = 200 * time.Millisecond })
+	c, _, err := w.dialGo(t, "wss", w.issueWS(t, "api.write", "inv-ws-idle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if ce := readClose(t, c); ce.Code != websocket.StatusGoingAway || ce.Reason != "airlock idle timeout" {
+		t.Fatalf("close %v", ce)
+	}
+	waitAudit(t, w.fixture, `"msg":"websocket_closed"`, `"closed_by":"idle"`, `"close_code":1001`)
 }
