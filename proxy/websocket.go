@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -67,6 +68,12 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, r, a, deny(CodeUpgradeNotSupported, "a WebSocket handshake is a GET on an HTTP/1.1 connection"))
 		return
 	}
+	if !wsHandshakeValid(r.Header) {
+		// Checked before the upstream is dialled, which Accept would
+		// only notice after.
+		s.answer(w, r, a, deny(CodeBadRequest, "the WebSocket handshake needs Sec-WebSocket-Version 13 and a 16-byte Sec-WebSocket-Key"))
+		return
+	}
 	// Accept checks the plugin's handshake as it came; prepare strips
 	// Connection and Upgrade from r.
 	accept := r.Clone(r.Context())
@@ -96,8 +103,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 			s.forwardRefusedUpgrade(w, x, resp)
 			return
 		}
-		x.done(upstreamDenial(err))
 		d := upstreamDenial(err)
+		x.done(d)
 		d.write(w, r)
 		return
 	}
@@ -123,6 +130,13 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	st := s.relayWebSocket(ctx, pc, up, x.forms)
 	x.release()
 	s.auditWebSocketClose(a, st)
+}
+
+// wsHandshakeValid checks the client's handshake fields RFC 6455 §4.1
+// requires, as the WebSocket library's Accept will.
+func wsHandshakeValid(h http.Header) bool {
+	key, err := base64.StdEncoding.DecodeString(h.Get("Sec-Websocket-Key"))
+	return h.Get("Sec-Websocket-Version") == "13" && err == nil && len(key) == 16
 }
 
 // splitTokens splits comma-separated header values into tokens.

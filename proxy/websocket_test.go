@@ -88,6 +88,28 @@ func TestWebSocketRefusals(t *testing.T) {
 			})
 		}
 	}
+	// A malformed handshake is refused before the upstream is dialled.
+	for _, hdr := range []http.Header{
+		{"Sec-Websocket-Version": {"8"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}},
+		{"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"c2hvcnQ="}},
+	} {
+		req, err := http.NewRequest(http.MethodGet, w.wsURL("http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = hdr
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		before := w.ws.handshakes()
+		resp, err := w.client(w.issueWS(t, "api.write", "inv-ws-malformed")).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequest || w.ws.handshakes() != before {
+			t.Fatalf("malformed handshake %v: %d %q", hdr, resp.StatusCode, resp.Header.Get(HeaderError))
+		}
+	}
 	// An undeclared host is refused at the CONNECT (wss) or the
 	// handshake (ws).
 	h := w.issueWS(t, "api.write", "inv-ws-host", broker.Destination{Host: "other.example.org", Port: w.ws.port})
