@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
-	"testing"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,126 +17,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
-
-// The gRPC upstream of the tests speaks raw bytes (no protobuf schema),
-// so the Go and the Python client need no generated code. Its methods:
-//
-//	/t.T/Unary         one message back: "unary:<msg>:<authed>"; "echo"
-//	                   answers the authorization metadata (and puts it
-//	                   in a trailer); "fail" answers NOT_FOUND
-//	/t.T/ServerStream  three messages "s0".."s2"; "slow" sends "s0" and
-//	                   then waits for the call to end
-//	/t.T/ClientStream  one message back: "client:<msgs joined>:<authed>"
-//	/t.T/Bidi          "bidi:<msg>" for each message; "echo" answers the
-//	                   authorization metadata
-//
-// <authed> is whether the authorization metadata held the test secret.
-// Every call ends with the trailer x-upstream: done.
-
-// rawCodec passes messages through as bytes.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(*[]byte); ok {
-		return *b, nil
-	}
-	return nil, errors.New("rawCodec: not *[]byte")
-}
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return errors.New("rawCodec: not *[]byte")
-	}
-	*b = append((*b)[:0], data...)
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
-
-// startGRPCUpstream serves the test service over TLS with a certificate
-// for api.example.com from ca, on a loopback port it returns.
-func startGRPCUpstream(t testing.TB, ca *testenv.CA) int {
-	t.Helper()
-	cert := ca.Issue(t, "api.example.com")
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})),
-		grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(grpcTestService))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func grpcTestService(_ any, st grpc.ServerStream) error {
-	method, _ := grpc.MethodFromServerStream(st)
-	md, _ := metadata.FromIncomingContext(st.Context())
-	auth := strings.Join(md.Get("authorization"), ",")
-	authed := fmt.Sprint(auth == "Bearer "+testSecret)
-	defer st.SetTrailer(metadata.Pairs("x-upstream", "done"))
-	send := func(s string) error { b := []byte(s); return st.SendMsg(&b) }
-	var m []byte
-	switch method {
-	case "/t.T/Unary":
-		if err := st.RecvMsg(&m); err != nil {
-			return err
-		}
-		switch string(m) {
-		case "echo":
-			st.SetTrailer(metadata.Pairs("x-echo", auth))
-			return send(auth)
-		case "fail":
-			return status.Error(5, "no such thing") // NOT_FOUND
-		}
-		return send("unary:" + string(m) + ":" + authed)
-	case "/t.T/ServerStream":
-		if err := st.RecvMsg(&m); err != nil {
-			return err
-		}
-		if string(m) == "slow" {
-			if err := send("s0"); err != nil {
-				return err
-			}
-			<-st.Context().Done()
-			return st.Context().Err()
-		}
-		for i := range 3 {
-			if err := send(fmt.Sprintf("s%d", i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "/t.T/ClientStream":
-		var got []string
-		for {
-			if err := st.RecvMsg(&m); err == io.EOF {
-				break
-			} else if err != nil {
-				return err
-			}
-			got = append(got, string(m))
-		}
-		return send("client:" + strings.Join(got, ",") + ":" + authed)
-	case "/t.T/Bidi":
-		for {
-			if err := st.RecvMsg(&m); err == io.EOF {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			reply := "bidi:" + string(m)
-			if string(m) == "echo" {
-				reply = auth
-			}
-			if err := send(reply); err != nil {
-				return err
-			}
-		}
-	}
-	return status.Error(12, "unknown method") // UNIMPLEMENTED
-}
 
 // grpcResult is one call's outcome as a client subprocess prints it.
 type grpcResult struct {
@@ -157,7 +34,7 @@ type grpcResult struct {
 // one JSON grpcResult per line, each as soon as it is known.
 func grpcClientMain(target string) int {
 	conn, err := grpc.NewClient("dns:///"+target, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{})),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(testenv.RawCodec{})))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

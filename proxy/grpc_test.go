@@ -26,7 +26,7 @@ type grpcFixture struct {
 func newGRPCFixture(t testing.TB) *grpcFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
-	port := startGRPCUpstream(t, ca)
+	port := testenv.StartGRPCUpstream(t, ca.Issue(t, "api.example.com"), testSecret)
 	f, caFile := newStreamFixture(t, ca, nil)
 	return &grpcFixture{fixture: f, caFile: caFile, port: port}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // Costs of the streaming protocols through Airlock, next to a direct
@@ -113,7 +115,7 @@ func grpcBenchConns(b *testing.B) map[string]*grpc.ClientConn {
 	for name, p := range paths {
 		cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithContextDialer(p.dial),
 			grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.roots})),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(testenv.RawCodec{})))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -182,7 +184,7 @@ func BenchmarkWebSocketRoundTrip(b *testing.B) {
 	direct := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.ca.Pool()},
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(w.ws.port)))
+			return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(w.ws.Port)))
 		}}
 	conns := map[string]*websocket.Conn{
 		"direct":        dial(b, w.wsURL("wss"), direct),

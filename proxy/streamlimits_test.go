@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // An open socket holds one of its plugin's concurrency slots until it
@@ -53,7 +54,7 @@ func TestWebSocketHoldsConcurrencySlot(t *testing.T) {
 func TestWebSocketLostPass(t *testing.T) {
 	w := newWSFixture(t, nil)
 	iss, err := w.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: "pass-ws", Pass: true,
-		Destinations: []broker.Destination{{Host: "api.example.com", Port: w.ws.port}}})
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: w.ws.Port}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestWebSocketLostPass(t *testing.T) {
 		t.Fatalf("dial: %v (%+v)", err, resp)
 	}
 	defer c.CloseNow()
-	if a := w.ws.lastAuth(t); a != "Bearer "+testSecret {
+	if a := w.ws.LastAuth(t); a != "Bearer "+testSecret {
 		t.Fatalf("the upstream saw Authorization %q", a)
 	}
 	if _, err := w.b.RevokeInvocation(context.Background(), "pass-ws"); err != nil {
@@ -87,7 +88,7 @@ func TestGRPCStreamHoldsConcurrencySlot(t *testing.T) {
 	h := g.issueGRPC(t, "api.write", "inv-grpc-slot")
 	cc, err := grpc.NewClient("passthrough:///"+g.target(), grpc.WithContextDialer(connectDialer(g.addr, h)),
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: interceptPool(t, g.caFile)})),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(testenv.RawCodec{})))
 	if err != nil {
 		t.Fatal(err)
 	}

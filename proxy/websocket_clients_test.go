@@ -122,7 +122,7 @@ func TestWebSocketRealClients(t *testing.T) {
 			if b, ok := got["bin"]; ok && b != base64.StdEncoding.EncodeToString([]byte("\x00\x01bin")) {
 				t.Fatalf("binary reply %q", b)
 			}
-			if a := w.ws.lastAuth(t); a != "Bearer "+testSecret {
+			if a := w.ws.LastAuth(t); a != "Bearer "+testSecret {
 				t.Fatalf("the upstream saw Authorization %q", a)
 			}
 

@@ -31,7 +31,7 @@ func TestWebSocketGo(t *testing.T) {
 			if c.Subprotocol() != "chat.v1" {
 				t.Fatalf("subprotocol %q", c.Subprotocol())
 			}
-			if got := w.ws.lastAuth(t); got != "Bearer "+testSecret {
+			if got := w.ws.LastAuth(t); got != "Bearer "+testSecret {
 				t.Fatalf("the upstream's handshake had Authorization %q", got)
 			}
 			if got := wsRoundTrip(t, c, websocket.MessageText, "hello"); got != "echo:hello" {
@@ -72,17 +72,17 @@ func TestWebSocketRefusals(t *testing.T) {
 		dests []broker.Destination
 		code  string
 	}{
-		{"path", []broker.Destination{{Host: "api.example.com", Port: w.ws.port, PathPrefix: "/v1/"}}, CodeDestination},
-		{"method", []broker.Destination{{Host: "api.example.com", Port: w.ws.port, Methods: []string{"POST"}}}, CodeMethodNotDeclared},
+		{"path", []broker.Destination{{Host: "api.example.com", Port: w.ws.Port, PathPrefix: "/v1/"}}, CodeDestination},
+		{"method", []broker.Destination{{Host: "api.example.com", Port: w.ws.Port, Methods: []string{"POST"}}}, CodeMethodNotDeclared},
 	} {
 		for _, scheme := range []string{"ws", "wss"} {
 			t.Run(tc.name+"/"+scheme, func(t *testing.T) {
-				before := w.ws.handshakes()
+				before := w.ws.Handshakes()
 				_, resp, err := w.dialGo(t, scheme, w.issueWS(t, "api.write", "inv-ws-refuse-"+tc.name+scheme, tc.dests...))
 				if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get(HeaderError) != tc.code {
 					t.Fatalf("err %v, resp %+v; want 403 %s", err, resp, tc.code)
 				}
-				if w.ws.handshakes() != before {
+				if w.ws.Handshakes() != before {
 					t.Fatal("the upstream saw the refused handshake")
 				}
 			})
@@ -100,30 +100,30 @@ func TestWebSocketRefusals(t *testing.T) {
 		req.Header = hdr
 		req.Header.Set("Connection", "Upgrade")
 		req.Header.Set("Upgrade", "websocket")
-		before := w.ws.handshakes()
+		before := w.ws.Handshakes()
 		resp, err := w.client(w.issueWS(t, "api.write", "inv-ws-malformed")).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequest || w.ws.handshakes() != before {
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(HeaderError) != CodeBadRequest || w.ws.Handshakes() != before {
 			t.Fatalf("malformed handshake %v: %d %q", hdr, resp.StatusCode, resp.Header.Get(HeaderError))
 		}
 	}
 	// An undeclared host is refused at the CONNECT (wss) or the
 	// handshake (ws).
-	h := w.issueWS(t, "api.write", "inv-ws-host", broker.Destination{Host: "other.example.org", Port: w.ws.port})
+	h := w.issueWS(t, "api.write", "inv-ws-host", broker.Destination{Host: "other.example.org", Port: w.ws.Port})
 	if _, resp, err := w.dialGo(t, "ws", h); err == nil || resp == nil || resp.Header.Get(HeaderError) != CodeDestination {
 		t.Fatalf("undeclared host: err %v, resp %+v", err, resp)
 	}
-	before := w.ws.handshakes()
+	before := w.ws.Handshakes()
 	if c, _, err := w.dialGo(t, "wss", h); err == nil || !strings.Contains(err.Error(), "Forbidden") {
 		if c != nil {
 			c.CloseNow()
 		}
 		t.Fatalf("undeclared host in a tunnel: err %v", err)
 	}
-	if w.ws.handshakes() != before {
+	if w.ws.Handshakes() != before {
 		t.Fatal("the upstream saw a handshake for an undeclared host")
 	}
 }
