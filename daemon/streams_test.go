@@ -61,27 +61,7 @@ proxy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	ready := make(chan Ready, 1)
-	exited := make(chan struct{})
-	var serveErr error
-	go func() {
-		serveErr = Serve(sctx, cfg, Options{OnReady: func(r Ready) { ready <- r }})
-		close(exited)
-	}()
-	defer func() {
-		cancel()
-		<-exited
-		if serveErr != nil {
-			t.Errorf("Serve: %v", serveErr)
-		}
-	}()
-	var r Ready
-	select {
-	case r = <-ready:
-	case <-exited:
-		t.Fatalf("Serve: %v", serveErr)
-	}
+	r := serveBackground(t, cfg)
 	bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), broker.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +93,28 @@ proxy:
 	}
 	if got := ws.LastAuth(t); got != "Bearer "+secret {
 		t.Fatalf("the WebSocket upstream saw Authorization %q", got)
+	}
+}
+
+// serveBackground runs Serve with cfg until the test ends, and returns
+// once it is ready.
+func serveBackground(t *testing.T, cfg *config.Config) Ready {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Ready, 1)
+	exited := make(chan struct{})
+	var serveErr error
+	go func() {
+		serveErr = Serve(ctx, cfg, Options{OnReady: func(r Ready) { ready <- r }})
+		close(exited)
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+	select {
+	case r := <-ready:
+		return r
+	case <-exited:
+		t.Fatalf("Serve: %v", serveErr)
+		return Ready{}
 	}
 }
 

@@ -2,11 +2,9 @@ package proxy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,15 +14,9 @@ import (
 // h2Client is httpsClient speaking HTTP/2 to the proxy inside the tunnel.
 func (f *fixture) h2Client(t *testing.T, handle, caFile string) *http.Client {
 	t.Helper()
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(handle)}),
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		TLSClientConfig:   &tls.Config{RootCAs: interceptPool(t, caFile)},
 		ForceAttemptHTTP2: true,
 	}}
 }

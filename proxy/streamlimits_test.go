@@ -122,6 +122,8 @@ func TestGRPCStreamHoldsConcurrencySlot(t *testing.T) {
 	}
 }
 
+// interceptPool is a pool of the certificates in file (the intercept
+// CA, as SSL_CERT_FILE names it to a plugin).
 func interceptPool(t testing.TB, file string) *x509.CertPool {
 	t.Helper()
 	pem, err := os.ReadFile(file)
@@ -129,6 +131,8 @@ func interceptPool(t testing.TB, file string) *x509.CertPool {
 		t.Fatal(err)
 	}
 	p := x509.NewCertPool()
-	p.AppendCertsFromPEM(pem)
+	if !p.AppendCertsFromPEM(pem) {
+		t.Fatal("the CA file holds no certificate")
+	}
 	return p
 }

@@ -3,10 +3,8 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,12 +52,7 @@ func (w *wsFixture) dialGo(t *testing.T, scheme, handle string) (*websocket.Conn
 // dialGoWith is dialGo with more handshake headers.
 func (w *wsFixture) dialGoWith(t *testing.T, scheme, handle string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
 	t.Helper()
-	pem, err := os.ReadFile(w.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
+	pool := interceptPool(t, w.caFile)
 	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(handle)}),
 		TLSClientConfig: &tls.Config{RootCAs: pool}}
 	t.Cleanup(tr.CloseIdleConnections)
