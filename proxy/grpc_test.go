@@ -27,13 +27,14 @@ func newGRPCFixture(t testing.TB) *grpcFixture {
 	t.Helper()
 	ca := testenv.NewCA(t)
 	port := testenv.StartGRPCUpstream(t, ca.Issue(t, "api.example.com"), testSecret)
-	f, caFile := newStreamFixture(t, ca, nil)
+	f, caFile := newStreamFixture(t, fixtureOpts{ca: ca}, nil)
 	return &grpcFixture{fixture: f, caFile: caFile, port: port}
 }
 
-// newStreamFixture is an intercepting fixture on ca whose streams'
-// credentials are checked every 20 ms; it returns the intercept CA file.
-func newStreamFixture(t testing.TB, ca *testenv.CA, mutate func(*Config)) (*fixture, string) {
+// newStreamFixture is an intercepting fixture (on o.ca, which must be
+// set) whose streams' credentials are checked every 20 ms; it returns
+// the intercept CA file.
+func newStreamFixture(t testing.TB, o fixtureOpts, mutate func(*Config)) (*fixture, string) {
 	t.Helper()
 	dir := t.TempDir()
 	caFile := dir + "/intercept-ca.pem"
@@ -42,7 +43,7 @@ func newStreamFixture(t testing.TB, ca *testenv.CA, mutate func(*Config)) (*fixt
 		if mutate != nil {
 			mutate(c)
 		}
-	}, fixtureOpts{ca: ca})
+	}, o)
 	f.proxy.streamCheck = 20 * time.Millisecond
 	return f, caFile
 }

@@ -25,9 +25,16 @@ type wsFixture struct {
 
 func newWSFixture(t testing.TB, mutate func(*Config)) *wsFixture {
 	t.Helper()
+	return newWSFixtureWith(t, fixtureOpts{}, mutate)
+}
+
+// newWSFixtureWith is newWSFixture with more fixture options.
+func newWSFixtureWith(t testing.TB, o fixtureOpts, mutate func(*Config)) *wsFixture {
+	t.Helper()
 	ca := testenv.NewCA(t)
 	ws := testenv.StartWSUpstream(t, ca.Issue(t, "api.example.com"), testSecret)
-	f, caFile := newStreamFixture(t, ca, mutate)
+	o.ca = ca
+	f, caFile := newStreamFixture(t, o, mutate)
 	return &wsFixture{fixture: f, ws: ws, caFile: caFile}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // A Go client opens a socket in both modes (ws:// through HTTP_PROXY,
@@ -195,4 +196,28 @@ func TestWebSocketIdle(t *testing.T) {
 		t.Fatalf("close %v", ce)
 	}
 	waitAudit(t, w.fixture, `"msg":"websocket_closed"`, `"closed_by":"idle"`, `"close_code":1001`)
+}
+
+// A socket closes with 1008 once its handle expires (the broker's clock
+// passes the invocation deadline), as when it is revoked.
+func TestWebSocketHandleExpires(t *testing.T) {
+	clock := testenv.NewClock()
+	w := newWSFixtureWith(t, fixtureOpts{now: clock.Now}, nil)
+	iss, err := w.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: "inv-ws-expire", Intent: "api.write",
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: w.ws.Port}}, Deadline: clock.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := w.dialGo(t, "wss", iss.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if got := wsRoundTrip(t, c, websocket.MessageText, "hello"); got != "echo:hello" {
+		t.Fatalf("got %q", got)
+	}
+	clock.Advance(2 * time.Minute)
+	if ce := readClose(t, c); ce.Code != websocket.StatusPolicyViolation || ce.Reason != "airlock "+CodeHandleInvalid {
+		t.Fatalf("close %v", ce)
+	}
 }
