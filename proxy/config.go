@@ -244,6 +244,9 @@ func (c Config) Validate() error {
 	if l.MaxRequestBody < 0 {
 		add("proxy.limits.max_request_body: must not be negative")
 	}
+	if l.MaxWebSocketMessage < 0 {
+		add("proxy.limits.max_websocket_message: must not be negative")
+	}
 	// A slice, not a map: problems are reported in the same order every run.
 	for _, t := range []struct {
 		name string
@@ -252,6 +255,7 @@ func (c Config) Validate() error {
 		{"proxy.limits.read_header_timeout", l.ReadHeaderTimeout}, {"proxy.limits.idle_timeout", l.IdleTimeout},
 		{"proxy.upstream.dial_timeout", c.Upstream.DialTimeout}, {"proxy.upstream.tls_handshake_timeout", c.Upstream.TLSHandshakeTimeout},
 		{"proxy.upstream.response_header_timeout", c.Upstream.ResponseTimeout}, {"proxy.upstream.idle_conn_timeout", c.Upstream.IdleConnTimeout},
+		{"proxy.limits.websocket_idle_timeout", l.WebSocketIdleTimeout},
 	} {
 		if t.d < 0 {
 			add("%s: must not be negative", t.name)

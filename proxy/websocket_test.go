@@ -221,3 +221,23 @@ func TestWebSocketHandleExpires(t *testing.T) {
 		t.Fatalf("close %v", ce)
 	}
 }
+
+// The WebSocket limits are checked with the others.
+func TestWebSocketLimitsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*LimitsConfig)
+		want   string
+	}{
+		{"message", func(l *LimitsConfig) { l.MaxWebSocketMessage = -1 }, "proxy.limits.max_websocket_message: must not be negative"},
+		{"idle", func(l *LimitsConfig) { l.WebSocketIdleTimeout = -time.Second }, "proxy.limits.websocket_idle_timeout: must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{}.WithDefaults()
+			tc.mutate(&c.Limits)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
