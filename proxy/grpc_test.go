@@ -151,14 +151,26 @@ func (g *grpcFixture) target() string { return "api.example.com:" + strconv.Itoa
 func TestGRPCCalls(t *testing.T) {
 	g := newGRPCFixture(t)
 	for _, c := range grpcClients() {
-		for _, mode := range []struct{ name, intent string }{{"header", "api.write"}, {"placeholder", "api.placeholder"}} {
+		// header: the handle in HTTPS_PROXY, the secret injected as
+		// authorization; placeholder: the handle also where the secret
+		// goes; pass: the plugin pass in HTTPS_PROXY opens the tunnel and
+		// each call carries its handle as the placeholder.
+		for _, mode := range []struct{ name, intent string }{{"header", "api.write"}, {"placeholder", "api.placeholder"}, {"pass", "api.placeholder"}} {
 			t.Run(c.name+"/"+mode.name, func(t *testing.T) {
 				h := g.issueGRPC(t, mode.intent, "inv-grpc-"+c.name+mode.name)
-				auth := ""
-				if mode.name == "placeholder" {
+				proxyCred, auth := h, ""
+				if mode.intent == "api.placeholder" {
 					auth = "Bearer " + h
 				}
-				res := g.run(t, c, g.target(), h, "all", auth, nil)
+				if mode.name == "pass" {
+					iss, err := g.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: "pass-grpc-" + c.name, Pass: true,
+						Destinations: []broker.Destination{{Host: "api.example.com", Port: g.port}}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					proxyCred = iss.Handle
+				}
+				res := g.run(t, c, g.target(), proxyCred, "all", auth, nil)
 				want := map[string][]string{
 					"unary": {"unary:hi:true"}, "server": {"s0", "s1", "s2"}, "client": {"client:a,b,c:true"},
 				}
@@ -268,16 +280,49 @@ func TestGRPCRevokedMidStream(t *testing.T) {
 				}
 			})
 			want := "airlock " + CodeHandleInvalid
-			for _, call := range []string{"slow", "after"} {
-				r := res[call]
-				if r.Code != 7 || !strings.HasPrefix(r.Message, want) {
-					t.Errorf("%s: got %+v, want PERMISSION_DENIED %q", call, r, want)
-				}
+			if r := res["slow"]; r.Code != 7 || !strings.HasPrefix(r.Message, want) {
+				t.Errorf("slow: got %+v, want PERMISSION_DENIED %q", r, want)
+			}
+			// The next call is refused: as a stream on the tunnel if it
+			// is still open, or at the new CONNECT once the tunnel, whose
+			// CONNECT carried the same handle, has gone away (GOAWAY).
+			if r := res["after"]; !(r.Code == 7 && strings.HasPrefix(r.Message, want) || r.Code == 14 && strings.Contains(r.Message, "403")) {
+				t.Errorf("after: got %+v, want a refusal", r)
 			}
 			if got := res["slow"].Replies; len(got) != 1 || got[0] != "s0" {
 				t.Errorf("slow: replies %q, want the one sent before the revocation", got)
 			}
 			waitAudit(t, g.fixture, `"invocation":"`+inv+`"`, `"path":"/t.T/ServerStream"`, `"code":"`+CodeHandleInvalid+`"`)
+		})
+	}
+}
+
+// A stream in a tunnel opened with the plugin pass ends with
+// PERMISSION_DENIED when the pass is revoked, though the call's own
+// handle is still live.
+func TestGRPCLostPass(t *testing.T) {
+	g := newGRPCFixture(t)
+	for _, c := range grpcClients() {
+		t.Run(c.name, func(t *testing.T) {
+			passInv := "pass-lost-" + c.name
+			pass, err := g.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-1", InvocationID: passInv, Pass: true,
+				Destinations: []broker.Destination{{Host: "api.example.com", Port: g.port}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := g.issueGRPC(t, "api.placeholder", "inv-lost-pass-"+c.name)
+			res := g.run(t, c, g.target(), pass.Handle, "slow", "Bearer "+h, func(r grpcResult) {
+				if r.Call == "slow-started" {
+					if _, err := g.b.RevokeInvocation(context.Background(), passInv); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			// The next call ("after") may still find the tunnel open
+			// for a check interval, or be refused: no assertion.
+			if r := res["slow"]; r.Code != 7 || !strings.HasPrefix(r.Message, "airlock "+CodeHandleInvalid) {
+				t.Fatalf("slow: got %+v", r)
+			}
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/serve"
 )
 
 // HTTP/2 inside an intercepted CONNECT tunnel. The tunnel's TLS offers
@@ -51,6 +53,9 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		maxStreams = 100
 	}
 	l := &oneConnListener{c: tc, closed: make(chan struct{})}
+	// closed: the connection is done (Serve returns earlier on Shutdown).
+	closed := make(chan struct{})
+	var connDone sync.Once
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(hc.serveStream),
 		IdleTimeout:       c.cs.idleTimeout,
@@ -62,13 +67,34 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
 				l.Close()
+				connDone.Do(func() { close(closed) })
 			}
 		},
 	}
 	// The connection context ends when a shutdown's grace is over.
 	stop := context.AfterFunc(c.ctx, func() { _ = tc.Close() })
 	defer stop()
+	// Once the CONNECT's credential is gone the tunnel takes no new
+	// stream (GOAWAY); its open streams end on their own watch with a
+	// status that says why.
+	wctx, unwatch := s.watchCredentials(c.ctx, t.cred)
+	defer unwatch()
+	goaway := make(chan struct{})
+	stopGoAway := context.AfterFunc(wctx, func() {
+		defer close(goaway)
+		if credentialGone(wctx) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(wctx), serve.ShutdownGrace)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}
+	})
+	defer func() {
+		if !stopGoAway() {
+			<-goaway
+		}
+	}()
 	_ = srv.Serve(l)
+	<-closed
 }
 
 // oneConnListener hands net/http's server (whose HTTP/2 is
