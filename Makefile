@@ -32,6 +32,7 @@ tools:
 	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/grpc/__init__.py python3-grpcio
 	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/websockets/__init__.py python3-websockets
 	@./tools/ensure-pkg.sh node nodejs
+	@./tools/ensure-pkg.sh npm npm
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev
 	@./tools/ensure-pkg.sh promtool prometheus
