@@ -98,6 +98,9 @@ func (d *denial) auditReason() string {
 
 // response builds the proxy's answer for d to req.
 func (d *denial) response(req *http.Request) *http.Response {
+	if isGRPC(req) {
+		return d.grpcResponse(req)
+	}
 	status := codeStatus[d.code]
 	if status == 0 {
 		status = http.StatusForbidden
