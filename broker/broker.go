@@ -229,31 +229,33 @@ func (b *Broker) resolveKey(ctx context.Context, key HandleKey) (*Grant, error) 
 
 // RevokeInvocation revokes every handle of the invocation, on every
 // replica sharing the store, and refuses new ones for it; then it ends
-// the invocation's leases (see EndLeases).
+// the invocation's leases (see EndInvocation).
 func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int, error) {
-	n, err := b.store.RevokeInvocation(ctx, invocationID)
-	// The leases end even when the handles' revocation failed: the
-	// credentials behind them then die at the upstream all the same.
-	_, lerr := b.EndLeases(ctx, invocationID)
-	if err != nil {
-		return 0, err
-	}
-	b.metrics.revoke("invocation", n)
-	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n)
-	return n, lerr
+	end, err := b.EndInvocation(ctx, invocationID)
+	return end.Handles, err
 }
 
-// EndLeases revokes the invocation's leases (Leases.End); RevokeInvocation
-// calls it. Ending twice is harmless: the second finds nothing.
-func (b *Broker) EndLeases(ctx context.Context, invocationID string) ([]LeaseEnd, error) {
-	if b.leases == nil {
-		return nil, nil
+// EndInvocation is RevokeInvocation saying what it revoked: the handles,
+// and the leases (Leases.End). The leases end even when the handles'
+// revocation failed: the credentials behind them then die at the
+// upstream all the same. Ending twice is harmless: the second finds
+// nothing.
+func (b *Broker) EndInvocation(ctx context.Context, invocationID string) (InvocationEnd, error) {
+	n, err := b.store.RevokeInvocation(ctx, invocationID)
+	var end InvocationEnd
+	var lerr error
+	if b.leases != nil {
+		if end.Leases, lerr = b.leases.End(ctx, invocationID); lerr != nil {
+			b.log.Error("ending the invocation's leases", "invocation", invocationID, "err", lerr)
+		}
 	}
-	ends, err := b.leases.End(ctx, invocationID)
 	if err != nil {
-		b.log.Error("ending the invocation's leases", "invocation", invocationID, "err", err)
+		return end, err
 	}
-	return ends, err
+	end.Handles = n
+	b.metrics.revoke("invocation", n)
+	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n, "leases", len(end.Leases))
+	return end, lerr
 }
 
 // Leases is the lease manager (nil when none is configured).

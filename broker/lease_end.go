@@ -38,7 +38,16 @@ func (l *Leases) End(ctx context.Context, invocationID string) ([]LeaseEnd, erro
 }
 
 func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, error) {
-	old, err := l.store.SwapLease(ctx, key, encodeLease(leaseRecord{State: leaseEnded}), l.tombstone)
+	// The tombstone keeps the lease's fingerprint for operators (handle
+	// inspect); a record that changed between the load and the swap only
+	// costs the tombstone its fingerprint.
+	tomb := leaseRecord{State: leaseEnded}
+	if cur, err := l.store.LoadLease(ctx, key); err == nil && cur != nil {
+		if r, err := decodeLease(cur); err == nil {
+			tomb.Fingerprint, tomb.ObtainedAt, tomb.ExpiresAt = r.Fingerprint, r.ObtainedAt, r.ExpiresAt
+		}
+	}
+	old, err := l.store.SwapLease(ctx, key, encodeLease(tomb), l.tombstone)
 	l.mu.Lock()
 	delete(l.held, key)
 	if t := l.tracked[key]; t != nil && !t.revoking {

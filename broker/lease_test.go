@@ -202,9 +202,9 @@ func TestLeaseRevocationRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Seal(t)
-	ends, err := f.b.EndLeases(ctx, "inv-retry")
-	if err != nil || len(ends) != 1 || ends[0].Revoked {
-		t.Fatalf("end with Vault sealed: %+v, %v; want one lease not revoked yet", ends, err)
+	end, err := f.b.EndInvocation(ctx, "inv-retry")
+	if err != nil || len(end.Leases) != 1 || end.Leases[0].Revoked {
+		t.Fatalf("end with Vault sealed: %+v, %v; want one lease not revoked yet", end, err)
 	}
 	waitFor(t, "the revocation to be reported failing", func() bool { return f.leases.Check(ctx) != nil })
 	if f.leases.Outstanding() != 1 {
@@ -312,3 +312,47 @@ func TestLeaseRecordSealed(t *testing.T) {
 }
 
 func containsBytes(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
+
+// Over the broker API (airlock host → airlock serve): the end of an
+// invocation names the leases it revoked (for the outcome evidence), and
+// inspecting a handle shows its invocation's lease: none before the first
+// use, active, then ended, by fingerprint.
+func TestLeaseOverAPI(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	mount := newMount(t, v)
+	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{})
+	c := serveAPI(t, f.b, nil, []int{os.Getuid()})
+	iss, err := c.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-api", Intent: "cert", Destinations: apiDest,
+		Deadline: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Inspect(ctx, iss.Fingerprint)
+	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateNone {
+		t.Fatalf("inspect before the first use: %+v, %v", in.Lease, err)
+	}
+	g, err := f.b.Resolve(ctx, iss.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.b.Secret(ctx, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err = c.Inspect(ctx, iss.Fingerprint)
+	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateActive || in.Lease.Fingerprint != s.Lease || in.Lease.ExpiresAt.IsZero() {
+		t.Fatalf("inspect in use: %+v, %v", in.Lease, err)
+	}
+	end, err := c.EndInvocation(ctx, "inv-api")
+	if err != nil || end.Handles != 1 || len(end.Leases) != 1 {
+		t.Fatalf("end: %+v, %v", end, err)
+	}
+	if l := end.Leases[0]; l.Intent != "cert" || l.Fingerprint != s.Lease || !l.Revoked {
+		t.Fatalf("lease end: %+v", l)
+	}
+	in, err = c.Inspect(ctx, iss.Fingerprint)
+	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateEnded || in.Lease.Fingerprint != s.Lease {
+		t.Fatalf("inspect after the end: %+v, %v", in.Lease, err)
+	}
+}
