@@ -42,7 +42,7 @@ type rabbitEnv struct {
 	before map[string]bool
 }
 
-func newRabbitEnv(t *testing.T) *rabbitEnv {
+func newRabbitEnv(t testing.TB) *rabbitEnv {
 	t.Helper()
 	e := &rabbitEnv{v: testenv.Vault(t), rmq: testenv.RabbitMQ(t), ca: testenv.NewCA(t), mount: "rabbitmq-" + rand.Text()[:8]}
 	e.vc = e.v.Client(t)
@@ -71,12 +71,20 @@ type leaseProxy struct {
 
 // newLeaseProxy starts a replica on store (a memory store when nil) whose
 // intent "mq" is a RabbitMQ user per invocation, injected as Basic auth.
-func (e *rabbitEnv) newLeaseProxy(t *testing.T, store broker.Store, vc *vaultapi.Client, lc broker.LeasesConfig) *leaseProxy {
+func (e *rabbitEnv) newLeaseProxy(t testing.TB, store broker.Store, vc *vaultapi.Client, lc broker.LeasesConfig) *leaseProxy {
 	t.Helper()
-	bc := broker.Config{EgressProxy: "127.0.0.1:0", Leases: lc, Intents: map[string]broker.Intent{
-		"mq": {Class: broker.ClassWrite,
-			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: e.mount, Path: "creds/plugin", Field: "password"},
-			Inject: broker.Inject{Basic: &broker.BasicInject{UsernameField: "username"}}},
+	// "mq.static" is RabbitMQ's administrator as a static secret, for
+	// the benchmarks' comparison.
+	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("mq/admin: {username: "+e.rmq.Admin+", password: "+e.rmq.AdminPassword+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	basic := broker.Inject{Basic: &broker.BasicInject{UsernameField: "username"}}
+	bc := broker.Config{EgressProxy: "127.0.0.1:0", Leases: lc, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
+		"mq": {Class: broker.ClassWrite, Inject: basic,
+			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: e.mount, Path: "creds/plugin", Field: "password"}},
+		"mq.static": {Class: broker.ClassWrite, Inject: basic,
+			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "mq/admin", Field: "password"}},
 	}}
 	if _, ok := store.(*broker.RedisStore); ok {
 		bc.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: "127.0.0.1:1"}}
@@ -97,10 +105,12 @@ func (e *rabbitEnv) newLeaseProxy(t *testing.T, store broker.Store, vc *vaultapi
 	go func() { leases.Run(lctx); close(ldone) }()
 	t.Cleanup(func() { lcancel(); <-ldone })
 	p := &leaseProxy{leases: leases, audit: &testenv.SyncBuffer{}}
-	p.b = broker.New(bc, store, nil, broker.Options{Leases: leases})
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Hour, 0, nil, nil)
+	p.b = broker.New(bc, store, cache, broker.Options{Leases: leases})
 	res := &staticResolver{}
 	res.set(mqHost, "127.0.0.1")
-	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: e.ca.PEMFile}.WithDefaults()
+	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: e.ca.PEMFile,
+		Limits: LimitsConfig{PerHandleRPS: 100000, PerPluginRPS: 100000}}.WithDefaults()
 	srv, err := New(cfg, p.b, Options{Resolver: res, Audit: slog.New(slog.NewJSONHandler(p.audit, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +132,14 @@ func (e *rabbitEnv) newLeaseProxy(t *testing.T, store broker.Store, vc *vaultapi
 	return p
 }
 
-func (e *rabbitEnv) issue(t *testing.T, b *broker.Broker, inv string, deadline time.Time) string {
+func (e *rabbitEnv) issue(t testing.TB, b *broker.Broker, inv string, deadline time.Time) string {
 	t.Helper()
-	iss, err := b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-mq", InvocationID: inv, Intent: "mq",
+	return e.issueFor(t, b, inv, "mq", deadline)
+}
+
+func (e *rabbitEnv) issueFor(t testing.TB, b *broker.Broker, inv, intent string, deadline time.Time) string {
+	t.Helper()
+	iss, err := b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-mq", InvocationID: inv, Intent: intent,
 		Destinations: []broker.Destination{{Host: mqHost, Port: e.port}}, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +166,7 @@ func (e *rabbitEnv) whoami(t *testing.T, p *leaseProxy, handle string) (int, str
 }
 
 // users lists the RabbitMQ users made since the test began.
-func (e *rabbitEnv) users(t *testing.T) []string {
+func (e *rabbitEnv) users(t testing.TB) []string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.rmq.APIURL+"/api/users", nil)
 	req.SetBasicAuth(e.rmq.Admin, e.rmq.AdminPassword)
