@@ -356,3 +356,45 @@ func TestRabbitMQTwoReplicas(t *testing.T) {
 		t.Fatalf("RabbitMQ answered the ended user with %d (%v)", status, err)
 	}
 }
+
+// An invocation that outlives its lease keeps its user: the lease is
+// renewed before it expires (here a 4 s lease renewed 3 s before), and
+// the user still works after the lease's first expiry has passed.
+func TestRabbitMQRenewal(t *testing.T) {
+	e := newRabbitEnv(t)
+	short := "rabbitmq-" + rand.Text()[:8]
+	e.v.MountRabbitMQ(t, short, e.rmq, 4*time.Second)
+	e.mount = short
+	p := e.newLeaseProxy(t, nil, e.vc, broker.LeasesConfig{RenewBefore: 3 * time.Second, CheckInterval: 100 * time.Millisecond})
+	h := e.issue(t, p.b, "inv-renew", time.Now().Add(time.Hour))
+	code, user, errCode := e.whoami(t, p, h)
+	if code != http.StatusOK {
+		t.Fatalf("first use: %d %s", code, errCode)
+	}
+	st, err := p.leases.State(context.Background(), "inv-renew", "mq")
+	if err != nil || st.State != broker.LeaseStateActive || !st.Renewable {
+		t.Fatalf("lease: %+v %v", st, err)
+	}
+	first := st.ExpiresAt
+	for limit := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		now, err := p.leases.State(context.Background(), "inv-renew", "mq")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.ExpiresAt.After(first) && time.Now().After(first.Add(time.Second)) {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatal("the lease was never renewed")
+		}
+	}
+	if code, again, _ := e.whoami(t, p, h); code != http.StatusOK || again != user {
+		t.Fatalf("after the lease's first expiry: %d as %q, want %q", code, again, user)
+	}
+	if _, err := p.b.RevokeInvocation(context.Background(), "inv-renew"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.userGone(t, user) {
+		t.Fatal("the renewed user outlived the invocation")
+	}
+}
