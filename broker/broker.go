@@ -330,12 +330,10 @@ func secretOf(intent string, in Intent, data SecretData) (Secret, error) {
 		return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, in.Secret.Field)
 	}
 	s := Secret{Value: v, Version: data.Version, Fields: data.Fields}
-	if in.Inject.Basic != nil {
-		s.Username = in.Inject.Basic.Username
-		if f := in.Inject.Basic.UsernameField; f != "" {
-			if s.Username, ok = data.Fields[f]; !ok || s.Username == "" {
-				return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, f)
-			}
+	if in.Inject.Kind != nil {
+		var err error
+		if s, err = in.Inject.Kind.CompleteSecret(s); err != nil {
+			return Secret{}, fmt.Errorf("intent %q: %w", intent, err)
 		}
 	}
 	return s, nil

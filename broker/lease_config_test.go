@@ -7,7 +7,7 @@ import (
 
 func TestLeaseConfigValidate(t *testing.T) {
 	leased := Intent{Class: ClassWrite, Secret: SecretRef{Source: SourceVaultLease, Mount: "rabbitmq", Path: "creds/airlock", Field: "password"},
-		Inject: Inject{Basic: &BasicInject{UsernameField: "username"}}}
+		Inject: Inject{Kind: &BasicInject{UsernameField: "username"}}}
 	tests := []struct {
 		name    string
 		mutate  func(*Config)
@@ -28,7 +28,7 @@ func TestLeaseConfigValidate(t *testing.T) {
 		}, wantErr: "secret.mount: required for vault_lease"},
 		{name: "data only for vault_lease", mutate: func(c *Config) {
 			c.Intents["kv"] = Intent{Class: ClassRead, Secret: SecretRef{Source: SourceVault, Path: "a", Field: "b", Data: map[string]string{"x": "y"}},
-				Inject: Inject{Query: &QueryInject{Name: "k"}}}
+				Inject: Inject{Kind: &QueryInject{Name: "k"}}}
 		}, wantErr: "secret.data: is for source vault_lease"},
 		{name: "kv_version not for vault_lease", mutate: func(c *Config) {
 			in := c.Intents["mq"]

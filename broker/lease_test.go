@@ -31,9 +31,9 @@ func leaseConfig(mount string, lc LeasesConfig) Config {
 	return Config{Leases: lc, Intents: map[string]Intent{
 		"cert": {Class: ClassWrite, Secret: SecretRef{Source: SourceVaultLease, Mount: mount, Path: "issue/leaf",
 			Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}, Field: "certificate"},
-			Inject: Inject{Header: &HeaderInject{Name: "X-Cert", Template: "{{secret}}"}}},
+			Inject: Inject{Kind: &HeaderInject{Name: "X-Cert", Template: "{{secret}}"}}},
 		"static": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
-			Inject: Inject{Header: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}}},
+			Inject: Inject{Kind: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}}},
 	}}
 }
 

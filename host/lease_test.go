@@ -26,7 +26,7 @@ func leasedFixture(t *testing.T) (*hostFixture, *testenv.RabbitMQServer) {
 	v.MountRabbitMQ(t, mount, rmq, 10*time.Minute)
 	f := newHostFixtureBroker(t, 0, func(bc *broker.Config, store broker.Store) broker.Options {
 		ref := broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "creds/plugin", Field: "password"}
-		inj := broker.Inject{Basic: &broker.BasicInject{UsernameField: "username"}}
+		inj := broker.Inject{Kind: &broker.BasicInject{UsernameField: "username"}}
 		for _, name := range []string{"tickets.read", "tickets.write"} {
 			in := bc.Intents[name]
 			in.Secret, in.Inject = ref, inj

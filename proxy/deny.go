@@ -47,6 +47,7 @@ const (
 	CodeHandleInRequest      = "handle_in_request"             // 403
 	CodeSelfDial             = "proxy_self_dial"               // 403
 	CodePresigned            = "presigned_url_not_supported"   // 400
+	CodeInjectUnsupported    = "inject_kind_unsupported"       // 502: the intent's kind has no injector here
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 )
 
@@ -66,8 +67,9 @@ var codeStatus = map[string]int{
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
-	CodePresigned: http.StatusBadRequest, CodeLeaseUnavailable: http.StatusServiceUnavailable,
-	CodeClientClosed: statusClientClosed,
+	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
+	CodeLeaseUnavailable: http.StatusServiceUnavailable,
+	CodeClientClosed:     statusClientClosed,
 }
 
 // statusClientClosed is what the audit records for a request whose

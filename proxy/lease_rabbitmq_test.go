@@ -79,7 +79,7 @@ func (e *rabbitEnv) newLeaseProxy(t testing.TB, store broker.Store, vc *vaultapi
 	if err := os.WriteFile(secrets, []byte("mq/admin: {username: "+e.rmq.Admin+", password: "+e.rmq.AdminPassword+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	basic := broker.Inject{Basic: &broker.BasicInject{UsernameField: "username"}}
+	basic := broker.Inject{Kind: &broker.BasicInject{UsernameField: "username"}}
 	bc := broker.Config{EgressProxy: "127.0.0.1:0", Leases: lc, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"mq": {Class: broker.ClassWrite, Inject: basic,
 			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: e.mount, Path: "creds/plugin", Field: "password"}},

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
