@@ -86,50 +86,7 @@ func (e *rabbitEnv) newLeaseProxy(t testing.TB, store broker.Store, vc *vaultapi
 		"mq.static": {Class: broker.ClassWrite, Inject: basic,
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "mq/admin", Field: "password"}},
 	}}
-	if _, ok := store.(*broker.RedisStore); ok {
-		bc.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: "127.0.0.1:1"}}
-	}
-	bc = bc.WithDefaults()
-	if err := bc.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if store == nil {
-		store = broker.NewMemoryStore(1000, time.Minute, time.Hour, nil)
-	}
-	leases, err := broker.NewLeases(bc, vc, store.(broker.LeaseStore), broker.LeaseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(context.Background())
-	ldone := make(chan struct{})
-	go func() { leases.Run(lctx); close(ldone) }()
-	t.Cleanup(func() { lcancel(); <-ldone })
-	p := &leaseProxy{leases: leases, audit: &testenv.SyncBuffer{}}
-	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Hour, 0, nil, nil)
-	p.b = broker.New(bc, store, cache, broker.Options{Leases: leases})
-	res := &staticResolver{}
-	res.set(mqHost, "127.0.0.1")
-	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: e.ca.PEMFile,
-		Limits: LimitsConfig{PerHandleRPS: 100000, PerPluginRPS: 100000}}.WithDefaults()
-	srv, err := New(cfg, p.b, Options{Resolver: res, Audit: slog.New(slog.NewJSONHandler(p.audit, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = l.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("proxy Serve: %v", err)
-		}
-	})
-	return p
+	return startLeaseProxy(t, e.ca, bc, store, vc, mqHost)
 }
 
 func (e *rabbitEnv) issue(t testing.TB, b *broker.Broker, inv string, deadline time.Time) string {
@@ -397,4 +354,55 @@ func TestRabbitMQRenewal(t *testing.T) {
 	if !e.userGone(t, user) {
 		t.Fatal("the renewed user outlived the invocation")
 	}
+}
+
+// startLeaseProxy starts a replica: a broker with leases on store (a
+// memory store when nil) reading Vault with vc, and its proxy, which
+// resolves host to loopback and trusts ca upstream.
+func startLeaseProxy(t testing.TB, ca *testenv.CA, bc broker.Config, store broker.Store, vc *vaultapi.Client, host string) *leaseProxy {
+	t.Helper()
+	if _, ok := store.(*broker.RedisStore); ok {
+		bc.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: "127.0.0.1:1"}}
+	}
+	bc = bc.WithDefaults()
+	if err := bc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if store == nil {
+		store = broker.NewMemoryStore(1000, time.Minute, time.Hour, nil)
+	}
+	leases, err := broker.NewLeases(bc, vc, store.(broker.LeaseStore), broker.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(context.Background())
+	ldone := make(chan struct{})
+	go func() { leases.Run(lctx); close(ldone) }()
+	t.Cleanup(func() { lcancel(); <-ldone })
+	p := &leaseProxy{leases: leases, audit: &testenv.SyncBuffer{}}
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: bc.Secrets.File}}, time.Hour, 0, nil, nil)
+	p.b = broker.New(bc, store, cache, broker.Options{Leases: leases})
+	res := &staticResolver{}
+	res.set(host, "127.0.0.1")
+	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
+		Limits: LimitsConfig{PerHandleRPS: 100000, PerPluginRPS: 100000}}.WithDefaults()
+	srv, err := New(cfg, p.b, Options{Resolver: res, Audit: slog.New(slog.NewJSONHandler(p.audit, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = l.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("proxy Serve: %v", err)
+		}
+	})
+	return p
 }
