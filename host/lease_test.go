@@ -59,16 +59,17 @@ func basicCreds(t *testing.T, h string) (string, string) {
 	return user, pass
 }
 
-// Each ending of an invocation — success, deadline, the plugin crashing,
-// the host shutting down — deletes the invocation's RabbitMQ user: the
+// Each ending of an invocation — success, failure (the caller cancels
+// it), deadline, the plugin crashing, the host shutting down — deletes the invocation's RabbitMQ user: the
 // credential the upstream got works while the call runs and is refused
 // as soon as the host reports the outcome; the outcome evidence names the
 // lease it revoked by fingerprint.
 func TestLeasedUserDiesWithInvocation(t *testing.T) {
-	for _, ending := range []string{"success", "deadline", "crash", "shutdown"} {
+	for _, ending := range []string{"success", "failure", "deadline", "crash", "shutdown"} {
 		t.Run(ending, func(t *testing.T) {
 			f, rmq := leasedFixture(t)
-			ctx := context.Background()
+			ctx, cancelCall := context.WithCancel(context.Background())
+			defer cancelCall()
 			var invoke func(ctx context.Context, deadline time.Duration) (*Outcome, error)
 			var p *Plugin
 			var h *Host
@@ -120,6 +121,8 @@ func TestLeasedUserDiesWithInvocation(t *testing.T) {
 			case "success":
 				want = pluginv1.Status_STATUS_SUCCEEDED
 				close(f.block)
+			case "failure":
+				cancelCall()
 			case "crash":
 				p.Kill()
 			case "shutdown":
