@@ -198,7 +198,7 @@ func (l *Leases) acquire(ctx context.Context, key string, g *Grant) (*heldLease,
 	rec := leaseRecord{State: leaseActive, PluginID: g.PluginID, Fingerprint: fp, Sealed: sealed, ObtainedAt: now,
 		ExpiresAt: now.Add(time.Duration(s.LeaseDuration) * time.Second), Deadline: g.ExpiresAt, Renewable: s.Renewable}
 	b := encodeLease(rec)
-	stored, won, err := l.store.ClaimLease(ctx, key, b, l.recordTTL(rec))
+	stored, won, err := l.store.ClaimLease(ctx, key, b, rec.Deadline, l.recordTTL(rec))
 	if err != nil || !won {
 		// Another replica's lease serves the invocation (or the store
 		// cannot say): this one must not live on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,9 @@ func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, err
 		}
 	}
 	old, err := l.store.SwapLease(ctx, key, encodeLease(tomb), l.tombstone)
+	if err == nil {
+		_ = l.store.ForgetLease(ctx, key) // a stale entry only costs a later sweep a no-op swap
+	}
 	l.mu.Lock()
 	delete(l.held, key)
 	if t := l.tracked[key]; t != nil && !t.revoking {
@@ -215,6 +219,31 @@ func (l *Leases) sweep(ctx context.Context, final bool) {
 			continue
 		}
 		l.check(ctx, t, now)
+	}
+	if !final {
+		l.sweepDue(ctx, now)
+	}
+}
+
+// maxDuePerSweep bounds the leases one sweep ends for other replicas.
+const maxDuePerSweep = 64
+
+// sweepDue ends the leases whose invocation's deadline passed with no
+// end, whichever replica obtained them (it may be gone): the store lists
+// them by deadline, and the swap in endKey lets only one replica revoke.
+func (l *Leases) sweepDue(ctx context.Context, now time.Time) {
+	keys, err := l.store.DueLeases(ctx, now, maxDuePerSweep)
+	if err != nil {
+		return
+	}
+	for _, key := range keys {
+		intent, _, _ := strings.Cut(key, ":")
+		if _, ok := l.intents[intent]; !ok {
+			_ = l.store.ForgetLease(ctx, key) // an intent no longer configured
+			continue
+		}
+		l.log.Info("lease deadline passed without an end; revoking", "intent", intent)
+		_, _ = l.endKey(ctx, key, intent)
 	}
 }
 

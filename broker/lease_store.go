@@ -11,9 +11,10 @@ import (
 // in them are sealed by the broker). Both handle stores implement it.
 type LeaseStore interface {
 	// ClaimLease stores rec under key for ttl unless a record is there
-	// already. It returns the record stored under key afterwards: rec when
-	// it won, the other one when it lost.
-	ClaimLease(ctx context.Context, key string, rec []byte, ttl time.Duration) (stored []byte, won bool, err error)
+	// already, and lists key as due at deadline (DueLeases). It returns
+	// the record stored under key afterwards: rec when it won, the other
+	// one when it lost.
+	ClaimLease(ctx context.Context, key string, rec []byte, deadline time.Time, ttl time.Duration) (stored []byte, won bool, err error)
 	// LoadLease returns the record under key, nil when there is none.
 	LoadLease(ctx context.Context, key string) ([]byte, error)
 	// SwapLease stores rec under key for ttl and returns the record it
@@ -23,6 +24,13 @@ type LeaseStore interface {
 	// UpdateLease replaces old with rec (a renewal) only when old is still
 	// the record under key; it reports whether it did.
 	UpdateLease(ctx context.Context, key string, old, rec []byte, ttl time.Duration) (bool, error)
+	// DueLeases returns up to limit keys whose claim said their
+	// invocation ends by now (ClaimLease's deadline), for any replica to
+	// end: the one that obtained a lease may be gone. A key stays listed
+	// until ForgetLease.
+	DueLeases(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// ForgetLease takes key off the deadline list.
+	ForgetLease(ctx context.Context, key string) error
 }
 
 var (
@@ -50,7 +58,7 @@ func (s *MemoryStore) leaseLocked(key string) []byte {
 }
 
 // ClaimLease implements LeaseStore.
-func (s *MemoryStore) ClaimLease(_ context.Context, key string, rec []byte, ttl time.Duration) ([]byte, bool, error) {
+func (s *MemoryStore) ClaimLease(_ context.Context, key string, rec []byte, _ time.Time, ttl time.Duration) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur := s.leaseLocked(key); cur != nil {
@@ -59,6 +67,13 @@ func (s *MemoryStore) ClaimLease(_ context.Context, key string, rec []byte, ttl 
 	s.putLeaseLocked(key, rec, ttl)
 	return rec, true, nil
 }
+
+// DueLeases implements LeaseStore. In one process the replica that
+// obtained a lease is the only one, and ends it itself: nothing is due.
+func (s *MemoryStore) DueLeases(context.Context, time.Time, int) ([]string, error) { return nil, nil }
+
+// ForgetLease implements LeaseStore.
+func (s *MemoryStore) ForgetLease(context.Context, string) error { return nil }
 
 // LoadLease implements LeaseStore.
 func (s *MemoryStore) LoadLease(_ context.Context, key string) ([]byte, error) {

@@ -356,3 +356,51 @@ func TestLeaseOverAPI(t *testing.T) {
 		t.Fatalf("inspect after the end: %+v, %v", in.Lease, err)
 	}
 }
+
+// The replica that obtained a lease dies and the host never ends the
+// invocation: another replica on the same Redis ends the lease at the
+// invocation's deadline.
+func TestLeaseDeadlineOtherReplica(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	mount := newMount(t, v)
+	rs := testenv.Redis(t)
+	keyFile := filepath.Join(t.TempDir(), "seal.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(make([]byte, 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lc := LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
+	store := func() Store {
+		st, err := NewRedisStore(RedisConfig{Address: rs.Addr, KeyPrefix: "lease-dead:", LocalCache: -1}, time.Minute, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	// The obtaining replica: its loop never runs (it died after the
+	// first use).
+	deadCfg := leaseConfig(mount, lc)
+	deadCfg.Store = StoreConfig{Type: StoreRedis, Redis: RedisConfig{Address: rs.Addr}}
+	deadCfg = deadCfg.WithDefaults()
+	deadStore := store()
+	dead, err := NewLeases(deadCfg, v.Client(t), deadStore.(LeaseStore), LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := New(deadCfg, deadStore, nil, Options{Leases: dead})
+	g := &Grant{PluginID: "p", InvocationID: "inv-orphan", Intent: "cert", ExpiresAt: time.Now().Add(2 * time.Second)}
+	if _, err := db.Secret(ctx, g, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(v.Leases(t, mount+"/issue/leaf/")); n != 1 {
+		t.Fatalf("leases: %d", n)
+	}
+	survivor := newLeaseFixture(t, v.Client(t), mount, store(), lc)
+	waitFor(t, "the surviving replica to revoke the orphaned lease", func() bool {
+		return len(v.Leases(t, mount+"/issue/leaf/")) == 0
+	})
+	if st, err := survivor.leases.State(ctx, "inv-orphan", "cert"); err != nil || st.State != LeaseStateEnded {
+		t.Fatalf("lease state: %+v %v", st, err)
+	}
+}
