@@ -85,8 +85,8 @@ func (s *RedisStore) UpdateLease(ctx context.Context, key string, old, rec []byt
 
 // DueLeases implements LeaseStore.
 func (s *RedisStore) DueLeases(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	keys, err := s.rdb.ZRangeByScore(ctx, s.deadlinesKey(), &redis.ZRangeBy{Min: "-inf",
-		Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(limit)}).Result()
+	keys, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.deadlinesKey(), ByScore: true, Start: "-inf",
+		Stop: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(limit)}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: due leases: %v", ErrStoreUnavailable, err)
 	}
