@@ -13,6 +13,7 @@ import (
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -402,5 +403,53 @@ func TestLeaseDeadlineOtherReplica(t *testing.T) {
 	})
 	if st, err := survivor.leases.State(ctx, "inv-orphan", "cert"); err != nil || st.State != LeaseStateEnded {
 		t.Fatalf("lease state: %+v %v", st, err)
+	}
+}
+
+// The outstanding-leases gauge follows the leases this replica obtained:
+// one in use, none once its invocation ended.
+func TestLeaseMetrics(t *testing.T) {
+	ctx := context.Background()
+	v := testenv.Vault(t)
+	mount := newMount(t, v)
+	cfg := leaseConfig(mount, LeasesConfig{})
+	cfg.Secrets.File = writeSecrets(t, "example/api: {token: x}\n")
+	cfg = cfg.WithDefaults()
+	reg := prometheus.NewRegistry()
+	store := NewMemoryStore(100, time.Minute, time.Hour, nil)
+	l, err := NewLeases(cfg, v.Client(t), store, LeaseOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(cfg, store, nil, Options{Leases: l})
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	g := &Grant{PluginID: "p", InvocationID: "inv-metrics", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
+	if _, err := b.Secret(ctx, g, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge("airlock_broker_leases_outstanding"); n != 1 {
+		t.Fatalf("outstanding = %v in use, want 1", n)
+	}
+	if _, err := b.EndInvocation(ctx, "inv-metrics"); err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge("airlock_broker_leases_outstanding"); n != 0 {
+		t.Fatalf("outstanding = %v after the end, want 0", n)
+	}
+	if n := gauge("airlock_broker_lease_revocations_failing"); n != 0 {
+		t.Fatalf("failing = %v", n)
 	}
 }
