@@ -172,6 +172,15 @@ func (l *Leases) renew(ctx context.Context, key string, h *heldLease) error {
 	return nil
 }
 
+// Start runs Run in the background until the returned stop is called;
+// stop returns once Run has.
+func (l *Leases) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
 // Run renews this replica's leases, ends those whose deadline passed with
 // no End (a host that died mid-invocation), and retries revocations, every
 // CheckInterval until ctx ends; then it tries each owed revocation once

@@ -59,10 +59,7 @@ func newLeaseFixture(tb testing.TB, vc *vaultapi.Client, mount string, store Sto
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { l.Run(ctx); close(done) }()
-	tb.Cleanup(func() { cancel(); <-done })
+	tb.Cleanup(l.Start())
 	cache := NewSecretCache(map[string]SecretSource{SourceFile: &FileSource{Path: cfg.Secrets.File}}, time.Minute, 0, nil, nil)
 	return &leaseFixture{b: New(cfg, store, cache, Options{Leases: l}), leases: l, store: store, mount: mount}
 }
@@ -227,12 +224,7 @@ func TestLeaseTwoReplicasRace(t *testing.T) {
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
 	rs := testenv.Redis(t)
-	keyFile := filepath.Join(t.TempDir(), "seal.key")
-	key := make([]byte, 32)
-	rand.Read(key)
-	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := sealKeyFile(t)
 	lc := LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
 	var replicas []*leaseFixture
 	for range 2 {
@@ -366,10 +358,7 @@ func TestLeaseDeadlineOtherReplica(t *testing.T) {
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
 	rs := testenv.Redis(t)
-	keyFile := filepath.Join(t.TempDir(), "seal.key")
-	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(make([]byte, 32))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := sealKeyFile(t)
 	lc := LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
 	store := func() Store {
 		st, err := NewRedisStore(RedisConfig{Address: rs.Addr, KeyPrefix: "lease-dead:", LocalCache: -1}, time.Minute, time.Hour)
@@ -452,4 +441,16 @@ func TestLeaseMetrics(t *testing.T) {
 	if n := gauge("airlock_broker_lease_revocations_failing"); n != 0 {
 		t.Fatalf("failing = %v", n)
 	}
+}
+
+// sealKeyFile writes a random lease seal key, as replicas share one.
+func sealKeyFile(tb testing.TB) string {
+	tb.Helper()
+	key := make([]byte, 32)
+	rand.Read(key)
+	p := filepath.Join(tb.TempDir(), "seal.key")
+	if err := os.WriteFile(p, []byte(hex.EncodeToString(key)), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }

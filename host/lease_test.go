@@ -39,10 +39,7 @@ func leasedFixture(t *testing.T) (*hostFixture, *testenv.RabbitMQServer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { leases.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(leases.Start())
 		return broker.Options{Leases: leases}
 	})
 	return f, rmq

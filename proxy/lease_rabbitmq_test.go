@@ -375,10 +375,7 @@ func startLeaseProxy(t testing.TB, ca *testenv.CA, bc broker.Config, store broke
 	if err != nil {
 		t.Fatal(err)
 	}
-	lctx, lcancel := context.WithCancel(context.Background())
-	ldone := make(chan struct{})
-	go func() { leases.Run(lctx); close(ldone) }()
-	t.Cleanup(func() { lcancel(); <-ldone })
+	t.Cleanup(leases.Start())
 	p := &leaseProxy{leases: leases, audit: &testenv.SyncBuffer{}}
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: bc.Secrets.File}}, time.Hour, 0, nil, nil)
 	p.b = broker.New(bc, store, cache, broker.Options{Leases: leases})
