@@ -76,7 +76,8 @@ type trackedLease struct {
 	revoking bool
 	attempts int
 	nextTry  time.Time
-	failing  bool // attempts used up; retried slowly until expires
+	failing  bool      // attempts used up; retried slowly until expires
+	checked  time.Time // obtained leases: when the record was last read
 }
 
 // LeaseOptions configure NewLeases.

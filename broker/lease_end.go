@@ -212,7 +212,7 @@ func (l *Leases) sweep(ctx context.Context, final bool) {
 		if final && !t.revoking {
 			continue // another replica may serve the invocation on
 		}
-		if !t.revoking || final || !now.Before(t.nextTry) {
+		if t.revoking && (final || !now.Before(t.nextTry)) || !t.revoking && l.checkDue(t, now) {
 			due = append(due, t)
 		}
 	}
@@ -254,6 +254,23 @@ func (l *Leases) sweepDue(ctx context.Context, now time.Time) {
 		l.log.Info("lease deadline passed without an end; revoking", "intent", intent)
 		_, _ = l.endKey(ctx, key, intent)
 	}
+}
+
+// leaseRecheck is how often a replica reads the record of a lease it
+// obtained when neither its deadline nor its renewal is near: to notice
+// an end on another replica (for the outstanding-leases gauge) without a
+// store read per lease and tick.
+const leaseRecheck = 10 * time.Second
+
+// checkDue reports whether the obtained lease t needs a check now: its
+// deadline passed, its renewal window opened, or leaseRecheck went by.
+// The caller holds l.mu.
+func (l *Leases) checkDue(t *trackedLease, now time.Time) bool {
+	if !now.Before(t.deadline) || t.expires.Sub(now) <= l.cfg.RenewBefore || now.Sub(t.checked) >= leaseRecheck {
+		t.checked = now
+		return true
+	}
+	return false
 }
 
 // check looks after a lease this replica obtained: forgotten when another
