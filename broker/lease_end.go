@@ -43,14 +43,17 @@ func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, err
 	// inspect); a record that changed between the load and the swap only
 	// costs the tombstone its fingerprint.
 	tomb := leaseRecord{State: leaseEnded}
-	if cur, err := l.store.LoadLease(ctx, key); err == nil && cur != nil {
+	cur, lerr := l.store.LoadLease(ctx, key)
+	if lerr == nil && cur != nil {
 		if r, err := decodeLease(cur); err == nil {
 			tomb.Fingerprint, tomb.ObtainedAt, tomb.ExpiresAt = r.Fingerprint, r.ObtainedAt, r.ExpiresAt
 		}
 	}
 	old, err := l.store.SwapLease(ctx, key, encodeLease(tomb), l.tombstone)
-	if err == nil {
-		_ = l.store.ForgetLease(ctx, key) // a stale entry only costs a later sweep a no-op swap
+	if err == nil && (lerr != nil || cur != nil || old != nil) {
+		// Off the deadline list; an invocation that never used the
+		// intent has no entry there, and costs no third round trip.
+		_ = l.store.ForgetLease(ctx, key)
 	}
 	l.mu.Lock()
 	delete(l.held, key)
