@@ -37,6 +37,7 @@ tools:
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev
 	@./tools/ensure-pkg.sh promtool prometheus
 	@./tools/ensure-pkg.sh systemd-analyze systemd
+	@./tools/ensure-pkg.sh /usr/lib/rabbitmq/bin/rabbitmq-server rabbitmq-server
 	@./tools/ensure-redis.sh >/dev/null
 	@./tools/ensure-vault.sh >/dev/null
 

@@ -68,13 +68,13 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	}
 
 	// Revoke before anyone is told the call is over.
+	outcome := map[string]any{"status": string(out.Status), "reason": out.Reason, "evidence_ids": out.EvidenceIDs}
 	if ip.opts.Broker != nil {
-		if _, err := ip.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), id); err != nil {
-			ip.opts.Log.Error("revoke invocation handles", "plugin", name, "invocation", id, "err", err)
+		if leases := revokeInvocation(ctx, ip.opts, name, id); len(leases) > 0 {
+			outcome["leases_revoked"] = leases
 		}
 	}
-	if _, err := ip.opts.Record(name, "invocation.outcome", id, map[string]any{"status": string(out.Status), "reason": out.Reason,
-		"evidence_ids": out.EvidenceIDs}); err != nil {
+	if _, err := ip.opts.Record(name, "invocation.outcome", id, outcome); err != nil {
 		// The call ran and cannot be undone; the caller is told its
 		// outcome is not in the evidence, with the outcome beside it.
 		return out, fmt.Errorf("%w: the call ran (invocation %s), but its outcome was not recorded", err, id)

@@ -29,6 +29,7 @@ const (
 	CodeRateLimited          = "rate_limited"                  // 429
 	CodeTooManyConcurrent    = "too_many_concurrent_requests"  // 429
 	CodeSecretUnavailable    = "secret_unavailable"            // 503
+	CodeLeaseUnavailable     = "lease_unavailable"             // 503: the invocation's lease could not be obtained
 	CodeSecretInvalid        = "secret_invalid"                // 502
 	CodeUpstreamTLS          = "upstream_tls_failed"           // 502
 	CodeUpstreamUnreachable  = "upstream_unreachable"          // 502
@@ -67,7 +68,8 @@ var codeStatus = map[string]int{
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
-	CodeClientClosed: statusClientClosed,
+	CodeLeaseUnavailable: http.StatusServiceUnavailable,
+	CodeClientClosed:     statusClientClosed,
 }
 
 // statusClientClosed is what the audit records for a request whose

@@ -361,8 +361,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	}
 	sec, err := s.broker.Secret(r.Context(), g, false)
 	if err != nil {
-		return x, deny(CodeSecretUnavailable, "the credential's secret is unavailable; no request was sent").withReason(err.Error())
+		return x, secretDenial(err)
 	}
+	a.Lease = sec.Lease
 	stripHopByHop(r.Header)
 	if x.canRetry && len(pol.restore) > 0 {
 		x.placeholders = http.Header{}

@@ -123,6 +123,17 @@ func newHostFixture(t testing.TB) *hostFixture {
 // the plugins, whose passes live passTTL between renewals.
 func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
 	t.Helper()
+	return newHostFixtureBroker(t, passTTL, nil)
+}
+
+// brokerHook changes the fixture's broker config (its intents) and
+// returns the broker's options, given the fixture's handle store.
+type brokerHook func(bc *broker.Config, store broker.Store) broker.Options
+
+// newHostFixtureBroker is newHostFixtureWith whose broker hook, when set,
+// rebinds the intents (leased secrets).
+func newHostFixtureBroker(t testing.TB, passTTL time.Duration, hook brokerHook) *hostFixture {
+	t.Helper()
 	f := &hostFixture{seenAuth: make(chan string, 16), block: make(chan struct{})}
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -171,7 +182,12 @@ func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
 			Destinations: []broker.Destination{{Host: "tickets.demo.airlock.test", Port: mustAtoi(upPort), PathPrefix: "/api/"}}},
 	}, PassTTL: passTTL}.WithDefaults()
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
-	f.b = &recordingBroker{Broker: broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})}
+	store := broker.NewMemoryStore(100, time.Minute, time.Hour, nil)
+	var bopts broker.Options
+	if hook != nil {
+		bopts = hook(&bc, store)
+	}
+	f.b = &recordingBroker{Broker: broker.New(bc, store, cache, bopts)}
 	pc := proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
 		Resolve: map[string][]string{"tickets.demo.airlock.test": {"127.0.0.1"}}}
 	if passTTL > 0 {

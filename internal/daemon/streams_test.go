@@ -76,7 +76,7 @@ proxy:
 		"HTTPS_PROXY=http://" + iss.Handle + "@" + r.Proxy, "https_proxy=http://" + iss.Handle + "@" + r.Proxy,
 		"SSL_CERT_FILE=" + caFile, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=" + caFile}
 
-	lines := runPython(t, env, "AIRLOCK_TEST_GRPC_SCENARIO=all", "../proxy/testdata/grpc_client.py", "api.streams.test:"+strconv.Itoa(grpcPort))
+	lines := runPython(t, env, "AIRLOCK_TEST_GRPC_SCENARIO=all", "../../proxy/testdata/grpc_client.py", "api.streams.test:"+strconv.Itoa(grpcPort))
 	for _, want := range []string{`"call": "unary", "code": 0, "message": "", "replies": ["unary:hi:true"]`, `"call": "bidi", "code": 0`,
 		`"call": "fail", "code": 5, "message": "no such thing"`} {
 		if !strings.Contains(lines, want) {
@@ -86,7 +86,7 @@ proxy:
 	if strings.Contains(lines, secret) || !strings.Contains(lines, "[REDACTED]") {
 		t.Fatalf("grpcio: the echoed secret was not redacted:\n%s", lines)
 	}
-	lines = runPython(t, env, "AIRLOCK_TEST_WS_SCENARIO=echo", "../proxy/testdata/ws_client.py", "wss://api.streams.test:"+strconv.Itoa(ws.Port)+"/ws")
+	lines = runPython(t, env, "AIRLOCK_TEST_WS_SCENARIO=echo", "../../proxy/testdata/ws_client.py", "wss://api.streams.test:"+strconv.Itoa(ws.Port)+"/ws")
 	if !strings.Contains(lines, `"got": "echo:hello"`) || !strings.Contains(lines, `"close_code": 1000`) ||
 		strings.Contains(lines, secret) || !strings.Contains(lines, "[REDACTED]") {
 		t.Fatalf("websockets through airlock serve:\n%s", lines)
