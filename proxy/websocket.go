@@ -262,6 +262,14 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 		if errors.As(first.err, &ce) {
 			reason = ce.Reason
 		}
+		if first.from == "upstream" && guard != nil {
+			// The reason is upstream bytes like a message (an echo of
+			// the secret fits in its 123 bytes); the upstream pump has
+			// ended, so the guard is this goroutine's.
+			b := []byte(reason)
+			st.redactions.Add(int64(guard.redact(b)))
+			reason = string(b)
+		}
 	case errors.Is(first.err, websocket.ErrMessageTooBig) || strings.Contains(first.err.Error(), "read limited"):
 		code, reason, st.closedBy = websocket.StatusMessageTooBig, "airlock message too large", "limit"
 	default:

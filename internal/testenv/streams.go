@@ -153,6 +153,8 @@ func serveGRPCTestCall(st grpc.ServerStream, secret string) error {
 //	"auth"        the handshake's Authorization header (an echo)
 //	"split"       the secret, as one message of two frames
 //	"split-msgs"  the secret's halves as two messages
+//	"close-auth"  a close (1000) whose reason is the handshake's
+//	              Authorization header (an echo)
 //	"hold"        nothing
 //	anything else "echo:<msg>"; binary messages come back as they are
 type WSUpstream struct {
@@ -217,6 +219,10 @@ func (u *WSUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			if err = c.Write(ctx, typ, []byte("x:"+u.secret[:half])); err == nil {
 				err = c.Write(ctx, typ, []byte(u.secret[half:]+":y"))
 			}
+		case "close-auth":
+			// The handshake's Authorization as the close reason.
+			_ = c.Close(websocket.StatusNormalClosure, auth)
+			return
 		case "hold":
 		default:
 			err = c.Write(ctx, typ, append([]byte("echo:"), msg...))
