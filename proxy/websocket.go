@@ -159,6 +159,10 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
+// wsRefusedBodyCap is how much of a refused handshake's body the
+// WebSocket library keeps.
+const wsRefusedBodyCap = 1024
+
 // forwardRefusedUpgrade sends the upstream's non-101 answer to the
 // handshake back to the plugin, with the echo guard on its head and
 // body (the WebSocket library keeps at most 1 KiB of it).
@@ -173,6 +177,12 @@ func (s *Server) forwardRefusedUpgrade(w http.ResponseWriter, x *exchange, resp 
 	resp.Body.Close()
 	if forms != nil {
 		x.audit.Redactions += redactInPlace(body, forms.pats)
+		if len(body) >= wsRefusedBodyCap {
+			// The body was cut: a secret straddling the cut would pass
+			// as an unmatched prefix, so a tail that could begin one
+			// is dropped.
+			body = body[:len(body)-(&redactor{pats: forms.pats, keep: forms.keep}).heldTail(body)]
+		}
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v

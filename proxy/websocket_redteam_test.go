@@ -2,7 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +41,34 @@ func TestWebSocketCloseReasonEchoGuarded(t *testing.T) {
 				t.Fatalf("the close reason carries the secret: %q", ce.Reason)
 			}
 			waitAudit(t, w.fixture, `"msg":"websocket_closed"`, `"closed_by":"upstream"`, `"echo_redactions":1`)
+		})
+	}
+}
+
+// A handshake the upstream refuses has its answer's body sent back
+// through the guard; the WebSocket library keeps only its first KiB, so
+// a secret that straddles the cut must not pass as an unmatched prefix.
+func TestWebSocketRefusedBodyCutGuarded(t *testing.T) {
+	w := newWSFixture(t, nil)
+	for _, scheme := range []string{"ws", "wss"} {
+		t.Run(scheme, func(t *testing.T) {
+			h := w.issueWS(t, "api.write", "inv-ws-refuse-cut-"+scheme)
+			pool := interceptPool(t, w.caFile)
+			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
+				TLSClientConfig: &tls.Config{RootCAs: pool}}
+			defer tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			u := scheme + "://api.example.com:" + strconv.Itoa(w.ws.Port) + "/refuse-echo"
+			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("want the upstream's 403, got %v %v", err, resp)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			prefix := testSecret[:len(testSecret)-1]
+			if !strings.HasPrefix(string(body), "xxxx") || strings.Contains(string(body), prefix) {
+				t.Fatalf("the refused handshake's body carries part of the secret: %q", body[max(0, len(body)-40):])
+			}
 		})
 	}
 }

@@ -148,7 +148,9 @@ func serveGRPCTestCall(st grpc.ServerStream, secret string) error {
 }
 
 // WSUpstream is the test WebSocket server, over TLS on a loopback port.
-// It accepts subprotocol "chat.v1" and answers each text message:
+// It answers a handshake on /refuse-echo with 403 and a body whose
+// first KiB ends one byte short of the echoed Authorization header. Elsewhere it
+// accepts subprotocol "chat.v1" and answers each text message:
 //
 //	"auth"        the handshake's Authorization header (an echo)
 //	"split"       the secret, as one message of two frames
@@ -186,6 +188,13 @@ func (u *WSUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.auth = append(u.auth, auth)
 	u.mu.Unlock()
+	if r.URL.Path == "/refuse-echo" {
+		// A refusal that echoes the Authorization header across the
+		// first KiB of its body, all of it but its last byte.
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, strings.Repeat("x", 1024-len(auth)+1)+auth)
+		return
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"chat.v1"}})
 	if err != nil {
 		return
