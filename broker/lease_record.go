@@ -64,6 +64,14 @@ func newSealer(file string) (*sealer, error) {
 			return nil, err
 		}
 	} else {
+		st, err := os.Stat(file)
+		if err != nil {
+			return nil, fmt.Errorf("broker.leases.seal_key_file: %w", err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			// It opens every lease credential in the shared store.
+			return nil, fmt.Errorf("broker.leases.seal_key_file: mode %#o lets others read the key; chmod 600 it", st.Mode().Perm())
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("broker.leases.seal_key_file: %w", err)
