@@ -138,8 +138,9 @@ type formsKey struct{ secret, basicUser, derived string }
 
 // encodings are the forms of v the echo guard looks for: raw; base64 in
 // the standard and URL alphabets, as the characters that depend on v
-// alone (so padded, unpadded and v at the start of a longer encoded text
-// are all caught); query- and path-escaped; and for a value with line
+// alone, at each of the three offsets v can have in a longer encoded
+// text (so padded, unpadded and v anywhere in a longer text are all
+// caught); query- and path-escaped; and for a value with line
 // breaks (a PEM key) its lines joined by LF and by CRLF, each also
 // JSON-escaped ("\n", "\r\n"). Any value JSON escapes is caught
 // JSON-escaped, with and without HTML escapes and with "/" as "\/".
@@ -148,6 +149,9 @@ func encodings(v string) []string {
 		return nil
 	}
 	forms := []string{v, base64Core(base64.StdEncoding, v), base64Core(base64.URLEncoding, v), url.QueryEscape(v), url.PathEscape(v)}
+	for o := 1; o <= 2; o++ {
+		forms = append(forms, base64Shifted(base64.StdEncoding, v, o), base64Shifted(base64.URLEncoding, v, o))
+	}
 	texts := []string{v}
 	if strings.Contains(v, "\n") {
 		lf := strings.ReplaceAll(v, "\r\n", "\n")
@@ -176,6 +180,14 @@ func secretForms(values ...string) []string {
 // character also holds bits of what follows v (and without padding).
 func base64Core(enc *base64.Encoding, v string) string {
 	return enc.EncodeToString([]byte(v))[:len(v)*8/6]
+}
+
+// base64Shifted is the encoding of v after o (1 or 2) bytes of
+// anything ("Bearer <v>" in a gRPC "-bin" trailer), without the
+// characters that also hold bits of what precedes or follows v.
+func base64Shifted(enc *base64.Encoding, v string, o int) string {
+	s := enc.EncodeToString(append(make([]byte, o), v...))
+	return s[o+1 : (o+len(v))*8/6]
 }
 
 // jsonEscape is v as it appears inside a JSON string, with <, > and &

@@ -96,6 +96,8 @@ func grpcClientMain(target string) int {
 		call("fail", "/t.T/Unary", []string{"fail"}, false, false)
 	case "unary":
 		call("unary", "/t.T/Unary", []string{"hi"}, false, false)
+	case "echo-bin":
+		call("echo-bin", "/t.T/Unary", []string{"echo-bin"}, false, false)
 	case "slow":
 		call("slow", "/t.T/ServerStream", []string{"slow"}, true, false)
 		call("after", "/t.T/Unary", []string{"hi"}, false, false)

@@ -31,7 +31,8 @@ import (
 //
 //	/t.T/Unary         one message back: "unary:<msg>:<authed>"; "echo"
 //	                   answers the authorization metadata (and puts it
-//	                   in a trailer); "fail" answers NOT_FOUND
+//	                   in a trailer); "echo-bin" puts it in the binary
+//	                   trailer x-echo-bin; "fail" answers NOT_FOUND
 //	/t.T/ServerStream  three messages "s0".."s2"; "slow" sends "s0" and
 //	                   then waits for the call to end
 //	/t.T/ClientStream  one message back: "client:<msgs joined>:<authed>"
@@ -98,6 +99,10 @@ func serveGRPCTestCall(st grpc.ServerStream, secret string) error {
 			return send(auth)
 		case "fail":
 			return status.Error(5, "no such thing") // NOT_FOUND
+		case "echo-bin":
+			// Binary metadata goes base64-encoded on the wire.
+			st.SetTrailer(metadata.Pairs("x-echo-bin", auth))
+			return send("ok")
 		}
 		return send("unary:" + string(m) + ":" + authed)
 	case "/t.T/ServerStream":
