@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -140,7 +141,7 @@ type formsKey struct{ secret, basicUser, derived string }
 // the standard and URL alphabets, as the characters that depend on v
 // alone, at each of the three offsets v can have in a longer encoded
 // text (so padded, unpadded and v anywhere in a longer text are all
-// caught); query- and path-escaped; and for a value with line
+// caught); percent-encoded as a grpc-message trailer carries it; query- and path-escaped; and for a value with line
 // breaks (a PEM key) its lines joined by LF and by CRLF, each also
 // JSON-escaped ("\n", "\r\n"). Any value JSON escapes is caught
 // JSON-escaped, with and without HTML escapes and with "/" as "\/".
@@ -151,6 +152,9 @@ func encodings(v string) []string {
 	forms := []string{v, base64Core(base64.StdEncoding, v), base64Core(base64.URLEncoding, v), url.QueryEscape(v), url.PathEscape(v)}
 	for o := 1; o <= 2; o++ {
 		forms = append(forms, base64Shifted(base64.StdEncoding, v, o), base64Shifted(base64.URLEncoding, v, o))
+	}
+	if g := grpcPercentEncode(v); g != v {
+		forms = append(forms, g)
 	}
 	texts := []string{v}
 	if strings.Contains(v, "\n") {
@@ -188,6 +192,20 @@ func base64Core(enc *base64.Encoding, v string) string {
 func base64Shifted(enc *base64.Encoding, v string, o int) string {
 	s := enc.EncodeToString(append(make([]byte, o), v...))
 	return s[o+1 : (o+len(v))*8/6]
+}
+
+// grpcPercentEncode is v as a grpc-message trailer carries it (the
+// client decodes it): bytes outside printable ASCII, and '%', as %XX.
+func grpcPercentEncode(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c >= ' ' && c <= '~' && c != '%' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // jsonEscape is v as it appears inside a JSON string, with <, > and &
