@@ -79,6 +79,15 @@ func redactHeaders(h http.Header, ef *echoForms) int {
 	return hits
 }
 
+// unscannableEncoding refuses a response compressed although the proxy
+// asked for identity: the guard cannot see a secret inside it.
+func unscannableEncoding(h http.Header) *denial {
+	if ce := h.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return deny(CodeUnscannable, "the upstream answered with a content encoding the echo guard cannot scan").withReason("Content-Encoding " + ce)
+	}
+	return nil
+}
+
 // redactor streams src with every pattern overwritten. Of what it has
 // read it holds back only a tail that could begin a secret (heldTail, at
 // most the longest form minus one byte) until more arrives or the stream

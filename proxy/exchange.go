@@ -75,9 +75,8 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 	}
 	stripHopByHop(resp.Header)
 	if x.s.echo {
-		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		if d := unscannableEncoding(resp.Header); d != nil {
 			resp.Body.Close()
-			d := deny(CodeUnscannable, "the upstream answered with a content encoding the echo guard cannot scan").withReason("Content-Encoding " + ce)
 			x.done(d)
 			return d.response(req), nil
 		}

@@ -100,7 +100,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			// The upstream answered without switching: its answer
 			// goes back, through the guard like any response.
-			s.forwardRefusedUpgrade(w, x, resp)
+			s.forwardRefusedUpgrade(w, r, x, resp)
 			return
 		}
 		d := upstreamDenial(err)
@@ -165,11 +165,18 @@ const wsRefusedBodyCap = 1024
 
 // forwardRefusedUpgrade sends the upstream's non-101 answer to the
 // handshake back to the plugin, with the echo guard on its head and
-// body (the WebSocket library keeps at most 1 KiB of it).
-func (s *Server) forwardRefusedUpgrade(w http.ResponseWriter, x *exchange, resp *http.Response) {
+// body (the WebSocket library keeps at most 1 KiB of it); one
+// compressed anyway is refused, as exchange.RoundTrip refuses it.
+func (s *Server) forwardRefusedUpgrade(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
 	stripHopByHop(resp.Header)
 	var forms *echoForms
 	if s.echo {
+		if d := unscannableEncoding(resp.Header); d != nil {
+			resp.Body.Close()
+			x.done(d)
+			d.write(w, r)
+			return
+		}
 		forms = x.forms
 		x.audit.Redactions += redactHeaders(resp.Header, forms)
 	}

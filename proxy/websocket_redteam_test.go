@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -68,6 +70,38 @@ func TestWebSocketRefusedBodyCutGuarded(t *testing.T) {
 			prefix := testSecret[:len(testSecret)-1]
 			if !strings.HasPrefix(string(body), "xxxx") || strings.Contains(string(body), prefix) {
 				t.Fatalf("the refused handshake's body carries part of the secret: %q", body[max(0, len(body)-40):])
+			}
+		})
+	}
+}
+
+// A refused handshake's answer compressed anyway (no one asked for it)
+// cannot be scanned: it is refused as any other compressed response is,
+// rather than handed to the plugin to decompress.
+func TestWebSocketRefusedCompressedAnswer(t *testing.T) {
+	w := newWSFixture(t, nil)
+	for _, scheme := range []string{"ws", "wss"} {
+		t.Run(scheme, func(t *testing.T) {
+			h := w.issueWS(t, "api.write", "inv-ws-refuse-gz-"+scheme)
+			pool := interceptPool(t, w.caFile)
+			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
+				TLSClientConfig: &tls.Config{RootCAs: pool}}
+			defer tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			u := scheme + "://api.example.com:" + strconv.Itoa(w.ws.Port) + "/refuse-gzip"
+			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			if err == nil || resp == nil {
+				t.Fatalf("want a refusal, got %v %v", err, resp)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.Header.Get("Content-Encoding") == "gzip" {
+				if zr, zerr := gzip.NewReader(bytes.NewReader(body)); zerr == nil {
+					body, _ = io.ReadAll(zr)
+				}
+			}
+			if strings.Contains(string(body), testSecret) || resp.Header.Get(HeaderError) != CodeUnscannable {
+				t.Fatalf("got %d %q: %q", resp.StatusCode, resp.Header.Get(HeaderError), body)
 			}
 		})
 	}

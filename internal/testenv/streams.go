@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -154,8 +155,10 @@ func serveGRPCTestCall(st grpc.ServerStream, secret string) error {
 
 // WSUpstream is the test WebSocket server, over TLS on a loopback port.
 // It answers a handshake on /refuse-echo with 403 and a body whose
-// first KiB ends one byte short of the echoed Authorization header. Elsewhere it
-// accepts subprotocol "chat.v1" and answers each text message:
+// first KiB ends one byte short of the echoed Authorization header, and
+// one on /refuse-gzip with 401 and a gzipped body that echoes it.
+// Elsewhere it accepts subprotocol "chat.v1" and answers each text
+// message:
 //
 //	"auth"        the handshake's Authorization header (an echo)
 //	"split"       the secret, as one message of two frames
@@ -198,6 +201,15 @@ func (u *WSUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		// first KiB of its body, all of it but its last byte.
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = io.WriteString(w, strings.Repeat("x", 1024-len(auth)+1)+auth)
+		return
+	}
+	if r.URL.Path == "/refuse-gzip" {
+		// A refusal gzipped although no one asked for it.
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusUnauthorized)
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, "bad credential: "+auth)
+		_ = zw.Close()
 		return
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"chat.v1"}})
