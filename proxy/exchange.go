@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -221,6 +222,11 @@ func upstreamDenial(err error) *denial {
 	var netErr net.Error
 	var bodyErr *clientBodyError
 	var tooLarge *http.MaxBytesError
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		// It quotes the whole URL, which may hold the injected secret
+		// (kind query); the reason keeps only what failed.
+		err = ue.Err
+	}
 	switch {
 	case errors.As(err, &bodyErr), errors.As(err, &tooLarge):
 		// Reading the client's body failed while it was sent on.

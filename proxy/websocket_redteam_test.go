@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -102,6 +103,39 @@ func TestWebSocketRefusedCompressedAnswer(t *testing.T) {
 			}
 			if strings.Contains(string(body), testSecret) || resp.Header.Get(HeaderError) != CodeUnscannable {
 				t.Fatalf("got %d %q: %q", resp.StatusCode, resp.Header.Get(HeaderError), body)
+			}
+		})
+	}
+}
+
+// A handshake whose secret is injected into the query (kind query) and
+// whose upstream cannot be reached must not put the secret in the audit
+// line: the HTTP client's error quotes the whole URL.
+func TestWebSocketDialErrorKeepsSecretOutOfAudit(t *testing.T) {
+	w := newWSFixture(t, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	for _, scheme := range []string{"ws", "wss"} {
+		t.Run(scheme, func(t *testing.T) {
+			h := w.issueAt(t, "api.query", "inv-ws-dead-"+scheme, dead)
+			pool := interceptPool(t, w.caFile)
+			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
+				TLSClientConfig: &tls.Config{RootCAs: pool}}
+			defer tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			u := scheme + "://api.example.com:" + strconv.Itoa(dead) + "/ws"
+			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			if err == nil || resp == nil || resp.Header.Get(HeaderError) != CodeUpstreamUnreachable {
+				t.Fatalf("want upstream_unreachable, got %v %v", err, resp)
+			}
+			waitAudit(t, w.fixture, `"code":"`+CodeUpstreamUnreachable+`"`, `"port":`+strconv.Itoa(dead))
+			if strings.Contains(w.audit.String(), testSecret) {
+				t.Fatalf("the audit holds the secret:\n%s", w.audit.String())
 			}
 		})
 	}
