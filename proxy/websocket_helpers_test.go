@@ -59,14 +59,20 @@ func (w *wsFixture) dialGo(t *testing.T, scheme, handle string) (*websocket.Conn
 // dialGoWith is dialGo with more handshake headers.
 func (w *wsFixture) dialGoWith(t *testing.T, scheme, handle string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
 	t.Helper()
+	return w.dialGoURL(t, w.wsURL(scheme), handle, &websocket.DialOptions{Subprotocols: []string{"chat.v1"}, HTTPHeader: hdr})
+}
+
+// dialGoURL opens the socket at u with opts (its HTTP client set here).
+func (w *wsFixture) dialGoURL(t *testing.T, u, handle string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
 	pool := interceptPool(t, w.caFile)
 	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(handle)}),
 		TLSClientConfig: &tls.Config{RootCAs: pool}}
 	t.Cleanup(tr.CloseIdleConnections)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return websocket.Dial(ctx, w.wsURL(scheme), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr},
-		Subprotocols: []string{"chat.v1"}, HTTPHeader: hdr})
+	opts.HTTPClient = &http.Client{Transport: tr}
+	return websocket.Dial(ctx, u, opts)
 }
 
 func wsRoundTrip(t *testing.T, c *websocket.Conn, typ websocket.MessageType, msg string) string {

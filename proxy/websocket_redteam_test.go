@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,14 +54,8 @@ func TestWebSocketRefusedBodyCutGuarded(t *testing.T) {
 	for _, scheme := range []string{"ws", "wss"} {
 		t.Run(scheme, func(t *testing.T) {
 			h := w.issueWS(t, "api.write", "inv-ws-refuse-cut-"+scheme)
-			pool := interceptPool(t, w.caFile)
-			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
-				TLSClientConfig: &tls.Config{RootCAs: pool}}
-			defer tr.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			u := scheme + "://api.example.com:" + strconv.Itoa(w.ws.Port) + "/refuse-echo"
-			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			_, resp, err := w.dialGoURL(t, u, h, &websocket.DialOptions{})
 			if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("want the upstream's 403, got %v %v", err, resp)
 			}
@@ -84,14 +76,8 @@ func TestWebSocketRefusedCompressedAnswer(t *testing.T) {
 	for _, scheme := range []string{"ws", "wss"} {
 		t.Run(scheme, func(t *testing.T) {
 			h := w.issueWS(t, "api.write", "inv-ws-refuse-gz-"+scheme)
-			pool := interceptPool(t, w.caFile)
-			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
-				TLSClientConfig: &tls.Config{RootCAs: pool}}
-			defer tr.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			u := scheme + "://api.example.com:" + strconv.Itoa(w.ws.Port) + "/refuse-gzip"
-			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			_, resp, err := w.dialGoURL(t, u, h, &websocket.DialOptions{})
 			if err == nil || resp == nil {
 				t.Fatalf("want a refusal, got %v %v", err, resp)
 			}
@@ -122,14 +108,8 @@ func TestWebSocketDialErrorKeepsSecretOutOfAudit(t *testing.T) {
 	for _, scheme := range []string{"ws", "wss"} {
 		t.Run(scheme, func(t *testing.T) {
 			h := w.issueAt(t, "api.query", "inv-ws-dead-"+scheme, dead)
-			pool := interceptPool(t, w.caFile)
-			tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr, User: url.User(h)}),
-				TLSClientConfig: &tls.Config{RootCAs: pool}}
-			defer tr.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			u := scheme + "://api.example.com:" + strconv.Itoa(dead) + "/ws"
-			_, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+			_, resp, err := w.dialGoURL(t, u, h, &websocket.DialOptions{})
 			if err == nil || resp == nil || resp.Header.Get(HeaderError) != CodeUpstreamUnreachable {
 				t.Fatalf("want upstream_unreachable, got %v %v", err, resp)
 			}
