@@ -14,9 +14,9 @@ import (
 // never be delivered. A gRPC body is length-prefixed messages, so each
 // message is read whole (up to maxGuardedGRPCMessage), scanned, and
 // handed on at once; lengths do not change, so the message still
-// decodes. A secret split across messages is caught too: a message
-// ending with the start of a form has it masked, and the rest is masked
-// in the messages after (messageGuard.redact). A compressed message cannot be
+// decodes. A secret split across two messages is caught too: the part
+// in the later message is masked (the earlier part, shorter than the
+// secret, was already delivered). A compressed message cannot be
 // scanned: the call ends with UNAVAILABLE (response_encoding_unsupported),
 // and the proxy asks upstreams for identity (grpc-accept-encoding).
 
@@ -123,23 +123,12 @@ func (g *grpcGuard) fail(err error) {
 
 // redact masks the secret forms in one message's payload, also where a
 // form began at the end of the previous message, and returns how many
-// it found. A message cannot be held back for what follows, so one that
-// ends with the start of a form (minEchoLen bytes or more of it,
-// counting what the messages before it ended with) has that start
-// masked: otherwise an upstream splitting an echo one byte before its
-// end would hand out all of the secret but that byte.
+// it found.
 func (g *messageGuard) redact(payload []byte) int {
-	k := g.forms.keep
-	var orig []byte
-	if k > 0 {
-		// The tail keeps the bytes as sent, so a form split over
-		// several messages is still recognised after a masking.
-		orig = append(make([]byte, 0, len(payload)), payload...)
-	}
 	hits := redactInPlace(payload, g.forms.pats)
-	if k > 0 {
+	if k := g.forms.keep; k > 0 {
 		if len(g.tail) > 0 {
-			head := orig[:min(len(orig), k)]
+			head := payload[:min(len(payload), k)]
 			joined := append(append(make([]byte, 0, len(g.tail)+len(head)), g.tail...), head...)
 			for _, p := range g.forms.pats {
 				for i := max(0, len(g.tail)-len(p)+1); i < len(g.tail) && i+len(p) <= len(joined); i++ {
@@ -150,13 +139,8 @@ func (g *messageGuard) redact(payload []byte) int {
 				}
 			}
 		}
-		g.tail = append(g.tail, orig...)
+		g.tail = append(g.tail, payload...)
 		g.tail = append(g.tail[:0:0], g.tail[max(0, len(g.tail)-k):]...)
-		if n := (&redactor{pats: g.forms.pats, keep: k}).heldTail(g.tail); n >= minEchoLen {
-			m := min(n, len(payload))
-			// Not counted: only a form seen whole is a redaction.
-			copy(payload[len(payload)-m:], mask(m))
-		}
 	}
 	return hits
 }

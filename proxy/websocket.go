@@ -30,7 +30,7 @@ import (
 // reassembles frames): each message either way is bounded by
 // limits.max_websocket_message, an upstream→plugin message passes the
 // echo guard whole (so a secret split across frames is caught, and one
-// split across messages is masked in each: messageGuard.redact), and the socket
+// split across messages has its later part masked), and the socket
 // closes after limits.websocket_idle_timeout without a message. The
 // socket holds its per-plugin concurrency slot while it is open; its
 // handle (and the tunnel's CONNECT credential) are resolved again every
