@@ -186,9 +186,11 @@ func (s *Server) forwardRefusedUpgrade(w http.ResponseWriter, r *http.Request, x
 		x.audit.Redactions += redactInPlace(body, forms.pats)
 		if len(body) >= wsRefusedBodyCap {
 			// The body was cut: a secret straddling the cut would pass
-			// as an unmatched prefix, so a tail that could begin one
-			// is dropped.
-			body = body[:len(body)-(&redactor{pats: forms.pats, keep: forms.keep}).heldTail(body)]
+			// as an unmatched prefix, so the last bytes that could
+			// begin one are dropped, whatever they are (dropping only
+			// a tail that matched would tell a plugin whose guess the
+			// upstream reflects whether it began the secret).
+			body = body[:max(0, len(body)-forms.keep)]
 		}
 	}
 	for k, v := range resp.Header {
