@@ -31,26 +31,11 @@ var (
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
-	dir, err := os.MkdirTemp("", "airlock-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
-	airlockBin = filepath.Join(dir, "airlock")
-	providerBin = filepath.Join(dir, "tickets-provider")
-	executaBin = filepath.Join(dir, "executa-tickets")
+	dir := testenv.Binaries("airlock-cli-test-",
+		testenv.Binary{Path: &airlockBin, Pkg: ".", Name: "airlock", Flags: []string{"-race"}},
+		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
+		testenv.Binary{Path: &executaBin, Pkg: "../../examples/executa-tickets"})
 	stateHome = filepath.Join(dir, "state")
-	if out, err := exec.Command("go", "build", "-race", "-o", airlockBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build airlock: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	for bin, pkg := range map[string]string{providerBin: "../../examples/tickets-provider", executaBin: "../../examples/executa-tickets"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
-	}
 	code := testenv.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

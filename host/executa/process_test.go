@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,13 +30,7 @@ var goPlugin string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
-	dir, _ := os.MkdirTemp("", "executa-test-")
-	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
-	goPlugin = filepath.Join(dir, "goplugin")
-	if out, err := exec.Command("go", "build", "-o", goPlugin, "./testdata/goplugin").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build go plugin: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	dir := testenv.Binaries("executa-test-", testenv.Binary{Path: &goPlugin, Pkg: "./testdata/goplugin"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -5,14 +5,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -39,19 +37,9 @@ var providerBin, badBin string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
-	dir, err := os.MkdirTemp("", "airlock-host-test-")
-	if err != nil {
-		panic(err)
-	}
-	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
-	providerBin = filepath.Join(dir, "tickets-provider")
-	badBin = filepath.Join(dir, "badprovider")
-	for bin, pkg := range map[string]string{providerBin: "../../examples/tickets-provider", badBin: "./testdata/badprovider"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
-	}
+	dir := testenv.Binaries("airlock-host-test-",
+		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
+		testenv.Binary{Path: &badBin, Pkg: "./testdata/badprovider"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -28,19 +28,9 @@ var providerBin, executaBin string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
-	dir, err := os.MkdirTemp("", "airlock-daemon-test-")
-	if err != nil {
-		panic(err)
-	}
-	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
-	providerBin = filepath.Join(dir, "tickets-provider")
-	executaBin = filepath.Join(dir, "executa-tickets")
-	for bin, pkg := range map[string]string{providerBin: "../../examples/tickets-provider", executaBin: "../../examples/executa-tickets"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
-	}
+	dir := testenv.Binaries("airlock-daemon-test-",
+		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
+		testenv.Binary{Path: &executaBin, Pkg: "../../examples/executa-tickets"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

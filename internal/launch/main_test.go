@@ -3,11 +3,11 @@ package launch
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/sandbox"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // attackerDirEnv hands the attackers to the unprivileged run.
@@ -27,17 +27,9 @@ func TestMain(m *testing.M) {
 		attackerDir = d
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "airlock-launch-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	_ = os.Chmod(dir, 0o755)
+	var attacker string
+	dir := testenv.Binaries("airlock-launch-test-", testenv.Binary{Path: &attacker, Pkg: "./testdata/attacker"})
 	attackerDir = dir
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "attacker"), "./testdata/attacker").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build attacker: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	py, _ := os.ReadFile("testdata/attacker.py")
 	if err := os.WriteFile(filepath.Join(dir, "attacker.py"), py, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
