@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
+	"github.com/airlock-dev/airlock/internal/auditlog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -43,6 +44,14 @@ type Options struct {
 	// Stdout is where Dev prints its banner and evidence (discarded when
 	// nil).
 	Stdout io.Writer
+	// AuditOut, when set, takes the proxy's audit lines (one JSON line per
+	// request, the fields of the log line they replace) from a writer off
+	// the request path, instead of Log. Its writes are whole batches of
+	// lines: share it with Log only through one *os.File or a lock.
+	AuditOut io.Writer
+	// Pprof adds Go's profiling endpoints to the admin listener
+	// (diagnostics; off by default).
+	Pprof bool
 }
 
 func (o Options) withDefaults() Options {
@@ -166,6 +175,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	n.admin = admin.New(reg, log)
 	n.admin.Handle("GET "+tokens.JWKSPath, tokens.JWKSHandler(ring))
 	n.admin.Handle("POST /v1/secrets/refresh", refreshHandler(b))
+	if opts.Pprof {
+		mountPprof(n.admin)
+	}
 	n.admin.AddCheck("signing_key", func(context.Context) error {
 		if ring.Active() == nil {
 			return tokens.ErrNoActiveKey
@@ -215,6 +227,13 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		parts.proxyConfig(&pc)
 	}
 	popts := proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg}
+	if opts.AuditOut != nil {
+		// Closed after the proxy and the hand-over listeners stop (closers
+		// run in reverse), so that every request's line is written.
+		aw := auditlog.New(opts.AuditOut, auditlog.Options{Log: log, Registerer: reg})
+		popts.AuditSink = aw
+		n.closers = append(n.closers, func() { _ = aw.Close() })
+	}
 	if gl, ok := b.Store().(proxy.GlobalLimiter); ok {
 		popts.GlobalLimits = gl
 	}

@@ -47,6 +47,7 @@ const (
 	CodeSelfDial             = "proxy_self_dial"               // 403
 	CodePresigned            = "presigned_url_not_supported"   // 400
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
+	CodeAuditUnavailable     = "audit_unavailable"             // 503
 )
 
 var codeStatus = map[string]int{
@@ -66,7 +67,7 @@ var codeStatus = map[string]int{
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 	CodePresigned:    http.StatusBadRequest,
-	CodeClientClosed: statusClientClosed,
+	CodeClientClosed: statusClientClosed, CodeAuditUnavailable: http.StatusServiceUnavailable,
 }
 
 // statusClientClosed is what the audit records for a request whose
