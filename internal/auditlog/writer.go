@@ -17,6 +17,10 @@ const (
 	// DefaultMaxQueued bounds the bytes of lines waiting for the output
 	// (about 10,000 lines); one batch more may be in the output's hands.
 	DefaultMaxQueued = 4 << 20
+	// DefaultLinger is how long the writer lets lines gather after the
+	// first one before it writes: under load one write call carries many
+	// lines, and a line reaches the output at most this much later.
+	DefaultLinger = 2 * time.Millisecond
 	// DefaultMaxWait is how long a line waits for room in a full queue
 	// before it is dropped (and counted, logged and marked).
 	DefaultMaxWait = 5 * time.Second
@@ -26,6 +30,8 @@ const (
 type Options struct {
 	MaxQueued int
 	MaxWait   time.Duration
+	// Linger: DefaultLinger when zero; negative writes at once.
+	Linger time.Duration
 	// Log receives one error line per gap (lines dropped) and per failed
 	// write; discarded when nil.
 	Log *slog.Logger
@@ -64,6 +70,9 @@ func New(out io.Writer, opts Options) *Writer {
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -164,6 +173,9 @@ func (w *Writer) Close() error {
 func (w *Writer) run() {
 	defer close(w.done)
 	for range w.wake {
+		if w.opts.Linger > 0 {
+			time.Sleep(w.opts.Linger)
+		}
 		for {
 			w.mu.Lock()
 			batch, dropped, closed := w.queue, w.dropped, w.closed
