@@ -377,16 +377,21 @@ func load(client *http.Client, u string, c int, warmup, dur time.Duration, mark 
 	return sample{lats: lats, errors: errors, dur: dur}
 }
 
-// cpuMeter measures the CPU time of pids over a window: mark starts and
-// ends it, fill writes it into a sample.
+// cpuMeter measures the CPU time of pids over a window (a negative pid:
+// that process and its descendants): mark starts and ends it, fill writes
+// it into a sample.
 func cpuMeter(pids []int) (mark func(start bool), fill func(*sample)) {
 	var cpu0, cpu1 [3]time.Duration
 	mark = func(start bool) {
 		for i, p := range pids {
+			t := cpuTime(p)
+			if p < 0 { // a process tree
+				t = treeCPU(-p)
+			}
 			if start {
-				cpu0[i] = cpuTime(p)
+				cpu0[i] = t
 			} else {
-				cpu1[i] = cpuTime(p)
+				cpu1[i] = t
 			}
 		}
 	}

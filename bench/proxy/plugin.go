@@ -63,7 +63,7 @@ func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(net
 		launch.Options{EgressProxy: sp.addr, ProxyServe: serve, Sandbox: sandbox.Config{Level: level,
 			ReadOnly: []string{filepath.Dir(exe)}, Limits: sandbox.Limits{Nice: &nice}}})
 	check(err)
-	mark, fill := cpuMeter([]int{sp.cmd.Process.Pid, upPid, p.Pid()})
+	mark, fill := cpuMeter([]int{sp.cmd.Process.Pid, upPid, -p.Pid()}) // the plugin with its sandbox's processes
 	var s sample
 	rd := bufio.NewReaderSize(p.Stdout, 1<<20)
 	for {
@@ -121,4 +121,20 @@ func runPluginLoad(concs string, warmup, window time.Duration) {
 	}
 	fmt.Fprintln(out)
 	check(out.Flush())
+}
+
+// treeCPU is the CPU time of pid and every process below it (a sandbox's
+// init, the plugin under it).
+func treeCPU(pid int) time.Duration {
+	t := cpuTime(pid)
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, c := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(c); err == nil {
+				t += treeCPU(n)
+			}
+		}
+	}
+	return t
 }
