@@ -276,12 +276,9 @@ func (b *Broker) SecretFor(ctx context.Context, intent string, fresh bool) (Secr
 		return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, in.Secret.Field)
 	}
 	s := Secret{Value: v, Version: data.Version, Fields: data.Fields}
-	if in.Inject.Basic != nil {
-		s.Username = in.Inject.Basic.Username
-		if f := in.Inject.Basic.UsernameField; f != "" {
-			if s.Username, ok = data.Fields[f]; !ok || s.Username == "" {
-				return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, f)
-			}
+	if in.Inject.Kind != nil {
+		if s, err = in.Inject.Kind.CompleteSecret(s); err != nil {
+			return Secret{}, fmt.Errorf("intent %q: %w", intent, err)
 		}
 	}
 	b.metrics.version(intent, data.Version)

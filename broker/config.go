@@ -144,60 +144,6 @@ type SecretRef struct {
 	KVVersion int    `yaml:"kv_version"` // 2 (default) or 1 (vault only)
 }
 
-// Inject says how the proxy applies a secret. Exactly one is set: a
-// static kind (header, basic, query, placeholder) or a processor (hmac,
-// aws_sigv4, oauth2_client_credentials, oauth2_jwt_bearer; see
-// processors.go).
-type Inject struct {
-	Header                  *HeaderInject                  `yaml:"header"`
-	Basic                   *BasicInject                   `yaml:"basic"`
-	Query                   *QueryInject                   `yaml:"query"`
-	Placeholder             *PlaceholderInject             `yaml:"placeholder"`
-	HMAC                    *HMACInject                    `yaml:"hmac"`
-	AWSSigV4                *SigV4Inject                   `yaml:"aws_sigv4"`
-	OAuth2ClientCredentials *OAuth2ClientCredentialsInject `yaml:"oauth2_client_credentials"`
-	OAuth2JWTBearer         *OAuth2JWTBearerInject         `yaml:"oauth2_jwt_bearer"`
-}
-
-// HeaderInject sets Name to Template with {{secret}} replaced.
-type HeaderInject struct {
-	Name     string `yaml:"name"`
-	Template string `yaml:"template"`
-}
-
-// BasicInject sets HTTP basic auth. The password is the bound field; the
-// user is Username, or the secret's UsernameField.
-type BasicInject struct {
-	Username      string `yaml:"username"`
-	UsernameField string `yaml:"username_field"`
-}
-
-// QueryInject sets query parameter Name to the secret.
-type QueryInject struct {
-	Name string `yaml:"name"`
-}
-
-// PlaceholderInject swaps the handle for the secret where the plugin put
-// it, in the named request headers (default: Authorization).
-type PlaceholderInject struct {
-	Headers []string `yaml:"headers"`
-}
-
-// Mode names the injection, for logs and metrics.
-func (i Inject) Mode() string {
-	switch {
-	case i.Header != nil:
-		return "header"
-	case i.Basic != nil:
-		return "basic"
-	case i.Query != nil:
-		return "query"
-	case i.Placeholder != nil:
-		return "placeholder"
-	}
-	return i.Processor()
-}
-
 // WithDefaults fills zero fields with the defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxHandleLifetime == 0 {
@@ -234,8 +180,8 @@ func (c Config) WithDefaults() Config {
 				in.Secret.Mount = "secret"
 			}
 		}
-		if in.Inject.Placeholder != nil && len(in.Inject.Placeholder.Headers) == 0 {
-			in.Inject.Placeholder.Headers = []string{"Authorization"}
+		if in.Inject.Kind != nil {
+			in.Inject.Kind = in.Inject.Kind.WithDefaults()
 		}
 		intents[name] = in
 	}
@@ -326,11 +272,11 @@ func (c Config) Validate() error {
 		if in.Class != ClassRead && in.Class != ClassWrite {
 			add("%s.class: must be read or write", p)
 		}
-		if in.Secret == (SecretRef{}) && in.Inject.Mode() == "" {
+		if in.Secret == (SecretRef{}) && in.Inject.Kind == nil {
 			continue // declared but not bound yet: Issue answers ErrIntentUnbound
 		}
 		errs = append(errs, in.Secret.validate(p+".secret", c.Secrets.File != "")...)
-		errs = append(errs, in.Inject.validate(p+".inject", in.Destinations)...)
+		errs = append(errs, in.Inject.validate(p+".inject", in)...)
 		for i, d := range in.Destinations {
 			if err := d.Check(); err != nil {
 				add("%s.destinations[%d]: %v", p, i, err)
@@ -380,55 +326,6 @@ func (r SecretRef) validate(p string, haveFile bool) []error {
 	}
 	if r.Field == "" {
 		add("%s.field: required", p)
-	}
-	return errs
-}
-
-func (i Inject) validate(p string, dests []Destination) []error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	n := 0
-	for _, set := range []bool{i.Header != nil, i.Basic != nil, i.Query != nil, i.Placeholder != nil,
-		i.HMAC != nil, i.AWSSigV4 != nil, i.OAuth2ClientCredentials != nil, i.OAuth2JWTBearer != nil} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		add("%s: exactly one of header, basic, query, placeholder, hmac, aws_sigv4, oauth2_client_credentials, oauth2_jwt_bearer", p)
-		return errs
-	}
-	if i.Processor() != "" {
-		return i.validateProcessor(p, dests)
-	}
-	switch {
-	case i.Header != nil:
-		if !isToken(i.Header.Name) || isHopByHopOrProxy(i.Header.Name) {
-			add("%s.header.name: must be an end-to-end header name", p)
-		}
-		if strings.Count(i.Header.Template, SecretPlaceholder) != 1 {
-			add("%s.header.template: must contain %s exactly once", p, SecretPlaceholder)
-		}
-		if strings.ContainsAny(i.Header.Template, "\r\n\x00") {
-			add("%s.header.template: must not contain CR, LF or NUL", p)
-		}
-	case i.Basic != nil:
-		if (i.Basic.Username == "") == (i.Basic.UsernameField == "") {
-			add("%s.basic: exactly one of username, username_field", p)
-		}
-		if strings.Contains(i.Basic.Username, ":") {
-			add("%s.basic.username: must not contain ':'", p)
-		}
-	case i.Query != nil:
-		if i.Query.Name == "" {
-			add("%s.query.name: required", p)
-		}
-	case i.Placeholder != nil:
-		for j, h := range i.Placeholder.Headers {
-			if !isToken(h) || isHopByHopOrProxy(h) || strings.EqualFold(h, "Host") {
-				add("%s.placeholder.headers[%d]: must be an end-to-end header name", p, j)
-			}
-		}
 	}
 	return errs
 }

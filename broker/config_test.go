@@ -20,14 +20,13 @@ func TestConfigValidate(t *testing.T) {
 		MaxPassLifetime: time.Millisecond,
 		Intents: map[string]Intent{
 			"Bad Name": {Class: "admin", Secret: SecretRef{Source: "vault", Path: "/abs", KVVersion: 3, Mount: "secret"},
-				Inject: Inject{Header: &HeaderInject{Name: "Proxy-Authorization", Template: "Bearer"},
-					Query: &QueryInject{Name: "k"}}},
+				Inject: Inject{}},
 			"ok.header": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Mount: "secret", Path: "x", Field: "f"},
-				Inject: Inject{Header: &HeaderInject{Name: "X-Key", Template: "{{secret}}\r\nX-Evil: 1"}}},
+				Inject: Inject{Kind: &HeaderInject{Name: "X-Key", Template: "{{secret}}\r\nX-Evil: 1"}}},
 			"ok.basic": {Class: ClassWrite, Secret: SecretRef{Source: SourceFile, Path: "x", Field: "f"},
-				Inject: Inject{Basic: &BasicInject{}}},
+				Inject: Inject{Kind: &BasicInject{}}},
 			"ok.dest": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Mount: "secret", Path: "x", Field: "f"},
-				Inject:       Inject{Placeholder: &PlaceholderInject{Headers: []string{"Host"}}},
+				Inject:       Inject{Kind: &PlaceholderInject{Headers: []string{"Host"}}},
 				Destinations: []Destination{{Host: "127.0.0.1"}}},
 		},
 	}.WithDefaults()

@@ -29,7 +29,7 @@ func Example() {
 			"tickets.read": {
 				Class:  broker.ClassRead,
 				Secret: broker.SecretRef{Source: broker.SourceFile, Path: "tickets/api", Field: "token"},
-				Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
+				Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
 			},
 		},
 	}.WithDefaults()

@@ -24,12 +24,12 @@ func testConfig(secretsFile string) Config {
 		Secrets:     SecretsConfig{File: secretsFile},
 		Intents: map[string]Intent{
 			"example.read": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
-				Inject: Inject{Header: &HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
+				Inject: Inject{Kind: &HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
 			"example.write": {Class: ClassWrite, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
-				Inject: Inject{Basic: &BasicInject{UsernameField: "user"}}},
+				Inject: Inject{Kind: &BasicInject{UsernameField: "user"}}},
 			"example.unbound": {Class: ClassRead},
 			"example.bound": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
-				Inject:       Inject{Header: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}},
+				Inject:       Inject{Kind: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}},
 				Destinations: []Destination{{Host: "api.example.com"}}},
 		},
 	}.WithDefaults()

@@ -106,34 +106,49 @@ const (
 	DefaultRefreshBackoff = time.Second
 )
 
-// Processor names an inject kind that is a processor ("" for the static
-// kinds), for audit lines and metrics.
-func (i Inject) Processor() string {
-	switch {
-	case i.HMAC != nil:
-		return "hmac"
-	case i.AWSSigV4 != nil:
-		return "aws_sigv4"
-	case i.OAuth2ClientCredentials != nil:
-		return "oauth2_client_credentials"
-	case i.OAuth2JWTBearer != nil:
-		return "oauth2_jwt_bearer"
-	}
-	return ""
+func init() {
+	RegisterInjectKind("hmac", func() InjectKind { return new(HMACInject) })
+	RegisterInjectKind("aws_sigv4", func() InjectKind { return new(SigV4Inject) })
+	RegisterInjectKind("oauth2_client_credentials", func() InjectKind { return new(OAuth2ClientCredentialsInject) })
+	RegisterInjectKind("oauth2_jwt_bearer", func() InjectKind { return new(OAuth2JWTBearerInject) })
 }
 
-// Token returns the shared token settings of a token processor, with
-// defaults; nil for other kinds.
-func (i Inject) Token() *TokenInject {
-	var t TokenInject
-	switch {
-	case i.OAuth2ClientCredentials != nil:
-		t = i.OAuth2ClientCredentials.TokenInject
-	case i.OAuth2JWTBearer != nil:
-		t = i.OAuth2JWTBearer.TokenInject
-	default:
-		return nil
-	}
+var (
+	_ InjectKind = (*HMACInject)(nil)
+	_ InjectKind = (*SigV4Inject)(nil)
+	_ InjectKind = (*OAuth2ClientCredentialsInject)(nil)
+	_ InjectKind = (*OAuth2JWTBearerInject)(nil)
+)
+
+func (*HMACInject) Kind() string                    { return "hmac" }
+func (*SigV4Inject) Kind() string                   { return "aws_sigv4" }
+func (*OAuth2ClientCredentialsInject) Kind() string { return "oauth2_client_credentials" }
+func (*OAuth2JWTBearerInject) Kind() string         { return "oauth2_jwt_bearer" }
+
+func (h *HMACInject) WithDefaults() InjectKind  { c := *h; return &c }
+func (s *SigV4Inject) WithDefaults() InjectKind { c := *s; return &c }
+
+func (o *OAuth2ClientCredentialsInject) WithDefaults() InjectKind {
+	c := *o
+	c.TokenInject = c.TokenInject.WithTokenDefaults()
+	return &c
+}
+
+func (o *OAuth2JWTBearerInject) WithDefaults() InjectKind {
+	c := *o
+	c.TokenInject = c.TokenInject.WithTokenDefaults()
+	return &c
+}
+
+// The processors read their other fields when they apply (a missing one
+// is the proxy's secret_invalid), so the secret needs no completing.
+func (*HMACInject) CompleteSecret(s Secret) (Secret, error)                    { return s, nil }
+func (*SigV4Inject) CompleteSecret(s Secret) (Secret, error)                   { return s, nil }
+func (*OAuth2ClientCredentialsInject) CompleteSecret(s Secret) (Secret, error) { return s, nil }
+func (*OAuth2JWTBearerInject) CompleteSecret(s Secret) (Secret, error)         { return s, nil }
+
+// WithTokenDefaults returns t with zero fields set to their defaults.
+func (t TokenInject) WithTokenDefaults() TokenInject {
 	if t.Header == "" {
 		t.Header = "Authorization"
 	}
@@ -146,55 +161,57 @@ func (i Inject) Token() *TokenInject {
 	if t.RefreshBackoff == 0 {
 		t.RefreshBackoff = DefaultRefreshBackoff
 	}
-	return &t
+	return t
 }
 
-// validateProcessor checks a processor kind's settings, and a token
-// endpoint against the intent's destinations.
-func (i Inject) validateProcessor(p string, dests []Destination) []error {
+func (h *HMACInject) Validate(p string, _ Intent) []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	switch {
-	case i.HMAC != nil:
-		h := i.HMAC
-		if h.Algorithm != "" && h.Algorithm != "sha256" && h.Algorithm != "sha512" {
-			add("%s.hmac.algorithm: sha256 or sha512", p)
-		}
-		if h.Encoding != "" && h.Encoding != "hex" && h.Encoding != "base64" {
-			add("%s.hmac.encoding: hex or base64", p)
-		}
-		if !isToken(h.Header) || isHopByHopOrProxy(h.Header) {
-			add("%s.hmac.header: must be an end-to-end header name", p)
-		}
-		if h.Template != "" && strings.Count(h.Template, SignaturePlaceholder) != 1 || strings.ContainsAny(h.Template, "\r\n\x00") {
-			add("%s.hmac.template: must contain %s exactly once, and no CR, LF or NUL", p, SignaturePlaceholder)
-		}
-		if h.TimestampHeader != "" && (!isToken(h.TimestampHeader) || isHopByHopOrProxy(h.TimestampHeader)) {
-			add("%s.hmac.timestamp_header: must be an end-to-end header name", p)
-		}
-	case i.AWSSigV4 != nil:
-		for _, f := range [...]struct{ name, v string }{{"region", i.AWSSigV4.Region}, {"service", i.AWSSigV4.Service}} {
-			if strings.ContainsAny(f.v, "/ \r\n\x00") {
-				add("%s.aws_sigv4.%s: must be a plain name", p, f.name)
-			}
-		}
-	case i.OAuth2ClientCredentials != nil:
-		c := i.OAuth2ClientCredentials
-		if (c.ClientID == "") == (c.ClientIDField == "") {
-			add("%s.oauth2_client_credentials: exactly one of client_id, client_id_field", p)
-		}
-		if c.AuthStyle != "" && c.AuthStyle != "header" && c.AuthStyle != "params" {
-			add("%s.oauth2_client_credentials.auth_style: header or params", p)
-		}
-		errs = append(errs, c.TokenInject.validate(p+".oauth2_client_credentials", dests)...)
-	case i.OAuth2JWTBearer != nil:
-		j := i.OAuth2JWTBearer
-		if j.Issuer != "" && j.IssuerField != "" {
-			add("%s.oauth2_jwt_bearer: at most one of issuer, issuer_field", p)
-		}
-		errs = append(errs, j.TokenInject.validate(p+".oauth2_jwt_bearer", dests)...)
+	if h.Algorithm != "" && h.Algorithm != "sha256" && h.Algorithm != "sha512" {
+		add("%s.algorithm: sha256 or sha512", p)
+	}
+	if h.Encoding != "" && h.Encoding != "hex" && h.Encoding != "base64" {
+		add("%s.encoding: hex or base64", p)
+	}
+	if !isToken(h.Header) || isHopByHopOrProxy(h.Header) {
+		add("%s.header: must be an end-to-end header name", p)
+	}
+	if h.Template != "" && strings.Count(h.Template, SignaturePlaceholder) != 1 || strings.ContainsAny(h.Template, "\r\n\x00") {
+		add("%s.template: must contain %s exactly once, and no CR, LF or NUL", p, SignaturePlaceholder)
+	}
+	if h.TimestampHeader != "" && (!isToken(h.TimestampHeader) || isHopByHopOrProxy(h.TimestampHeader)) {
+		add("%s.timestamp_header: must be an end-to-end header name", p)
 	}
 	return errs
+}
+
+func (s *SigV4Inject) Validate(p string, _ Intent) []error {
+	var errs []error
+	for _, f := range [...]struct{ name, v string }{{"region", s.Region}, {"service", s.Service}} {
+		if strings.ContainsAny(f.v, "/ \r\n\x00") {
+			errs = append(errs, fmt.Errorf("%s.%s: must be a plain name", p, f.name))
+		}
+	}
+	return errs
+}
+
+func (c *OAuth2ClientCredentialsInject) Validate(p string, in Intent) []error {
+	var errs []error
+	if (c.ClientID == "") == (c.ClientIDField == "") {
+		errs = append(errs, fmt.Errorf("%s: exactly one of client_id, client_id_field", p))
+	}
+	if c.AuthStyle != "" && c.AuthStyle != "header" && c.AuthStyle != "params" {
+		errs = append(errs, fmt.Errorf("%s.auth_style: header or params", p))
+	}
+	return append(errs, c.TokenInject.validate(p, in.Destinations)...)
+}
+
+func (j *OAuth2JWTBearerInject) Validate(p string, in Intent) []error {
+	var errs []error
+	if j.Issuer != "" && j.IssuerField != "" {
+		errs = append(errs, fmt.Errorf("%s: at most one of issuer, issuer_field", p))
+	}
+	return append(errs, j.TokenInject.validate(p, in.Destinations)...)
 }
 
 func (t TokenInject) validate(p string, dests []Destination) []error {

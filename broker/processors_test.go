@@ -17,29 +17,28 @@ func TestProcessorValidation(t *testing.T) {
 		dests  []Destination
 		want   string // "" valid, else part of the error
 	}{
-		{"hmac", Inject{HMAC: &HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}, nil, ""},
-		{"hmac bad algorithm", Inject{HMAC: &HMACInject{Header: "X-Sig", Algorithm: "md5"}}, nil, "hmac.algorithm"},
-		{"hmac no header", Inject{HMAC: &HMACInject{}}, nil, "hmac.header"},
-		{"hmac hop-by-hop header", Inject{HMAC: &HMACInject{Header: "Proxy-Authorization"}}, nil, "hmac.header"},
-		{"hmac template without signature", Inject{HMAC: &HMACInject{Header: "X-Sig", Template: "v1"}}, nil, "hmac.template"},
-		{"hmac bad encoding", Inject{HMAC: &HMACInject{Header: "X-Sig", Encoding: "base32"}}, nil, "hmac.encoding"},
-		{"sigv4", Inject{AWSSigV4: &SigV4Inject{Region: "eu-west-1", Service: "s3"}}, nil, ""},
-		{"sigv4 bad region", Inject{AWSSigV4: &SigV4Inject{Region: "eu west"}}, nil, "aws_sigv4.region"},
-		{"client credentials", Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c"}}, auth, ""},
-		{"client credentials, both ids", Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c", ClientIDField: "id"}}, auth, "exactly one of client_id"},
-		{"client credentials, bad auth style", Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c", AuthStyle: "cookie"}}, auth, "auth_style"},
-		{"token endpoint not declared", Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c"}},
+		{"hmac", Inject{Kind: &HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}, nil, ""},
+		{"hmac bad algorithm", Inject{Kind: &HMACInject{Header: "X-Sig", Algorithm: "md5"}}, nil, "hmac.algorithm"},
+		{"hmac no header", Inject{Kind: &HMACInject{}}, nil, "hmac.header"},
+		{"hmac hop-by-hop header", Inject{Kind: &HMACInject{Header: "Proxy-Authorization"}}, nil, "hmac.header"},
+		{"hmac template without signature", Inject{Kind: &HMACInject{Header: "X-Sig", Template: "v1"}}, nil, "hmac.template"},
+		{"hmac bad encoding", Inject{Kind: &HMACInject{Header: "X-Sig", Encoding: "base32"}}, nil, "hmac.encoding"},
+		{"sigv4", Inject{Kind: &SigV4Inject{Region: "eu-west-1", Service: "s3"}}, nil, ""},
+		{"sigv4 bad region", Inject{Kind: &SigV4Inject{Region: "eu west"}}, nil, "aws_sigv4.region"},
+		{"client credentials", Inject{Kind: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c"}}, auth, ""},
+		{"client credentials, both ids", Inject{Kind: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c", ClientIDField: "id"}}, auth, "exactly one of client_id"},
+		{"client credentials, bad auth style", Inject{Kind: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c", AuthStyle: "cookie"}}, auth, "auth_style"},
+		{"token endpoint not declared", Inject{Kind: &OAuth2ClientCredentialsInject{TokenInject: tok, ClientID: "c"}},
 			[]Destination{{Host: "api.example.com"}}, "covered by the intent's own destinations"},
-		{"token endpoint outside the declared path", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: "https://auth.example.com/other/token"}}},
+		{"token endpoint outside the declared path", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: "https://auth.example.com/other/token"}}},
 			auth, "covered by the intent's own destinations"},
-		{"token endpoint over http", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: "http://auth.example.com/oauth/token"}}},
+		{"token endpoint over http", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: "http://auth.example.com/oauth/token"}}},
 			auth, "https:// URL"},
-		{"jwt bearer", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: tok, Subject: "user@example.com"}}, auth, ""},
-		{"jwt bearer, issuer twice", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: tok, Issuer: "a", IssuerField: "b"}}, auth, "at most one of issuer"},
-		{"token template without token", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Template: "Bearer"}}}, auth, "template"},
-		{"scope with a space", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Scopes: []string{"a b"}}}}, auth, "scopes[0]"},
-		{"negative refresh backoff", Inject{OAuth2JWTBearer: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, RefreshBackoff: -1}}}, auth, "refresh_backoff"},
-		{"two kinds", Inject{HMAC: &HMACInject{Header: "X-Sig"}, AWSSigV4: &SigV4Inject{}}, nil, "exactly one of"},
+		{"jwt bearer", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: tok, Subject: "user@example.com"}}, auth, ""},
+		{"jwt bearer, issuer twice", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: tok, Issuer: "a", IssuerField: "b"}}, auth, "at most one of issuer"},
+		{"token template without token", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Template: "Bearer"}}}, auth, "template"},
+		{"scope with a space", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, Scopes: []string{"a b"}}}}, auth, "scopes[0]"},
+		{"negative refresh backoff", Inject{Kind: &OAuth2JWTBearerInject{TokenInject: TokenInject{TokenURL: tok.TokenURL, RefreshBackoff: -1}}}, auth, "refresh_backoff"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig("/dev/null")
@@ -56,13 +55,13 @@ func TestProcessorValidation(t *testing.T) {
 }
 
 func TestInjectTokenDefaults(t *testing.T) {
-	in := Inject{OAuth2ClientCredentials: &OAuth2ClientCredentialsInject{ClientID: "c"}}
-	tk := in.Token()
-	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != DefaultTokenSkew || tk.RefreshBackoff != DefaultRefreshBackoff || in.Mode() != "oauth2_client_credentials" {
-		t.Fatalf("%+v %s", tk, in.Mode())
+	in := Inject{Kind: &OAuth2ClientCredentialsInject{ClientID: "c"}}
+	tk := in.Kind.WithDefaults().(*OAuth2ClientCredentialsInject).TokenInject
+	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != DefaultTokenSkew || tk.RefreshBackoff != DefaultRefreshBackoff || in.Name() != "oauth2_client_credentials" {
+		t.Fatalf("%+v %s", tk, in.Name())
 	}
-	if (Inject{Header: &HeaderInject{}}).Token() != nil || (Inject{Header: &HeaderInject{}}).Processor() != "" {
-		t.Fatal("a static kind is not a token processor")
+	if in.Kind.(*OAuth2ClientCredentialsInject).Header != "" {
+		t.Fatal("WithDefaults changed its receiver")
 	}
 }
 
@@ -84,7 +83,7 @@ inject:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := in.Inject.OAuth2ClientCredentials
+	c, _ := in.Inject.Kind.(*OAuth2ClientCredentialsInject)
 	if c == nil || c.TokenURL != "https://auth.example.com/oauth/token" || c.ClientIDField != "client_id" || c.Skew.Minutes() != 2 ||
 		len(c.Scopes) != 1 || c.RefreshBackoff.Seconds() != 30 {
 		t.Fatalf("%+v", c)

@@ -19,17 +19,17 @@ func vaultBroker(tb testing.TB, client *vaultapi.Client, prefix string, src **co
 	tb.Helper()
 	cfg := Config{Intents: map[string]Intent{
 		"api": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Path: prefix + "/api", Field: "token"},
-			Inject: Inject{Header: &HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
+			Inject: Inject{Kind: &HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}},
 		"basic": {Class: ClassWrite, Secret: SecretRef{Source: SourceVault, Path: prefix + "/api", Field: "token"},
-			Inject: Inject{Basic: &BasicInject{UsernameField: "user"}}},
+			Inject: Inject{Kind: &BasicInject{UsernameField: "user"}}},
 		"nofield": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Path: prefix + "/api", Field: "absent"},
-			Inject: Inject{Query: &QueryInject{Name: "key"}}},
+			Inject: Inject{Kind: &QueryInject{Name: "key"}}},
 		"nopath": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Path: prefix + "/missing", Field: "token"},
-			Inject: Inject{Query: &QueryInject{Name: "key"}}},
+			Inject: Inject{Kind: &QueryInject{Name: "key"}}},
 		"v1": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Mount: "kv1", KVVersion: 1, Path: prefix + "/api", Field: "token"},
-			Inject: Inject{Query: &QueryInject{Name: "key"}}},
+			Inject: Inject{Kind: &QueryInject{Name: "key"}}},
 		"wrongkv": {Class: ClassRead, Secret: SecretRef{Source: SourceVault, Mount: "kv1", KVVersion: 2, Path: prefix + "/api", Field: "token"},
-			Inject: Inject{Query: &QueryInject{Name: "key"}}},
+			Inject: Inject{Kind: &QueryInject{Name: "key"}}},
 	}}.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)

@@ -155,7 +155,7 @@ func newHostFixtureWith(t testing.TB, passTTL time.Duration) *hostFixture {
 	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
 	os.WriteFile(secrets, []byte("tickets/api: {token: "+upstreamSecret+"}\n"), 0o600)
 	ref := broker.SecretRef{Source: broker.SourceFile, Path: "tickets/api", Field: "token"}
-	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
+	inj := broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
 	// Listen first: the broker hands plugins the proxy's address.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

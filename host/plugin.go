@@ -182,7 +182,7 @@ func startProvider(ctx context.Context, inst Installed, opts Options, offer []ui
 	}()
 
 	// The HostService socket: one per plugin, so the connection identifies it.
-	hostDir, err := os.MkdirTemp("", "airlock-host")
+	hostDir, err := launch.MkdirPrivate("airlock-host-")
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,7 @@ func TestBotocoreS3(t *testing.T) {
 		unlimited(c)
 		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: filepath.Join(dir, "intercept-ca.key")}
 	}, fixtureOpts{ca: ca, intents: map[string]broker.Intent{
-		"aws.s3": {Class: broker.ClassWrite, Secret: awsRef, Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{}},
+		"aws.s3": {Class: broker.ClassWrite, Secret: awsRef, Inject: broker.Inject{Kind: &broker.SigV4Inject{}},
 			Destinations: []broker.Destination{{Host: host, Port: s3.port, PathPrefix: "/mybucket/"}}},
 	}, secrets: fmt.Sprintf("demo/aws: {access_key_id: %q, secret_access_key: %q}\n", awsKeyID, awsSecretKey)})
 	f.res.set(host, "127.0.0.1")

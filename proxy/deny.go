@@ -46,6 +46,7 @@ const (
 	CodeHandleInRequest      = "handle_in_request"             // 403
 	CodeSelfDial             = "proxy_self_dial"               // 403
 	CodePresigned            = "presigned_url_not_supported"   // 400
+	CodeInjectUnsupported    = "inject_kind_unsupported"       // 502: the intent's kind has no injector here
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 	CodeAuditUnavailable     = "audit_unavailable"             // 503
 )
@@ -66,7 +67,7 @@ var codeStatus = map[string]int{
 	CodeUpgradeNotSupported: http.StatusNotImplemented, CodePassNotAHandle: http.StatusForbidden,
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
-	CodePresigned:    http.StatusBadRequest,
+	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
 	CodeClientClosed: statusClientClosed, CodeAuditUnavailable: http.StatusServiceUnavailable,
 }
 

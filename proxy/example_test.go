@@ -44,7 +44,7 @@ func Example() {
 		Intents: map[string]broker.Intent{"tickets.read": {
 			Class:  broker.ClassRead,
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "tickets/api", Field: "token"},
-			Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
+			Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
 		}},
 	}.WithDefaults()
 	b := broker.New(bc, broker.NewMemoryStore(100, 0, time.Hour, nil),

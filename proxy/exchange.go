@@ -26,6 +26,8 @@ type exchange struct {
 	s       *Server
 	grant   *broker.Grant
 	intent  broker.Intent
+	inj     injector   // the intent's kind, resolved with the intent
+	pol     kindPolicy // inj's policy for the intent's settings
 	handle  string
 	secret  broker.Secret
 	forms   *echoForms
@@ -117,7 +119,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	for k, v := range x.placeholders {
 		next.Header[k] = v
 	}
-	forms, d := inject(next, x.intent, fresh, x.handle)
+	forms, d := x.inj.inject(next, x.intent.Inject.Kind, fresh, x.handle)
 	if d != nil {
 		return nil, nil, false
 	}
@@ -128,8 +130,8 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	}
 	prev := x.forms
 	x.secret, x.forms = fresh, forms
-	if x.intent.Inject.Processor() != "" {
-		if d := x.s.process(next, x); d != nil || !rotated && refused != "" && x.token == refused {
+	if x.pol.processor {
+		if d := x.inj.process(next, x); d != nil || !rotated && refused != "" && x.token == refused {
 			// No new token (the refresh is backing off): the first
 			// answer stands.
 			x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs))

@@ -88,8 +88,8 @@ func FuzzInject(f *testing.F) {
 			return
 		}
 		r := &http.Request{Header: http.Header{"Authorization": {header}}, URL: &url.URL{RawQuery: query}}
-		in := broker.Intent{Inject: broker.Inject{Placeholder: &broker.PlaceholderInject{Headers: []string{"Authorization"}}}}
-		_, d := inject(r, in, broker.Secret{Value: secret}, handle)
+		in := broker.Intent{Inject: broker.Inject{Kind: &broker.PlaceholderInject{Headers: []string{"Authorization"}}}}
+		_, d := injectors["placeholder"].inject(r, in.Inject.Kind, broker.Secret{Value: secret}, handle)
 		switch {
 		case badHeaderValue(secret):
 			if d == nil {

@@ -288,7 +288,7 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 	f.secrets = filepath.Join(t.TempDir(), "secrets.yaml")
 	f.writeSecret(t, testSecret)
 	hdr := func(name, tmpl string) broker.Inject {
-		return broker.Inject{Header: &broker.HeaderInject{Name: name, Template: tmpl}}
+		return broker.Inject{Kind: &broker.HeaderInject{Name: name, Template: tmpl}}
 	}
 	ref := broker.SecretRef{Source: broker.SourceFile, Path: "demo/api", Field: "token"}
 	bc := broker.Config{
@@ -297,9 +297,9 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 		Intents: map[string]broker.Intent{
 			"api.write":       {Class: broker.ClassWrite, Secret: ref, Inject: hdr("Authorization", "Bearer {{secret}}")},
 			"api.read":        {Class: broker.ClassRead, Secret: ref, Inject: hdr("X-Api-Key", "{{secret}}")},
-			"api.basic":       {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Basic: &broker.BasicInject{UsernameField: "user"}}},
-			"api.query":       {Class: broker.ClassRead, Secret: ref, Inject: broker.Inject{Query: &broker.QueryInject{Name: "api_key"}}},
-			"api.placeholder": {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Placeholder: &broker.PlaceholderInject{}}},
+			"api.basic":       {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Kind: &broker.BasicInject{UsernameField: "user"}}},
+			"api.query":       {Class: broker.ClassRead, Secret: ref, Inject: broker.Inject{Kind: &broker.QueryInject{Name: "api_key"}}},
+			"api.placeholder": {Class: broker.ClassWrite, Secret: ref, Inject: broker.Inject{Kind: &broker.PlaceholderInject{}}},
 			"api.narrow": {Class: broker.ClassWrite, Secret: ref, Inject: hdr("Authorization", "Bearer {{secret}}"),
 				Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port, PathPrefix: "/v1/"}}},
 		},

@@ -40,56 +40,64 @@ func stripHopByHop(h http.Header) {
 // badHeaderValue reports a value that could split or smuggle a header.
 func badHeaderValue(s string) bool { return strings.ContainsAny(s, "\r\n\x00") }
 
-// inject applies the intent's injection to the outbound request. handle
-// is the handle the plugin used (for placeholder substitution). It
-// returns the forms of the secret the echo guard must look for.
-func inject(r *http.Request, in broker.Intent, s broker.Secret, handle string) (*echoForms, *denial) {
-	secret := s.Value
-	key := formsKey{secret: secret}
-	if in.Inject.Basic != nil {
-		key.basicUser = s.Username
+// The static kinds: the secret is sent as it is.
+func init() {
+	registerInjector("header", kindFuncs[*broker.HeaderInject]{onInject: injectHeader})
+	registerInjector("basic", kindFuncs[*broker.BasicInject]{onInject: injectBasic})
+	registerInjector("query", kindFuncs[*broker.QueryInject]{onInject: injectQuery})
+	registerInjector("placeholder", kindFuncs[*broker.PlaceholderInject]{onInject: injectPlaceholder,
+		onPolicy: func(k *broker.PlaceholderInject) kindPolicy { return kindPolicy{restore: k.Headers} }})
+}
+
+func headerSecretDenial() *denial {
+	return deny(CodeSecretInvalid, "the bound secret cannot be sent in a header").withReason("secret holds CR, LF or NUL")
+}
+
+func injectHeader(r *http.Request, k *broker.HeaderInject, s broker.Secret, _ string) (*echoForms, *denial) {
+	if badHeaderValue(s.Value) {
+		return nil, headerSecretDenial()
 	}
-	switch {
-	case in.Inject.Header != nil:
-		if badHeaderValue(secret) {
-			return nil, deny(CodeSecretInvalid, "the bound secret cannot be sent in a header").withReason("secret holds CR, LF or NUL")
-		}
-		name := in.Inject.Header.Name
-		r.Header.Del(name)
-		r.Header.Set(name, strings.Replace(in.Inject.Header.Template, broker.SecretPlaceholder, secret, 1))
-	case in.Inject.Basic != nil:
-		if badHeaderValue(secret) || badHeaderValue(s.Username) || strings.Contains(s.Username, ":") {
-			return nil, deny(CodeSecretInvalid, "the bound secret cannot be sent as basic auth").withReason("secret or user holds CR, LF, NUL or ':' in the user")
-		}
-		r.Header.Del("Authorization")
-		r.SetBasicAuth(s.Username, secret)
-	case in.Inject.Query != nil:
-		r.URL.RawQuery = setQuery(r.URL.RawQuery, in.Inject.Query.Name, secret)
-	case in.Inject.Placeholder != nil:
-		if badHeaderValue(secret) {
-			return nil, deny(CodeSecretInvalid, "the bound secret cannot be sent in a header").withReason("secret holds CR, LF or NUL")
-		}
-		found := false
-		for _, name := range in.Inject.Placeholder.Headers {
-			vals := r.Header.Values(name)
-			for i, v := range vals {
-				if strings.Contains(v, handle) {
-					vals[i] = strings.ReplaceAll(v, handle, secret)
-					found = true
-				}
+	r.Header.Del(k.Name)
+	r.Header.Set(k.Name, strings.Replace(k.Template, broker.SecretPlaceholder, s.Value, 1))
+	return secretOnlyForms(s.Value), nil
+}
+
+func injectBasic(r *http.Request, _ *broker.BasicInject, s broker.Secret, _ string) (*echoForms, *denial) {
+	if badHeaderValue(s.Value) || badHeaderValue(s.Username) || strings.Contains(s.Username, ":") {
+		return nil, deny(CodeSecretInvalid, "the bound secret cannot be sent as basic auth").withReason("secret or user holds CR, LF, NUL or ':' in the user")
+	}
+	r.Header.Del("Authorization")
+	r.SetBasicAuth(s.Username, s.Value)
+	return cachedForms(formsKey{secret: s.Value, basicUser: s.Username}, func() []string {
+		return append(encodings(s.Value), base64.StdEncoding.EncodeToString([]byte(s.Username+":"+s.Value)))
+	}), nil
+}
+
+func injectQuery(r *http.Request, k *broker.QueryInject, s broker.Secret, _ string) (*echoForms, *denial) {
+	r.URL.RawQuery = setQuery(r.URL.RawQuery, k.Name, s.Value)
+	return secretOnlyForms(s.Value), nil
+}
+
+// injectPlaceholder swaps the handle for the secret where the plugin put
+// it, in the headers the intent names.
+func injectPlaceholder(r *http.Request, k *broker.PlaceholderInject, s broker.Secret, handle string) (*echoForms, *denial) {
+	if badHeaderValue(s.Value) {
+		return nil, headerSecretDenial()
+	}
+	found := false
+	for _, name := range k.Headers {
+		vals := r.Header.Values(name)
+		for i, v := range vals {
+			if strings.Contains(v, handle) {
+				vals[i] = strings.ReplaceAll(v, handle, s.Value)
+				found = true
 			}
 		}
-		if !found {
-			return nil, deny(CodePlaceholderMissing, "the handle must appear in one of the headers the intent substitutes")
-		}
 	}
-	return cachedForms(key, func() []string {
-		forms := encodings(secret)
-		if in.Inject.Basic != nil {
-			forms = append(forms, base64.StdEncoding.EncodeToString([]byte(s.Username+":"+secret)))
-		}
-		return forms
-	}), nil
+	if !found {
+		return nil, deny(CodePlaceholderMissing, "the handle must appear in one of the headers the intent substitutes")
+	}
+	return secretOnlyForms(s.Value), nil
 }
 
 // setQuery replaces every value of name in a raw query with value,

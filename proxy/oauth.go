@@ -37,14 +37,42 @@ const jwtAssertionLife = 5 * time.Minute
 // token endpoint's Date beyond which a refusal is blamed on the clock.
 const maxClockSkew = 5 * time.Minute
 
+// The OAuth2 processors, one per grant: each fills the token request
+// from the secret; the rest (cache, fetch, header) is shared.
+func init() {
+	registerInjector("oauth2_client_credentials", kindFuncs[*broker.OAuth2ClientCredentialsInject]{
+		onProcess: func(r *http.Request, x *exchange, k *broker.OAuth2ClientCredentialsInject) *denial {
+			return x.s.setToken(r, x, k.TokenInject, func(cc *clientcredentials.Config, sec broker.Secret) error {
+				return clientCredentials(cc, k, sec)
+			})
+		},
+		onPolicy: func(*broker.OAuth2ClientCredentialsInject) kindPolicy { return kindPolicy{tokenRetry: true} }})
+	registerInjector("oauth2_jwt_bearer", kindFuncs[*broker.OAuth2JWTBearerInject]{
+		onProcess: func(r *http.Request, x *exchange, k *broker.OAuth2JWTBearerInject) *denial {
+			return x.s.setToken(r, x, k.TokenInject, func(cc *clientcredentials.Config, sec broker.Secret) error {
+				t := k.TokenInject.WithTokenDefaults()
+				assertion, err := jwtAssertion(k, &t, sec)
+				if err != nil {
+					return err
+				}
+				cc.EndpointParams = url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {assertion}}
+				return nil
+			})
+		},
+		onPolicy: func(*broker.OAuth2JWTBearerInject) kindPolicy { return kindPolicy{tokenRetry: true} }})
+}
+
+// tokenGrant fills a token request from the secret, for one grant type.
+type tokenGrant func(cc *clientcredentials.Config, sec broker.Secret) error
+
 // setToken puts the intent's access token in the request.
-func (s *Server) setToken(r *http.Request, x *exchange) *denial {
-	t := x.intent.Inject.Token()
-	intent, in, sec := x.grant.Intent, x.intent, x.secret
+func (s *Server) setToken(r *http.Request, x *exchange, settings broker.TokenInject, grant tokenGrant) *denial {
+	t := settings.WithTokenDefaults()
+	intent, sec := x.grant.Intent, x.secret
 	tok, source, err := s.tokens.get(r.Context(), tokenRequest{intent: intent, version: sec.Version, skew: t.Skew, backoff: t.RefreshBackoff,
 		timeout: s.cfg.Upstream.DialTimeout + s.cfg.Upstream.TLSHandshakeTimeout + s.cfg.Upstream.ResponseTimeout,
 		fetch: func(ctx context.Context) (*oauth2.Token, error) {
-			tok, err := s.fetchToken(ctx, in, sec)
+			tok, err := s.fetchToken(ctx, t, sec, grant)
 			result := "ok"
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
@@ -74,29 +102,28 @@ func (s *Server) setToken(r *http.Request, x *exchange) *denial {
 // fetchToken asks the token endpoint, through the proxy's own upstream
 // client (the address policy and verified TLS apply; redirects are not
 // followed). ctx is the fetch's own (tokenCache): no single client's.
-func (s *Server) fetchToken(ctx context.Context, in broker.Intent, sec broker.Secret) (*oauth2.Token, error) {
+func (s *Server) fetchToken(ctx context.Context, t broker.TokenInject, sec broker.Secret, grant tokenGrant) (*oauth2.Token, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: s.up,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
-	t := in.Inject.Token()
 	cc := clientcredentials.Config{TokenURL: t.TokenURL, Scopes: t.Scopes, AuthStyle: oauth2.AuthStyleInParams}
-	if c := in.Inject.OAuth2ClientCredentials; c != nil {
-		cc.ClientID, cc.ClientSecret = c.ClientID, sec.Value
-		if c.ClientIDField != "" {
-			if cc.ClientID = sec.Fields[c.ClientIDField]; cc.ClientID == "" {
-				return nil, errTokenSecret{"field " + c.ClientIDField + " missing"}
-			}
-		}
-		if c.AuthStyle != "params" {
-			cc.AuthStyle = oauth2.AuthStyleInHeader
-		}
-	} else {
-		assertion, err := jwtAssertion(in.Inject.OAuth2JWTBearer, t, sec)
-		if err != nil {
-			return nil, err
-		}
-		cc.EndpointParams = url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:jwt-bearer"}, "assertion": {assertion}}
+	if err := grant(&cc, sec); err != nil {
+		return nil, err
 	}
 	return cc.Token(ctx)
+}
+
+// clientCredentials fills the client credentials grant (RFC 6749 4.4).
+func clientCredentials(cc *clientcredentials.Config, c *broker.OAuth2ClientCredentialsInject, sec broker.Secret) error {
+	cc.ClientID, cc.ClientSecret = c.ClientID, sec.Value
+	if c.ClientIDField != "" {
+		if cc.ClientID = sec.Fields[c.ClientIDField]; cc.ClientID == "" {
+			return errTokenSecret{"field " + c.ClientIDField + " missing"}
+		}
+	}
+	if c.AuthStyle != "params" {
+		cc.AuthStyle = oauth2.AuthStyleInHeader
+	}
+	return nil
 }
 
 // errTokenSecret: the bound secret cannot make a token request.

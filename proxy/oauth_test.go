@@ -172,26 +172,26 @@ func oauthFixtureWith(t testing.TB, reg prometheus.Registerer, mutate func(*Conf
 	intents := map[string]broker.Intent{
 		"oauth.cc": {Class: broker.ClassWrite, Destinations: dests,
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "demo/oauth", Field: "client_secret"},
-			Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientIDField: "client_id"}}},
+			Inject: broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientIDField: "client_id"}}},
 		"oauth.rsa": {Class: broker.ClassWrite, Destinations: dests,
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "demo/sa-rsa", Field: "private_key"},
-			Inject: broker.Inject{OAuth2JWTBearer: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
+			Inject: broker.Inject{Kind: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
 		"oauth.ec": {Class: broker.ClassWrite, Destinations: dests,
 			Secret: broker.SecretRef{Source: broker.SourceFile, Path: "demo/sa-ec", Field: "private_key"},
-			Inject: broker.Inject{OAuth2JWTBearer: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
+			Inject: broker.Inject{Kind: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
 	}
 	// An intent whose refreshes back off for an hour after a second
 	// refusal or failure in a row: no test can outrun it.
 	slow := ti
 	slow.RefreshBackoff = time.Hour
 	intents["oauth.slow"] = broker.Intent{Class: broker.ClassWrite, Destinations: dests, Secret: intents["oauth.cc"].Secret,
-		Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: slow, ClientIDField: "client_id"}}}
+		Inject: broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{TokenInject: slow, ClientIDField: "client_id"}}}
 	// A token endpoint nobody listens at.
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	intents["oauth.down"] = broker.Intent{Class: broker.ClassWrite, Destinations: append(dests, broker.Destination{Host: "gone.example.org", Port: gone}),
-		Secret: intents["oauth.cc"].Secret, Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{
+		Secret: intents["oauth.cc"].Secret, Inject: broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{
 			TokenInject: broker.TokenInject{TokenURL: "https://gone.example.org:" + strconv.Itoa(gone) + "/token"}, ClientIDField: "client_id"}}}
 	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	f := newFixtureWith(t, func(c *Config) {

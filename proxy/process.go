@@ -17,22 +17,11 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 )
 
-// process applies a processor inject kind to r, the request exactly as
-// it will be sent (https URL, final headers): it signs it (hmac,
-// aws_sigv4) or sets an access token (oauth2_*). It runs last in prepare,
-// and again on a retry; x.forms gains what the echo guard must catch.
-func (s *Server) process(r *http.Request, x *exchange) *denial {
-	in := x.intent.Inject
-	x.audit.Processor = in.Processor()
-	switch {
-	case in.HMAC != nil:
-		return signHMAC(r, x, in.HMAC, time.Now())
-	case in.AWSSigV4 != nil:
-		return signSigV4(r, x, in.AWSSigV4, time.Now())
-	case in.Token() != nil:
-		return s.setToken(r, x)
-	}
-	return nil
+// The HMAC processor: a signature keyed with the secret.
+func init() {
+	registerInjector("hmac", kindFuncs[*broker.HMACInject]{onProcess: func(r *http.Request, x *exchange, k *broker.HMACInject) *denial {
+		return signHMAC(r, x, k, time.Now())
+	}})
 }
 
 // bufferBody reads the request body (already bounded by
@@ -43,7 +32,9 @@ func bufferBody(r *http.Request, x *exchange) ([]byte, *denial) {
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, deny(CodeBodyTooLarge, "the request body could not be read in full for signing")
+		// Too large (max_request_body) or malformed (a bad chunk): the
+		// answer the rest of the proxy gives for either.
+		return nil, bodyDenial(err)
 	}
 	r.Body.Close()
 	setBody(r, b)

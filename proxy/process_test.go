@@ -219,18 +219,18 @@ func processorFixture(t testing.TB, extra map[string]broker.Intent) (*fixture, *
 	awsTmpRef := broker.SecretRef{Source: broker.SourceFile, Path: "demo/aws-session", Field: "secret_access_key"}
 	intents := map[string]broker.Intent{
 		"sig.hmac": {Class: broker.ClassWrite, Secret: hmacRef, Destinations: dests,
-			Inject: broker.Inject{HMAC: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}},
+			Inject: broker.Inject{Kind: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}},
 		"sig.stripe": {Class: broker.ClassWrite, Secret: hmacRef, Destinations: dests,
-			Inject: broker.Inject{HMAC: &broker.HMACInject{Algorithm: "sha512", Encoding: "base64", Header: "X-Sig-512",
+			Inject: broker.Inject{Kind: &broker.HMACInject{Algorithm: "sha512", Encoding: "base64", Header: "X-Sig-512",
 				Template: "t={{timestamp}},v1={{signature}}", Message: "{{method}}\n{{path}}\n{{timestamp}}\n{{body_sha256}}",
 				TimestampHeader: "X-Timestamp"}}},
 		"aws.explicit": {Class: broker.ClassWrite, Secret: awsRef, Destinations: dests,
-			Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{Region: "eu-central-1", Service: "execute-api"}}},
-		"aws.parsed":  {Class: broker.ClassWrite, Secret: awsRef, Destinations: dests, Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{}}},
-		"aws.session": {Class: broker.ClassWrite, Secret: awsTmpRef, Destinations: dests, Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{}}},
+			Inject: broker.Inject{Kind: &broker.SigV4Inject{Region: "eu-central-1", Service: "execute-api"}}},
+		"aws.parsed":  {Class: broker.ClassWrite, Secret: awsRef, Destinations: dests, Inject: broker.Inject{Kind: &broker.SigV4Inject{}}},
+		"aws.session": {Class: broker.ClassWrite, Secret: awsTmpRef, Destinations: dests, Inject: broker.Inject{Kind: &broker.SigV4Inject{}}},
 		"aws.unsigned": {Class: broker.ClassWrite, Secret: awsRef, Destinations: dests,
-			Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{UnsignedPayload: true}}},
-		"aws.nokeyid": {Class: broker.ClassWrite, Secret: hmacRef, Destinations: dests, Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{}}},
+			Inject: broker.Inject{Kind: &broker.SigV4Inject{UnsignedPayload: true}}},
+		"aws.nokeyid": {Class: broker.ClassWrite, Secret: hmacRef, Destinations: dests, Inject: broker.Inject{Kind: &broker.SigV4Inject{}}},
 	}
 	for k, in := range extra {
 		intents[k] = in

@@ -45,15 +45,15 @@ func TestProcessorsWithVault(t *testing.T) {
 	f := newFixtureWith(t, nil, fixtureOpts{ca: ca, sources: map[string]broker.SecretSource{broker.SourceVault: &broker.VaultSource{Client: vc}},
 		intents: map[string]broker.Intent{
 			"v.hmac": {Class: broker.ClassWrite, Secret: ref("airlock-proc/hmac", "key"), Destinations: sigDests,
-				Inject: broker.Inject{HMAC: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}},
+				Inject: broker.Inject{Kind: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}},
 			"v.aws": {Class: broker.ClassWrite, Secret: ref("airlock-proc/aws", "secret_access_key"), Destinations: sigDests,
-				Inject: broker.Inject{AWSSigV4: &broker.SigV4Inject{}}},
+				Inject: broker.Inject{Kind: &broker.SigV4Inject{}}},
 			"v.cc": {Class: broker.ClassWrite, Secret: ref("airlock-proc/oauth", "client_secret"), Destinations: authDests,
-				Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientIDField: "client_id"}}},
+				Inject: broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientIDField: "client_id"}}},
 			"v.jwt": {Class: broker.ClassWrite, Secret: ref("airlock-proc/sa", "private_key"), Destinations: authDests,
-				Inject: broker.Inject{OAuth2JWTBearer: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
+				Inject: broker.Inject{Kind: &broker.OAuth2JWTBearerInject{TokenInject: ti}}},
 			"v.cold": {Class: broker.ClassWrite, Secret: ref("airlock-proc/cold", "client_secret"), Destinations: authDests,
-				Inject: broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientID: ccClientID}}},
+				Inject: broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{TokenInject: ti, ClientID: ccClientID}}},
 		}})
 	for _, n := range []string{"sig.example.org", "sqs.us-east-1.amazonaws.com", "auth.example.org"} {
 		f.res.set(n, "127.0.0.1")

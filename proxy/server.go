@@ -320,6 +320,12 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if g.Pass {
 		return nil, deny(CodePassNotAHandle, "the plugin pass in HTTPS_PROXY only opens CONNECT tunnels; send this request's own credential handle")
 	}
+	// The kind's injector is resolved with the intent, once: a kind
+	// this proxy cannot apply is refused before anything else is done.
+	inj, pol, d := injectorFor(in)
+	if d != nil {
+		return nil, d
+	}
 	t, d := parseTarget(r)
 	if d != nil {
 		return nil, d
@@ -332,7 +338,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d != nil {
 		return nil, d
 	}
-	x := &exchange{s: s, grant: g, intent: in, handle: handle, audit: a, release: release}
+	x := &exchange{s: s, grant: g, intent: in, inj: inj, pol: pol, handle: handle, audit: a, release: release}
 	if max := s.cfg.Limits.MaxRequestBody; r.ContentLength > max {
 		return x, deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
 	} else if r.Body != nil && r.Body != http.NoBody {
@@ -342,7 +348,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	// replayed once with a rotated secret.
 	// A token processor's request is replayed once after a 401 with a
 	// fresh token, whatever its method: a 401 means it was not accepted.
-	tokenRetry := in.Inject.Token() != nil
+	tokenRetry := pol.tokenRetry
 	if (idempotent(r.Method) || tokenRetry) && r.ContentLength >= 0 && r.ContentLength <= MaxReplayBody {
 		if r.ContentLength > 0 {
 			b, err := io.ReadAll(r.Body)
@@ -360,15 +366,15 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		return x, deny(CodeSecretUnavailable, "the credential's secret is unavailable; no request was sent").withReason(err.Error())
 	}
 	stripHopByHop(r.Header)
-	if x.canRetry && in.Inject.Placeholder != nil {
+	if x.canRetry && len(pol.restore) > 0 {
 		x.placeholders = http.Header{}
-		for _, name := range in.Inject.Placeholder.Headers {
+		for _, name := range pol.restore {
 			if v := r.Header.Values(name); len(v) > 0 {
 				x.placeholders[http.CanonicalHeaderKey(name)] = append([]string(nil), v...)
 			}
 		}
 	}
-	forms, d := inject(r, in, sec, handle)
+	forms, d := inj.inject(r, in.Inject.Kind, sec, handle)
 	if d != nil {
 		return x, d
 	}
@@ -387,8 +393,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		// compressed anyway is refused in exchange.RoundTrip.
 		r.Header.Del("Accept-Encoding")
 	}
-	if in.Inject.Processor() != "" {
-		if d := s.process(r, x); d != nil {
+	if pol.processor {
+		a.Processor = in.Inject.Name()
+		if d := inj.process(r, x); d != nil {
 			return x, d
 		}
 	}

@@ -15,6 +15,13 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 )
 
+// The AWS SigV4 processor: the AWS SDK's signer, keyed with the secret.
+func init() {
+	registerInjector("aws_sigv4", kindFuncs[*broker.SigV4Inject]{onProcess: func(r *http.Request, x *exchange, k *broker.SigV4Inject) *denial {
+		return signSigV4(r, x, k, time.Now())
+	}})
+}
+
 // sigv4Headers are what a plugin's SDK may have signed with a dummy key;
 // they are replaced.
 var sigv4Headers = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}

@@ -118,15 +118,15 @@ func runAirlock(dir, upstream, redisAddr, kind string) {
 	var p int
 	fmt.Sscan(port, &p)
 	in := broker.Intent{Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "bench/api", Field: "token"},
-		Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}
+		Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}
 	switch kind {
 	case "hmac":
-		in.Inject = broker.Inject{HMAC: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}
+		in.Inject = broker.Inject{Kind: &broker.HMACInject{Header: "X-Signature", Template: "sha256={{signature}}"}}
 	case "aws_sigv4":
-		in.Inject = broker.Inject{AWSSigV4: &broker.SigV4Inject{Region: "us-east-1", Service: "execute-api"}}
+		in.Inject = broker.Inject{Kind: &broker.SigV4Inject{Region: "us-east-1", Service: "execute-api"}}
 	case "oauth2":
 		in.Destinations = []broker.Destination{{Host: benchHost, Port: p}}
-		in.Inject = broker.Inject{OAuth2ClientCredentials: &broker.OAuth2ClientCredentialsInject{ClientIDField: "client_id",
+		in.Inject = broker.Inject{Kind: &broker.OAuth2ClientCredentialsInject{ClientIDField: "client_id",
 			TokenInject: broker.TokenInject{TokenURL: fmt.Sprintf("https://%s:%d/token", benchHost, p)}}}
 	}
 	bc := broker.Config{Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{"bench": in}}.WithDefaults()

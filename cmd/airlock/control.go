@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 // controlTarget is a control API to call and how to authenticate.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 // cmdDev runs the whole credential path in one process on embedded
@@ -26,8 +26,10 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	hup, stop := hangups()
+	defer stop()
 	return daemon.Dev(ctx, cfg, daemon.DevOptions{Options: daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version,
-		Stdout: stdout}, Provider: *provider, Executa: *executaBin, Control: *control, Invoke: invokeCommand(exe), ClientFlags: clientFlags(*path)})
+		Stdout: stdout, RefreshSecrets: hup}, Provider: *provider, Executa: *executaBin, Control: *control, Invoke: invokeCommand(exe), ClientFlags: clientFlags(*path)})
 }
 
 func invokeCommand(exe string) string {

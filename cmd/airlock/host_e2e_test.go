@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 

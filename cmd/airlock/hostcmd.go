@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 func cmdHost(ctx context.Context, args []string, stdout, stderr io.Writer) error {

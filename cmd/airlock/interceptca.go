@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/proxy"
 )
 

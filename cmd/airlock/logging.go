@@ -4,13 +4,30 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 // newLogger builds the process logger: JSON in production, text when
-// stderr is a terminal (format auto), or as configured.
+// stderr is a terminal (format auto), or as configured. go-redis's
+// process-wide logger writes to it too.
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	l := buildLogger(c, w)
+	daemon.LogRedis(l)
+	return l
+}
+
+// hangups delivers SIGHUP (refresh the secrets) until stop is called.
+func hangups() (c <-chan os.Signal, stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup, func() { signal.Stop(hup) }
+}
+
+func buildLogger(c config.Log, w io.Writer) *slog.Logger {
 	level, _ := config.ParseLevel(c.Level) // validated already
 	opts := &slog.HandlerOptions{Level: level}
 	if logFormat(c, w) == "text" {

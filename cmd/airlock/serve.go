@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -25,6 +25,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return daemon.Serve(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version, Pprof: *pprof,
-		AuditOut: auditOut(cfg.Log, stderr)})
+	hup, stop := hangups()
+	defer stop()
+	return daemon.Serve(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version, RefreshSecrets: hup,
+		Pprof: *pprof, AuditOut: auditOut(cfg.Log, stderr)})
 }

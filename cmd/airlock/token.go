@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-dev/airlock/daemon"
+	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/tokens"
 )
 

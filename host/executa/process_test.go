@@ -111,10 +111,10 @@ func newFixture(t *testing.T) *fixture {
 	// a test, so the host's renewal is exercised.
 	bc := broker.Config{EgressProxy: f.proxy, PassTTL: passTTL, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"api": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/api", Field: "token"},
-			Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{}},
+			Inject:       broker.Inject{Kind: &broker.PlaceholderInject{}},
 			Destinations: []broker.Destination{{Host: "api.example.com", Port: p}}},
 		"openai": {Class: broker.ClassWrite, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/openai", Field: "key"},
-			Inject:       broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
+			Inject:       broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}},
 			Destinations: []broker.Destination{{Host: "api.example.com", Port: p, PathPrefix: "/v1/chat/"}}},
 	}}.WithDefaults()
 	f.port = p

@@ -121,7 +121,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	if level == sandbox.LevelOff {
 		log.Warn("this plugin runs WITHOUT a sandbox (host.sandbox.level: off): it can read what the host can and reach any address")
 	}
-	dir, err := os.MkdirTemp("", "airlock-plugin-")
+	dir, err := MkdirPrivate("airlock-plugin-")
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ var attackerDir string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
+	if tmp := os.Getenv(sessionChildEnv); tmp != "" {
+		sessionChild(tmp) // TestPrivateDirsOfADeadHost's host
+	}
 	if d := os.Getenv(attackerDirEnv); d != "" {
 		// The unprivileged run of the suite (TestEscapeUnprivileged).
 		attackerDir = d

@@ -9,6 +9,17 @@
 //   - Dev composes a Serve and a Host in one process on embedded defaults,
 //     with demo plugins and a local demo upstream (`airlock dev`).
 //
+// The package is internal: its entry points take the loaded config
+// (internal/config) and Vault client (internal/vault) as they are, which
+// only this module can build. It is the composition root of the one
+// binary, not a library: the packages it wires (broker, proxy, tokens,
+// host, sdk) are the public API, each with options a caller outside the
+// module can build.
+//
+// Process-wide state is main's: go-redis's logger (LogRedis) and the
+// SIGHUP handler (Options.RefreshSecrets) are set by cmd/airlock, never
+// by a constructor here.
+//
 // Each returns when its context ends (after a graceful shutdown) or when
 // one of its own parts fails: its config, a listener, the evidence log.
 // A plugin that fails never ends a Host: it is marked failed and the host

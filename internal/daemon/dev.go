@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -55,10 +57,11 @@ type DevOptions struct {
 // one process on embedded defaults — memory handle store, a generated demo
 // secret in a 0600 file, a local TLS demo upstream, the sample provider,
 // the sample Executa plugin and every plugin of host.executa — and prints
-// how to call them.
+// how to call them. It works on a copy of cfg: the caller's is left as
+// it was.
 func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
+	cfg = devCopy(cfg)
 	opts.Options = opts.Options.withDefaults()
-	out := opts.Stdout
 	_, perr := os.Stat(opts.Provider)
 	if perr != nil {
 		opts.Log.Warn("the sample provider is not there; starting without it (build it with: go build -o "+opts.Provider+
@@ -71,78 +74,34 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// A demo secret, generated per run, kept in a 0600 file.
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	secret := "demo_" + hex.EncodeToString(raw[:])
-	secretFP := fingerprint(secret)
-	secrets := filepath.Join(dir, "secrets.yaml")
-	if err := os.WriteFile(secrets, []byte(demoSecretPath+": {token: "+secret+"}\n"), 0o600); err != nil {
-		return err
-	}
-	// The user's secrets file keeps serving the user's intents; the demo
-	// secret is served beside it.
-	fileSource := devSecrets{demo: &broker.FileSource{Path: secrets}}
-	if f := cfg.Broker.Secrets.File; f != "" {
-		fileSource.user = &broker.FileSource{Path: f}
-	}
-
-	// The demo upstream: a local HTTPS ticket API that wants the secret.
-	ca, err := devca.New(dir, 24*time.Hour)
+	demo, err := newDemoSecret(dir, cfg)
 	if err != nil {
 		return err
 	}
-	upCert, err := ca.IssueCert(DemoHost)
+	up, err := startDemoUpstream(dir, demo, opts.Stdout)
 	if err != nil {
 		return err
 	}
-	upL, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	defer up.stop()
+	if err := devConfig(cfg, dir, demo.file, up.port, opts); err != nil {
 		return err
 	}
-	upSrv := &http.Server{Handler: demoUpstream(secret, secretFP, out), ReadHeaderTimeout: 5 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{upCert}}}
-	upDone := make(chan struct{})
-	go func() { defer close(upDone); _ = upSrv.ServeTLS(upL, "", "") }()
-	defer func() { upSrv.Close(); <-upDone }()
-	upPort := upL.Addr().(*net.TCPAddr).Port
-
-	if err := devConfig(cfg, dir, secrets, upPort, opts); err != nil {
-		return err
-	}
-	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, secrets: map[string]broker.SecretSource{broker.SourceFile: fileSource}, proxyConfig: func(pc *proxy.Config) {
+	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, secrets: map[string]broker.SecretSource{broker.SourceFile: demo.source}, proxyConfig: func(pc *proxy.Config) {
 		pc.AllowCIDRs = append(pc.AllowCIDRs, "127.0.0.0/8")
-		pc.UpstreamCAFile = ca.PEMFile
+		pc.UpstreamCAFile = up.caFile
 		pc.Resolve = map[string][]string{DemoHost: {"127.0.0.1"}}
 	}})
 	if err != nil {
 		return err
 	}
 	defer sn.stop()
-
-	evPath := filepath.Join(dir, "evidence.jsonl")
-	_ = os.Remove(evPath) // a fresh chain per dev run
-	ev, err := host.OpenEvidenceLog(evPath)
-	if err != nil {
-		return err
-	}
-	defer ev.Close()
-	ev.OnAppend = func(r host.Record) {
-		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
-	}
-	policy := host.AllowAll()
-	if cfg.Host.Policy != "" {
-		policy = nil // the configured one
-	}
-	hn, err := startHost(ctx, cfg, opts.Options, hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
-		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, proxyServe: sn.serveSandbox, admin: sn.admin, registry: sn.registry,
-		policy: policy, evidence: ev})
+	hn, evPath, err := startDevHost(ctx, cfg, dir, opts.Options, sn)
 	if err != nil {
 		return err
 	}
 	defer hn.stop()
 	if perr == nil {
-		inst, err := installDemoProvider(dir, opts.Provider, upPort)
+		inst, err := installDemoProvider(dir, opts.Provider, up.port)
 		if err != nil {
 			return err
 		}
@@ -154,8 +113,8 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if opts.Control != "" {
 		flags = strings.TrimSpace(flags + " --control " + hn.control + " --control-token-file " + cfg.Host.ControlTokenFile)
 	}
-	printBanner(out, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: upPort,
-		secrets: secrets, secretFP: secretFP, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
+	printBanner(opts.Stdout, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: up.port,
+		secrets: demo.file, secretFP: demo.fp, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
 	// Ready once the banner is out: callers (and tests) read it then.
 	if opts.OnReady != nil {
@@ -170,8 +129,101 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	cancel()
 	herr := hn.stop()
 	serr := sn.stop()
-	fmt.Fprintln(out, "airlock dev stopped")
+	fmt.Fprintln(opts.Stdout, "airlock dev stopped")
 	return errors.Join(herr, serr)
+}
+
+// demoSecret is the dev run's demo secret: generated per run, kept in a
+// 0600 file, served beside the user's secrets file.
+type demoSecret struct {
+	value, fp, file string
+	source          broker.SecretSource
+}
+
+func newDemoSecret(dir string, cfg *config.Config) (demoSecret, error) {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	d := demoSecret{value: "demo_" + hex.EncodeToString(raw[:]), file: filepath.Join(dir, "secrets.yaml")}
+	d.fp = fingerprint(d.value)
+	if err := os.WriteFile(d.file, []byte(demoSecretPath+": {token: "+d.value+"}\n"), 0o600); err != nil {
+		return demoSecret{}, err
+	}
+	// The user's secrets file keeps serving the user's intents.
+	src := devSecrets{demo: &broker.FileSource{Path: d.file}}
+	if f := cfg.Broker.Secrets.File; f != "" {
+		src.user = &broker.FileSource{Path: f}
+	}
+	d.source = src
+	return d, nil
+}
+
+// demoUpstreamServer is the local HTTPS ticket API that wants the demo secret,
+// with a certificate from the dev run's CA.
+type demoUpstreamServer struct {
+	port   int
+	caFile string
+	stop   func()
+}
+
+func startDemoUpstream(dir string, demo demoSecret, out io.Writer) (*demoUpstreamServer, error) {
+	ca, err := devca.New(dir, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	upCert, err := ca.IssueCert(DemoHost)
+	if err != nil {
+		return nil, err
+	}
+	upL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	upSrv := &http.Server{Handler: demoUpstream(demo.value, demo.fp, out), ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{upCert}}}
+	upDone := make(chan struct{})
+	go func() { defer close(upDone); _ = upSrv.ServeTLS(upL, "", "") }()
+	return &demoUpstreamServer{port: upL.Addr().(*net.TCPAddr).Port, caFile: ca.PEMFile,
+		stop: func() { upSrv.Close(); <-upDone }}, nil
+}
+
+// startDevHost starts the host beside sn in this process, with a fresh
+// evidence chain printed as it grows, and allow-all unless host.policy
+// names a policy.
+func startDevHost(ctx context.Context, cfg *config.Config, dir string, opts Options, sn *serveNode) (_ *hostNode, evPath string, err error) {
+	evPath = filepath.Join(dir, "evidence.jsonl")
+	_ = os.Remove(evPath) // a fresh chain per dev run
+	ev, err := host.OpenEvidenceLog(evPath)
+	if err != nil {
+		return nil, "", err
+	}
+	out := opts.Stdout
+	ev.OnAppend = func(r host.Record) {
+		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
+	}
+	policy := host.AllowAll()
+	if cfg.Host.Policy != "" {
+		policy = nil // the configured one
+	}
+	hn, err := startHost(ctx, cfg, opts, hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
+		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, proxyServe: sn.serveSandbox, admin: sn.admin, registry: sn.registry,
+		policy: policy, evidence: ev})
+	if err != nil {
+		ev.Close()
+		return nil, "", err
+	}
+	// The host's closers run last added first: the log closes after
+	// everything else, its last checkpoint included.
+	hn.closers = append([]func(){func() { ev.Close() }}, hn.closers...)
+	return hn, evPath, nil
+}
+
+// devCopy copies what devConfig changes in place: the config, its
+// intents and its Executa plugins (everything else it replaces whole).
+func devCopy(cfg *config.Config) *config.Config {
+	c := *cfg
+	c.Broker.Intents = maps.Clone(cfg.Broker.Intents)
+	c.Host.Executa.Plugins = slices.Clone(cfg.Host.Executa.Plugins)
+	return &c
 }
 
 // devConfig turns the loaded config into the dev one: demo intents over
@@ -179,7 +231,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 // Executa plugin beside any configured ones.
 func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOptions) error {
 	ref := broker.SecretRef{Source: broker.SourceFile, Path: demoSecretPath, Field: "token"}
-	inj := broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
+	inj := broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}
 	bc := cfg.Broker
 	if bc.Secrets.File == "" {
 		// The file source is devSecrets either way; this only says there
@@ -194,7 +246,7 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 	// The Executa sample uses its handle where the key goes; the proxy
 	// swaps it (placeholder substitution).
 	bc.Intents["tickets.placeholder"] = broker.Intent{Class: broker.ClassRead, Secret: ref,
-		Inject:       broker.Inject{Placeholder: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
+		Inject:       broker.Inject{Kind: &broker.PlaceholderInject{Headers: []string{"Authorization"}}},
 		Destinations: []broker.Destination{{Host: DemoHost, Port: upPort, PathPrefix: "/api/", Methods: []string{"GET"}}}}
 	bc = bc.WithDefaults()
 	if err := bc.Validate(); err != nil {

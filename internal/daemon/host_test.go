@@ -54,7 +54,7 @@ func runHost(t *testing.T, cfg *config.Config) (stop func() error, err error) {
 func installProvider(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	pkg := t.TempDir()
-	mf, err := os.ReadFile("../examples/tickets-provider/manifest.yaml")
+	mf, err := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/airlock-dev/airlock/daemon"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/daemon"
 )
 
 // Serve runs until its context ends; OnReady says where it listens.

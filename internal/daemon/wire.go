@@ -113,7 +113,6 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 	closer := func() {}
 	switch bc.Store.Type {
 	case broker.StoreRedis:
-		redis.SetLogger(redisLogger{log})
 		rs, err := broker.NewRedisStore(bc.Store.Redis, bc.ExpiredRetention, bc.MaxHandleLifetime)
 		if err != nil {
 			return nil, nil, nil, err
@@ -136,8 +135,12 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 	return b, run, closer, nil
 }
 
-// redisLogger routes go-redis's own messages (pool dial failures) into
-// slog instead of stderr.
+// LogRedis routes go-redis's own messages (pool dial failures) into log
+// instead of stderr. go-redis has one logger per process, so this is for
+// main to call once; no constructor sets it.
+func LogRedis(log *slog.Logger) { redis.SetLogger(redisLogger{log}) }
+
+// redisLogger is go-redis's logger interface over slog.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {

@@ -51,7 +51,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		}
 	}
 	used := map[string]bool{}
-	for _, f := range []string{"../deploy/prometheus/alerts.yaml", "../deploy/grafana/airlock.json"} {
+	for _, f := range []string{"../../deploy/prometheus/alerts.yaml", "../../deploy/grafana/airlock.json"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +83,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 // with the group airlock), the host's state and control socket in
 // airlock-host's own.
 func TestSystemdConfigMatchesUnits(t *testing.T) {
-	cfg, err := config.Load("../deploy/systemd/airlock.yaml")
+	cfg, err := config.Load("../../deploy/systemd/airlock.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestSystemdConfigMatchesUnits(t *testing.T) {
 	}
 	units := map[string]string{}
 	for _, u := range []string{"airlock-serve", "airlock-host"} {
-		b, err := os.ReadFile("../deploy/systemd/" + u + ".service")
+		b, err := os.ReadFile("../../deploy/systemd/" + u + ".service")
 		if err != nil {
 			t.Fatal(err)
 		}

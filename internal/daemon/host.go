@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -124,74 +123,31 @@ type hostNode struct {
 	*node
 }
 
+// startHost wires a host in named steps: evidence, policy, metrics, the
+// host itself, its plugins, the control API and the admin checks.
 func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostDeps) (_ *hostNode, err error) {
 	log := opts.Log
 	n := &hostNode{log: log, node: newNode(ctx)}
-	ctx = n.ctx
 	defer func() {
 		if err != nil {
 			n.stop()
 		}
 	}()
-	ev := deps.evidence
-	if ev == nil {
-		if ev, err = host.OpenEvidenceLog(cfg.Host.Evidence); err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, func() { ev.Close() })
+	ev, evKey, err := n.openEvidence(cfg, deps)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Host.EvidenceFailOpen {
-		ev.FailOpen = true
-		log.Warn("host.evidence_fail_open is set: a call whose evidence record cannot be written proceeds unrecorded")
+	policy, err := hostPolicy(cfg, deps, log)
+	if err != nil {
+		return nil, err
 	}
-	evKey := deps.evidenceKey
-	if evKey == nil {
-		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
-			return nil, err
-		}
+	reg, ownRegistry := hostRegistry(deps)
+	hopts, err := hostOptions(cfg, log)
+	if err != nil {
+		return nil, err
 	}
-	// A checkpoint every interval, and a last one once the plugins are
-	// down (this closer runs before the log's).
-	n.closers = append(n.closers, func() {
-		if _, err := ev.Checkpoint(evKey); err != nil {
-			log.Error("evidence checkpoint at shutdown", "err", err)
-		}
-	})
-	n.goRun(func(ctx context.Context) {
-		serve.Every(ctx, cfg.Host.CheckpointInterval, func(time.Time) {
-			if _, err := ev.Checkpoint(evKey); err != nil {
-				log.Error("evidence checkpoint", "err", err)
-			}
-		})
-	})
-	policy := deps.policy
-	if policy == nil && cfg.Host.Policy != "" {
-		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
-			return nil, err
-		}
-	}
-	if policy == nil {
-		log.Warn("no host.policy: every action will be denied")
-	}
-	reg := deps.registry
-	var ownRegistry *prometheus.Registry
-	if deps.admin == nil {
-		ownRegistry = prometheus.NewRegistry()
-		ownRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg = ownRegistry
-	}
-	level, _ := config.ParseLevel(cfg.Host.StderrLevel)
-	hopts := host.Options{Broker: deps.broker, Evidence: ev, EvidenceKey: evKey, EgressProxy: deps.egressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
-		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Policy: policy, Ports: Ports(),
-		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
-		StderrLevel: level, Redactor: cfg.Host.Redactor(), Registerer: reg, Log: log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden(), ProxyServe: deps.proxyServe}
-	if dir := cfg.Host.Artifacts; dir != "" {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("host.artifacts: %s is not a directory", dir)
-		}
-		hopts.Artifacts = host.DirArtifacts{Dir: dir}
-	}
+	hopts.Broker, hopts.Evidence, hopts.EvidenceKey, hopts.Policy = deps.broker, ev, evKey, policy
+	hopts.EgressProxy, hopts.ProxyServe, hopts.Registerer = deps.egressProxy, deps.proxyServe, reg
 	h := host.New(hopts)
 	n.h = h
 	if deps.evidence == nil {
@@ -204,22 +160,101 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		defer cancel()
 		h.Shutdown(sctx)
 	})
+	if err := n.startPlugins(cfg, deps); err != nil {
+		return nil, err
+	}
+	if err := n.serveControl(cfg); err != nil {
+		return nil, err
+	}
+	if err := n.serveAdminChecks(cfg, deps.admin, ownRegistry); err != nil {
+		return nil, err
+	}
+	log.Info("airlock host running", "plugins", h.Names(), "control", n.control, "broker", cfg.Host.Broker)
+	return n, nil
+}
 
+// openEvidence opens the evidence log and its key (or takes Dev's), and
+// writes a signed checkpoint every interval and a last one once the
+// plugins are down.
+func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *host.EvidenceLog, evKey *host.EvidenceKey, err error) {
+	log := n.log
+	ev = deps.evidence
+	if ev == nil {
+		if ev, err = host.OpenEvidenceLog(cfg.Host.Evidence); err != nil {
+			return nil, nil, err
+		}
+		n.closers = append(n.closers, func() { ev.Close() })
+	}
+	if cfg.Host.EvidenceFailOpen {
+		ev.FailOpen = true
+		log.Warn("host.evidence_fail_open is set: a call whose evidence record cannot be written proceeds unrecorded")
+	}
+	evKey = deps.evidenceKey
+	if evKey == nil {
+		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
+			return nil, nil, err
+		}
+	}
+	// This closer runs before the log's.
+	n.closers = append(n.closers, func() {
+		if _, err := ev.Checkpoint(evKey); err != nil {
+			log.Error("evidence checkpoint at shutdown", "err", err)
+		}
+	})
+	n.goRun(func(ctx context.Context) {
+		serve.Every(ctx, cfg.Host.CheckpointInterval, func(time.Time) {
+			if _, err := ev.Checkpoint(evKey); err != nil {
+				log.Error("evidence checkpoint", "err", err)
+			}
+		})
+	})
+	return ev, evKey, nil
+}
+
+// hostPolicy is Dev's policy, else the configured one; none denies all.
+func hostPolicy(cfg *config.Config, deps hostDeps, log *slog.Logger) (*host.Policy, error) {
+	policy := deps.policy
+	if policy == nil && cfg.Host.Policy != "" {
+		var err error
+		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
+			return nil, err
+		}
+	}
+	if policy == nil {
+		log.Warn("no host.policy: every action will be denied")
+	}
+	return policy, nil
+}
+
+// hostRegistry is where the host's metrics go: Serve's registry beside
+// Serve's admin listener (Dev), else one of its own, returned as own.
+func hostRegistry(deps hostDeps) (reg prometheus.Registerer, own *prometheus.Registry) {
+	if deps.admin != nil {
+		return deps.registry, nil
+	}
+	own = prometheus.NewRegistry()
+	own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return own, own
+}
+
+// startPlugins starts every installed provider and configured Executa
+// plugin concurrently; one that fails is marked and reported, never
+// fatal.
+func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
+	h, log := n.h, n.log
 	lf, err := host.ReadLockfile(cfg.Host.Lockfile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(lf.Plugins) == 0 && len(cfg.Host.Executa.Plugins) == 0 {
 		log.Warn("no plugins installed; use airlock host install DIR")
 	}
-	xs, err := startExecutaServices(ctx, cfg, deps, log)
+	xs, err := startExecutaServices(n.ctx, cfg, deps, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.closers = append([]func(){xs.close}, n.closers...) // after the plugins are down
 
-	// Every plugin starts concurrently; one that fails is marked and
-	// reported, never fatal.
 	var starts sync.WaitGroup
 	for name := range lf.Plugins {
 		starts.Add(1)
@@ -240,10 +275,15 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}()
 	}
 	starts.Wait()
+	return nil
+}
 
-	l, handler, err := listenControl(cfg.Host, h.ControlHandler(), log)
+// serveControl serves the control API on host.control.
+func (n *hostNode) serveControl(cfg *config.Config) error {
+	h := n.h
+	l, handler, err := listenControl(cfg.Host, h.ControlHandler(), n.log)
 	if err != nil {
-		return nil, fmt.Errorf("host.control: %w", err)
+		return fmt.Errorf("host.control: %w", err)
 	}
 	n.control = l.Addr().String()
 	if l.Addr().Network() == "unix" {
@@ -266,13 +306,18 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}
 		return err
 	})
+	return nil
+}
 
-	adm := deps.admin
+// serveAdminChecks adds the plugins' readiness check to Serve's admin
+// listener (Dev), or serves the host's own on host.admin.
+func (n *hostNode) serveAdminChecks(cfg *config.Config, adm *admin.Server, own *prometheus.Registry) error {
+	h := n.h
 	if adm == nil {
-		adm = admin.New(ownRegistry, log)
+		adm = admin.New(own, n.log)
 		al, err := net.Listen("tcp", cfg.Host.Admin)
 		if err != nil {
-			return nil, fmt.Errorf("host.admin: %w", err)
+			return fmt.Errorf("host.admin: %w", err)
 		}
 		n.serve("host admin listener", func(ctx context.Context) error { return adm.Serve(ctx, al) })
 	}
@@ -282,8 +327,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		}
 		return nil
 	})
-	log.Info("airlock host running", "plugins", h.Names(), "control", n.control, "broker", cfg.Host.Broker)
-	return n, nil
+	return nil
 }
 
 // Install runs `airlock host install DIR`: review the package, launch it
@@ -292,10 +336,9 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 // its control API and the plugin starts at once; remote reports that.
 func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res host.InstallResult, remote bool, err error) {
 	opts = opts.withDefaults()
-	if d := cfg.Host.Artifacts; d != "" {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return res, false, fmt.Errorf("host.artifacts: %s is not a directory", d)
-		}
+	hopts, err := hostOptions(cfg, opts.Log)
+	if err != nil {
+		return res, false, err
 	}
 	// A running host (it holds the state directory, or the evidence log)
 	// installs itself.
@@ -319,8 +362,7 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer ev.Close()
-	hopts := host.Options{Evidence: ev, EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile, Ports: Ports(), Log: opts.Log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
+	hopts.Evidence = ev
 	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err

@@ -8,10 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -52,6 +51,10 @@ type Options struct {
 	// Pprof adds Go's profiling endpoints to the admin listener
 	// (diagnostics; off by default).
 	Pprof bool
+	// RefreshSecrets, when set, invalidates the secret cache each time it
+	// delivers (cmd/airlock feeds it SIGHUP; signal handlers are the
+	// process's, so main owns them).
+	RefreshSecrets <-chan os.Signal
 }
 
 func (o Options) withDefaults() Options {
@@ -75,7 +78,8 @@ type Ready struct {
 }
 
 // Serve runs `airlock serve` until ctx ends: broker, egress proxy, token
-// issuer, broker API and admin listener. SIGHUP refreshes secrets.
+// issuer, broker API and admin listener. opts.RefreshSecrets refreshes
+// secrets.
 func Serve(ctx context.Context, cfg *config.Config, opts Options) error {
 	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true})
 	if err != nil {
@@ -127,57 +131,103 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
+// startServe wires a Serve in named steps: keys, metrics, broker, admin
+// checks, secret refresh, proxy, broker API and listeners.
 func startServe(ctx context.Context, cfg *config.Config, opts Options, parts serveParts) (_ *serveNode, err error) {
 	opts = opts.withDefaults()
 	log := opts.Log
 	n := &serveNode{cfg: cfg, log: log, node: newNode(ctx)}
-	ctx = n.ctx
 	n.closers = append(n.closers, func() { log.Info("airlock stopped") })
 	defer func() {
 		if err != nil {
 			n.stop()
 		}
 	}()
-	goRun := n.goRun
-
-	vc, err := ConnectVault(ctx, cfg, log)
+	vc, err := n.startKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if vc != nil {
-		goRun(vc.Run)
-	}
-	if n.ring, err = NewRing(ctx, cfg, vc, log); err != nil {
-		return nil, err
-	}
-	goRun(func(ctx context.Context) { n.ring.Run(ctx, cfg.Tokens.Refresh) })
-	n.issuer = NewIssuer(cfg, n.ring)
-
-	reg := prometheus.NewRegistry()
-	n.registry = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "airlock_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": opts.Version},
-	}, func() float64 { return 1 }))
-	ring := n.ring
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "airlock_token_signing_keys", Help: "Signing keys that may verify now (active plus retired within retention).",
-	}, func() float64 { return float64(len(ring.Keys())) }))
-
+	reg := n.newRegistry(opts.Version)
 	b, runBroker, closeBroker, err := newBroker(cfg, vc, reg, log, parts.secrets)
 	if err != nil {
 		return nil, err
 	}
 	n.broker = b
 	n.closers = append(n.closers, closeBroker)
-	goRun(runBroker)
-
-	n.admin = admin.New(reg, log)
-	n.admin.Handle("GET "+tokens.JWKSPath, tokens.JWKSHandler(ring))
-	n.admin.Handle("POST /v1/secrets/refresh", refreshHandler(b))
+	n.goRun(runBroker)
+	n.addAdmin(vc)
 	if opts.Pprof {
 		mountPprof(n.admin)
 	}
+	n.refreshOn(opts.RefreshSecrets)
+	pc, err := n.startProxy(cfg, parts, vc, opts.AuditOut)
+	if err != nil {
+		return nil, err
+	}
+	if parts.brokerAPI {
+		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: n.ring, StoreType: cfg.Broker.Store.Type,
+			Version: opts.Version, Log: log, Explainer: n.proxy}
+		stopAPI, err := serveAPI(cfg.Broker.API, api, n.proxy, log)
+		if err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, stopAPI)
+	}
+	if err := n.listen(cfg, pc); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// startKeys connects to Vault (nil when unused) and starts the token
+// signing key ring and the issuer on it.
+func (n *serveNode) startKeys(cfg *config.Config) (*vault.Client, error) {
+	vc, err := ConnectVault(n.ctx, cfg, n.log)
+	if err != nil {
+		return nil, err
+	}
+	if vc != nil {
+		n.goRun(vc.Run)
+	}
+	if n.ring, err = NewRing(n.ctx, cfg, vc, n.log); err != nil {
+		return nil, err
+	}
+	n.goRun(func(ctx context.Context) { n.ring.Run(ctx, cfg.Tokens.Refresh) })
+	n.issuer = NewIssuer(cfg, n.ring)
+	return vc, nil
+}
+
+// newRegistry is the process's metrics: Go and process collectors, build
+// info and the signing keys'.
+func (n *serveNode) newRegistry(version string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	n.registry = reg
+	ring := n.ring
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": version},
+	}, func() float64 { return 1 }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_token_signing_keys", Help: "Signing keys that may verify now (active plus retired within retention).",
+	}, func() float64 { return float64(len(ring.Keys())) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_token_signing_key_age_seconds", Help: "Age of the active token signing key.",
+	}, func() float64 {
+		if k := ring.Active(); k != nil {
+			return time.Since(k.Created).Seconds()
+		}
+		return 0
+	}))
+	return reg
+}
+
+// addAdmin builds the admin listener's handlers and readiness checks:
+// JWKS, secret refresh, signing key, handle store and Vault.
+func (n *serveNode) addAdmin(vc *vault.Client) {
+	b, ring, reg := n.broker, n.ring, n.registry
+	n.admin = admin.New(reg, n.log)
+	n.admin.Handle("GET "+tokens.JWKSPath, tokens.JWKSHandler(ring))
+	n.admin.Handle("POST /v1/secrets/refresh", refreshHandler(b))
 	n.admin.AddCheck("signing_key", func(context.Context) error {
 		if ring.Active() == nil {
 			return tokens.ErrNoActiveKey
@@ -199,80 +249,74 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		n.admin.AddCheck("vault", vaultCheck)
 		reg.MustRegister(upGauge("airlock_vault_up", "1 when Vault answers and Airlock's token is valid.", vaultCheck))
 	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "airlock_token_signing_key_age_seconds", Help: "Age of the active token signing key.",
-	}, func() float64 {
-		if k := ring.Active(); k != nil {
-			return time.Since(k.Created).Seconds()
-		}
-		return 0
-	}))
+}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	n.closers = append(n.closers, func() { signal.Stop(hup) })
-	goRun(func(ctx context.Context) {
+// refreshOn invalidates the secret cache on every value of refresh.
+func (n *serveNode) refreshOn(refresh <-chan os.Signal) {
+	if refresh == nil {
+		return
+	}
+	n.goRun(func(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-hup:
-				b.RefreshSecrets()
+			case <-refresh:
+				n.broker.RefreshSecrets()
 			}
 		}
 	})
+}
 
+// startProxy builds the egress proxy over the broker; it returns the
+// proxy config as adjusted by parts.
+func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.Client, auditOut io.Writer) (proxy.Config, error) {
 	pc := cfg.Proxy
 	if parts.proxyConfig != nil {
 		parts.proxyConfig(&pc)
 	}
-	popts := proxy.Options{Logger: log, Audit: log.With("log", "audit"), Registerer: reg}
-	if opts.AuditOut != nil {
+	popts := proxy.Options{Logger: n.log, Audit: n.log.With("log", "audit"), Registerer: n.registry}
+	if auditOut != nil {
 		// Closed after the proxy and the hand-over listeners stop (closers
 		// run in reverse), so that every request's line is written.
-		aw := auditlog.New(opts.AuditOut, auditlog.Options{Log: log, Registerer: reg})
+		aw := auditlog.New(auditOut, auditlog.Options{Log: n.log, Registerer: n.registry})
 		popts.AuditSink = aw
 		n.closers = append(n.closers, func() { _ = aw.Close() })
 	}
-	if gl, ok := b.Store().(proxy.GlobalLimiter); ok {
+	if gl, ok := n.broker.Store().(proxy.GlobalLimiter); ok {
 		popts.GlobalLimits = gl
 	}
 	if vc != nil {
 		popts.Vault = vc.API
 	}
-	px, err := proxy.New(pc, b, popts)
+	px, err := proxy.New(pc, n.broker, popts)
 	if err != nil {
-		return nil, err
+		return pc, err
 	}
 	n.proxy = px
-	if parts.brokerAPI {
-		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: ring, StoreType: cfg.Broker.Store.Type,
-			Version: opts.Version, Log: log, Explainer: px}
-		stopAPI, err := serveAPI(cfg.Broker.API, api, px, log)
-		if err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, stopAPI)
-	}
+	return pc, nil
+}
 
+// listen serves the egress proxy and the admin listener.
+func (n *serveNode) listen(cfg *config.Config, pc proxy.Config) error {
 	pl, err := net.Listen("tcp", pc.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("proxy listener: %w", err)
+		return fmt.Errorf("proxy listener: %w", err)
 	}
 	n.proxyAddr = pl.Addr().String()
-	n.serve("egress proxy", func(ctx context.Context) error { return px.Serve(ctx, pl) })
+	n.serve("egress proxy", func(ctx context.Context) error { return n.proxy.Serve(ctx, pl) })
 
 	if n.adminL, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-		return nil, fmt.Errorf("admin listener: %w", err)
+		return fmt.Errorf("admin listener: %w", err)
 	}
 	n.adminAddr = n.adminL.Addr().String()
-	px.AddSelf(n.adminL.Addr())
-	log.Info("airlock serving", "admin", n.adminAddr, "jwks", "http://"+n.adminAddr+tokens.JWKSPath,
-		"key_source", cfg.Tokens.Keys.Source, "kid", ring.Active().ID,
+	n.proxy.AddSelf(n.adminL.Addr())
+	n.log.Info("airlock serving", "admin", n.adminAddr, "jwks", "http://"+n.adminAddr+tokens.JWKSPath,
+		"key_source", cfg.Tokens.Keys.Source, "kid", n.ring.Active().ID,
 		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
 		"egress_proxy", n.proxyAddr, "echo_guard", *pc.EchoGuard)
 	n.serve("admin listener", func(ctx context.Context) error { return n.admin.Serve(ctx, n.adminL) })
-	return n, nil
+	return nil
 }
 
 // refreshHandler invalidates the secret cache, at most once a second so

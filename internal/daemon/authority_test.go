@@ -59,7 +59,7 @@ func providerPackage(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mf, err := os.ReadFile("../examples/tickets-provider/manifest.yaml")
+	mf, err := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	_ = os.Chmod(dir, 0o755) // a root host runs sandboxed plugins as an unprivileged uid
 	providerBin = filepath.Join(dir, "tickets-provider")
 	executaBin = filepath.Join(dir, "executa-tickets")
-	for bin, pkg := range map[string]string{providerBin: "../examples/tickets-provider", executaBin: "../examples/executa-tickets"} {
+	for bin, pkg := range map[string]string{providerBin: "../../examples/tickets-provider", executaBin: "../../examples/executa-tickets"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
 			os.Exit(1)
@@ -95,7 +95,7 @@ func TestDevInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, _ := filepath.Abs("../host/executa/testdata/compat/sdk_style.py")
+	script, _ := filepath.Abs("../../host/executa/testdata/compat/sdk_style.py")
 	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, host.ExecutaPlugin{Name: "my-plugin", Command: py,
 		Args: []string{script}, Credentials: map[string]string{"API_KEY": "tickets.placeholder"}, Settings: map[string]string{"UNITS": "kelvin"}})
 	cfg.Host.CheckpointInterval = time.Second

@@ -28,7 +28,7 @@ func TestDevHonoursUserSettings(t *testing.T) {
 	cfg.Broker.Secrets.File = userFile
 	cfg.Broker.Intents = map[string]broker.Intent{"user.api": {Class: broker.ClassRead,
 		Secret: broker.SecretRef{Source: broker.SourceFile, Path: "user/api", Field: "key"},
-		Inject: broker.Inject{Header: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
+		Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
 	control := cfg.Host.Control
 	logs := &testenv.SyncBuffer{}
 	var out testenv.SyncBuffer

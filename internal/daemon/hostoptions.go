@@ -1,0 +1,32 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+// hostOptions is the one translation of the config into host.Options,
+// shared by Host, Dev and Install, so that a plugin is launched the same
+// way whoever launches it: its environment, sandbox, stderr level and
+// redaction, restart and health settings. The caller adds what exists
+// only at run time: the broker, evidence, policy, metrics, a proxy
+// handoff, and the egress proxy when it is not the configured one.
+func hostOptions(cfg *config.Config, log *slog.Logger) (host.Options, error) {
+	level, _ := config.ParseLevel(cfg.Host.StderrLevel) // validated with the config
+	o := host.Options{EgressProxy: cfg.Broker.EgressProxy, InterceptCAFile: cfg.Proxy.Intercept.CAFile,
+		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Ports: Ports(),
+		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
+		StderrLevel: level, Redactor: cfg.Host.Redactor(), Log: log,
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
+	if dir := cfg.Host.Artifacts; dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return host.Options{}, fmt.Errorf("host.artifacts: %s is not a directory", dir)
+		}
+		o.Artifacts = host.DirArtifacts{Dir: dir}
+	}
+	return o, nil
+}
