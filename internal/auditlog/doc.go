@@ -1,9 +1,8 @@
 // Package auditlog writes audit lines off the request path: each request
 // hands one preformatted JSON line to a Writer, which queues it (bounded)
 // and writes queued lines in batches, one write call per batch, from its
-// own goroutine. The JSON primitives (AppendString, AppendFloat) encode
-// exactly as encoding/json does with HTML escaping off, so a line built
-// with them parses like one json.Marshal would give.
+// own goroutine. Lines are built with internal/jsonenc, which encodes as
+// encoding/json does.
 //
 // # When the disk is slower than the proxy
 //

@@ -1,4 +1,9 @@
-package auditlog
+// Package jsonenc appends JSON values to byte slices without reflection,
+// exactly as encoding/json encodes them with HTML escaping off (the form
+// log/slog's JSON handler writes too): for the hot paths that build a
+// JSON document per request or per token by hand. Differential tests and
+// a fuzz target hold it to encoding/json.
+package jsonenc
 
 import (
 	"math"
