@@ -180,7 +180,7 @@ func main() {
 				pid: sp.cmd.Process.Pid, admin: sp.admin})
 		if *sandboxed {
 			for _, pt := range pluginTargets(sp, work, "http://"+benchHost+":"+upPort+"/") {
-				binTargets = append(binTargets, target{name: pt.name, pid: sp.cmd.Process.Pid, plugin: pt.measure})
+				binTargets = append(binTargets, target{name: pt.name, pid: sp.cmd.Process.Pid, admin: sp.admin, plugin: pt.measure})
 			}
 		}
 		defer func() { fmt.Fprintf(os.Stderr, "airlock serve wrote %d audit lines\n", auditLines(work)) }()
