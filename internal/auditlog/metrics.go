@@ -8,10 +8,11 @@ type metrics struct {
 	dropped prometheus.Counter
 	waits   prometheus.Counter
 	batches prometheus.Counter
-	queued  prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) metrics {
+// newMetrics registers w's metrics; the queue's size is read when scraped,
+// not set on every line.
+func newMetrics(reg prometheus.Registerer, w *Writer) metrics {
 	m := metrics{
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_audit_lines_dropped_total",
 			Help: "Audit lines never written: the audit output stalled longer than the wait bound, or failed. Alert on any increase."}),
@@ -19,11 +20,15 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Requests that waited for room in the audit queue (the audit output is slower than the proxy)."}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "airlock_audit_writes_total",
 			Help: "Write calls to the audit output (each writes a batch of lines)."}),
-		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "airlock_audit_queued_bytes",
-			Help: "Bytes of audit lines waiting for the audit output."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.dropped, m.waits, m.batches, m.queued)
+		queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "airlock_audit_queued_bytes",
+			Help: "Bytes of audit lines waiting for the audit output."}, func() float64 {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return float64(len(w.queue))
+		})
+		reg.MustRegister(m.dropped, m.waits, m.batches, queued)
 	}
 	return m
 }

@@ -80,8 +80,8 @@ func New(out io.Writer, opts Options) *Writer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	w := &Writer{out: out, opts: opts, metrics: newMetrics(opts.Registerer),
-		room: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &Writer{out: out, opts: opts, room: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.metrics = newMetrics(opts.Registerer, w)
 	go w.run()
 	return w
 }
@@ -118,7 +118,6 @@ func (w *Writer) WriteLine(line []byte) {
 		return
 	}
 	w.queue = append(w.queue, line...)
-	w.metrics.queued.Set(float64(len(w.queue)))
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -182,7 +181,6 @@ func (w *Writer) run() {
 			w.queue, w.spare, w.dropped = w.spare[:0], nil, 0
 			room := w.room
 			w.room = make(chan struct{})
-			w.metrics.queued.Set(0)
 			w.mu.Unlock()
 			close(room)
 			if len(batch) == 0 && dropped == 0 {

@@ -91,6 +91,9 @@ func TestWriterWaitsForASlowOutput(t *testing.T) {
 	w.WriteLine(line("1"))
 	<-out.entered // the writer holds line 1 and is stuck in the output
 	w.WriteLine(line("2"))
+	if q := queuedBytes(t, reg); q != float64(len(line("2"))) {
+		t.Fatalf("airlock_audit_queued_bytes = %v, want %d", q, len(line("2")))
+	}
 	done := make(chan struct{})
 	go func() { w.WriteLine(line("3")); close(done) }()
 	eventually(func() bool { return testutil.ToFloat64(w.metrics.waits) == 1 })
@@ -190,4 +193,19 @@ func TestWriterDropsAfterClose(t *testing.T) {
 	if w.Dropped() != 1 || out.String() != "" {
 		t.Fatalf("dropped %d, output %q", w.Dropped(), out.String())
 	}
+}
+
+func queuedBytes(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "airlock_audit_queued_bytes" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no airlock_audit_queued_bytes")
+	return 0
 }
