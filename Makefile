@@ -29,11 +29,15 @@ tools:
 	@./tools/ensure-pkg.sh /usr/bin/python3 python3
 	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/requests/__init__.py python3-requests
 	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/botocore/__init__.py python3-botocore
+	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/grpc/__init__.py python3-grpcio
+	@./tools/ensure-pkg.sh /usr/lib/python3/dist-packages/websockets/__init__.py python3-websockets
 	@./tools/ensure-pkg.sh node nodejs
+	@./tools/ensure-pkg.sh npm npm
 	@./tools/ensure-pkg.sh protoc protobuf-compiler
 	@./tools/ensure-pkg.sh /usr/include/google/protobuf/timestamp.proto libprotobuf-dev
 	@./tools/ensure-pkg.sh promtool prometheus
 	@./tools/ensure-pkg.sh systemd-analyze systemd
+	@./tools/ensure-pkg.sh /usr/lib/rabbitmq/bin/rabbitmq-server rabbitmq-server
 	@./tools/ensure-redis.sh >/dev/null
 	@./tools/ensure-vault.sh >/dev/null
 

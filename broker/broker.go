@@ -12,6 +12,9 @@ type Options struct {
 	Now     func() time.Time
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Leases serves the intents bound to a leased secret (source
+	// vault_lease); nil: their secrets are unavailable.
+	Leases *Leases
 }
 
 // Broker mints, resolves and revokes handles and fetches the secrets
@@ -23,6 +26,7 @@ type Broker struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics *Metrics
+	leases  *Leases
 }
 
 // New returns a Broker. cfg must have passed Validate (after WithDefaults).
@@ -33,7 +37,8 @@ func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics}
+	return &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics,
+		leases: opts.Leases}
 }
 
 // IssueRequest asks for a handle. The host fills it from the invocation
@@ -223,16 +228,38 @@ func (b *Broker) resolveKey(ctx context.Context, key HandleKey) (*Grant, error) 
 }
 
 // RevokeInvocation revokes every handle of the invocation, on every
-// replica sharing the store, and refuses new ones for it.
+// replica sharing the store, and refuses new ones for it; then it ends
+// the invocation's leases (see EndInvocation).
 func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int, error) {
-	n, err := b.store.RevokeInvocation(ctx, invocationID)
-	if err != nil {
-		return 0, err
-	}
-	b.metrics.revoke("invocation", n)
-	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n)
-	return n, nil
+	end, err := b.EndInvocation(ctx, invocationID)
+	return end.Handles, err
 }
+
+// EndInvocation is RevokeInvocation saying what it revoked: the handles,
+// and the leases (Leases.End). The leases end even when the handles'
+// revocation failed: the credentials behind them then die at the
+// upstream all the same. Ending twice is harmless: the second finds
+// nothing.
+func (b *Broker) EndInvocation(ctx context.Context, invocationID string) (InvocationEnd, error) {
+	n, err := b.store.RevokeInvocation(ctx, invocationID)
+	var end InvocationEnd
+	var lerr error
+	if b.leases != nil {
+		if end.Leases, lerr = b.leases.End(ctx, invocationID); lerr != nil {
+			b.log.Error("ending the invocation's leases", "invocation", invocationID, "err", lerr)
+		}
+	}
+	if err != nil {
+		return end, err
+	}
+	end.Handles = n
+	b.metrics.revoke("invocation", n)
+	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n, "leases", len(end.Leases))
+	return end, lerr
+}
+
+// Leases is the lease manager (nil when none is configured).
+func (b *Broker) Leases() *Leases { return b.leases }
 
 // RevokePlugin revokes every handle the plugin holds now.
 func (b *Broker) RevokePlugin(ctx context.Context, pluginID string) (int, error) {
@@ -258,30 +285,57 @@ func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, erro
 	if g.Pass {
 		return Secret{}, fmt.Errorf("%w: a plugin pass grants no secret", ErrIntentUnbound)
 	}
+	if in, ok := b.cfg.Intents[g.Intent]; ok && in.Secret.Source == SourceVaultLease {
+		// The invocation's own lease, the same on every retry: fresh
+		// changes nothing.
+		if b.leases == nil {
+			return Secret{}, fmt.Errorf("intent %q: %w: no lease manager", g.Intent, ErrLeaseUnavailable)
+		}
+		fields, fp, err := b.leases.get(ctx, g)
+		if err != nil {
+			return Secret{}, fmt.Errorf("intent %q: %w", g.Intent, err)
+		}
+		s, err := secretOf(g.Intent, in, SecretData{Fields: fields})
+		s.Lease = fp
+		return s, err
+	}
 	return b.SecretFor(ctx, g.Intent, fresh)
 }
 
-// SecretFor fetches the secret bound to a configured intent.
+// SecretFor fetches the secret bound to a configured intent. A leased
+// secret needs an invocation (Secret): ErrLeaseNeedsInvocation.
 func (b *Broker) SecretFor(ctx context.Context, intent string, fresh bool) (Secret, error) {
 	in, ok := b.cfg.Intents[intent]
 	if !ok {
 		return Secret{}, ErrIntentUnknown
 	}
+	if in.Secret.Source == SourceVaultLease {
+		return Secret{}, fmt.Errorf("intent %q: %w", intent, ErrLeaseNeedsInvocation)
+	}
 	data, err := b.secrets.Get(ctx, in.Secret, fresh)
 	if err != nil {
 		return Secret{}, fmt.Errorf("intent %q: %w", intent, err)
 	}
+	s, err := secretOf(intent, in, data)
+	if err == nil {
+		b.metrics.version(intent, data.Version)
+	}
+	return s, err
+}
+
+// secretOf picks what the proxy injects out of a secret's fields.
+func secretOf(intent string, in Intent, data SecretData) (Secret, error) {
 	v, ok := data.Fields[in.Secret.Field]
 	if !ok || v == "" {
 		return Secret{}, fmt.Errorf("intent %q: %w (field %q)", intent, ErrSecretFieldMissing, in.Secret.Field)
 	}
 	s := Secret{Value: v, Version: data.Version, Fields: data.Fields}
 	if in.Inject.Kind != nil {
+		var err error
 		if s, err = in.Inject.Kind.CompleteSecret(s); err != nil {
 			return Secret{}, fmt.Errorf("intent %q: %w", intent, err)
 		}
 	}
-	b.metrics.version(intent, data.Version)
 	return s, nil
 }
 

@@ -104,6 +104,20 @@ func (c *Client) RevokeInvocation(ctx context.Context, id string) (int, error) {
 	return int(resp.GetRevoked()), nil
 }
 
+// EndInvocation implements InvocationEnder: RevokeInvocation with the
+// leases it revoked.
+func (c *Client) EndInvocation(ctx context.Context, id string) (InvocationEnd, error) {
+	resp, err := c.api.RevokeInvocation(ctx, &brokerv1.RevokeInvocationRequest{InvocationId: id})
+	if err != nil {
+		return InvocationEnd{}, errorFromStatus(err)
+	}
+	end := InvocationEnd{Handles: int(resp.GetRevoked())}
+	for _, l := range resp.GetLeases() {
+		end.Leases = append(end.Leases, LeaseEnd{Intent: l.GetIntent(), Fingerprint: l.GetFingerprint(), Revoked: l.GetRevoked()})
+	}
+	return end, nil
+}
+
 // RevokePlugin implements API.
 func (c *Client) RevokePlugin(ctx context.Context, id string) (int, error) {
 	resp, err := c.api.RevokePlugin(ctx, &brokerv1.RevokePluginRequest{PluginId: id})
@@ -182,7 +196,17 @@ func (c *Client) Inspect(ctx context.Context, fingerprint string) (Inspection, e
 		g.Destinations = append(g.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(),
 			Methods: d.GetMethods()})
 	}
-	return Inspection{Grant: g, Revoked: r.GetRevoked(), Expired: r.GetExpired()}, nil
+	in := Inspection{Grant: g, Revoked: r.GetRevoked(), Expired: r.GetExpired()}
+	if l := r.GetLease(); l != nil {
+		in.Lease = &LeaseState{Fingerprint: l.GetFingerprint(), State: l.GetState(), Renewable: l.GetRenewable()}
+		if l.GetObtainedAt() != nil {
+			in.Lease.ObtainedAt = l.GetObtainedAt().AsTime()
+		}
+		if l.GetExpiresAt() != nil {
+			in.Lease.ExpiresAt = l.GetExpiresAt().AsTime()
+		}
+	}
+	return in, nil
 }
 
 // RevokeHandle revokes one handle by fingerprint.

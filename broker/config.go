@@ -30,6 +30,10 @@ const (
 const (
 	SourceVault = "vault"
 	SourceFile  = "file"
+	// SourceVaultLease is a Vault path whose answer carries a lease (a
+	// dynamic secret): obtained at the first use within an invocation and
+	// revoked when it ends (see lease.go).
+	SourceVaultLease = "vault_lease"
 )
 
 // SecretPlaceholder is where a header template puts the secret.
@@ -56,6 +60,7 @@ type Config struct {
 	ExpiredRetention time.Duration `yaml:"expired_retention"`
 
 	API     APIConfig     `yaml:"api"`
+	Leases  LeasesConfig  `yaml:"leases"`
 	Store   StoreConfig   `yaml:"store"`
 	Secrets SecretsConfig `yaml:"secrets"`
 	// Intents are the security team's bindings: which secret backs which
@@ -142,6 +147,14 @@ type SecretRef struct {
 	Path      string `yaml:"path"`       // path within the mount, or the file's key
 	Field     string `yaml:"field"`      // the field holding the secret
 	KVVersion int    `yaml:"kv_version"` // 2 (default) or 1 (vault only)
+	// Data is the request body of a vault_lease path (for example a PKI
+	// role's common_name): set, the path is written; unset, it is read.
+	Data map[string]string `yaml:"data"`
+}
+
+// isZero reports a binding with no secret at all.
+func (r SecretRef) isZero() bool {
+	return r.Source == "" && r.Mount == "" && r.Path == "" && r.Field == "" && r.KVVersion == 0 && len(r.Data) == 0
 }
 
 // WithDefaults fills zero fields with the defaults.
@@ -260,6 +273,7 @@ func (c Config) Validate() error {
 	default:
 		add("broker.store.type: %q is not one of: memory, redis", c.Store.Type)
 	}
+	errs = append(errs, c.Leases.validate(c.Store.Type, c.leased())...)
 	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
 		add("broker.secrets: cache_ttl and stale_if_error must not be negative")
 	}
@@ -272,7 +286,7 @@ func (c Config) Validate() error {
 		if in.Class != ClassRead && in.Class != ClassWrite {
 			add("%s.class: must be read or write", p)
 		}
-		if in.Secret == (SecretRef{}) && in.Inject.Kind == nil {
+		if in.Secret.isZero() && in.Inject.Kind == nil {
 			continue // declared but not bound yet: Issue answers ErrIntentUnbound
 		}
 		errs = append(errs, in.Secret.validate(p+".secret", c.Secrets.File != "")...)
@@ -309,6 +323,13 @@ func (r SecretRef) validate(p string, haveFile bool) []error {
 		if r.KVVersion != 1 && r.KVVersion != 2 {
 			add("%s.kv_version: must be 1 or 2", p)
 		}
+	case SourceVaultLease:
+		if r.Mount == "" || strings.Contains(r.Mount, "..") || strings.HasPrefix(r.Mount, "/") {
+			add("%s.mount: required for vault_lease (the secrets engine's mount), relative, without ..", p)
+		}
+		if r.KVVersion != 0 {
+			add("%s.kv_version: is for source vault", p)
+		}
 	case SourceFile:
 		if !haveFile {
 			add("%s.source: file needs broker.secrets.file", p)
@@ -317,9 +338,12 @@ func (r SecretRef) validate(p string, haveFile bool) []error {
 			add("%s: mount and kv_version are for source vault", p)
 		}
 	case "":
-		add("%s.source: required (vault or file)", p)
+		add("%s.source: required (vault, vault_lease or file)", p)
 	default:
-		add("%s.source: %q is not one of: vault, file", p, r.Source)
+		add("%s.source: %q is not one of: vault, vault_lease, file", p, r.Source)
+	}
+	if len(r.Data) > 0 && r.Source != SourceVaultLease {
+		add("%s.data: is for source vault_lease", p)
 	}
 	if r.Path == "" || strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "..") {
 		add("%s.path: required, relative, without ..", p)

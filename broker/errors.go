@@ -61,3 +61,17 @@ var (
 	// ErrWrongKVVersion: the mount's KV version is not the configured one.
 	ErrWrongKVVersion = errors.New("secret mount has a different KV version than configured")
 )
+
+// Lease failures (secrets with source vault_lease).
+var (
+	// ErrLeaseUnavailable: the lease could not be obtained at its first
+	// use (Vault unreachable, sealed, refusing the path). The proxy answers
+	// 503 lease_unavailable and sends nothing upstream.
+	ErrLeaseUnavailable = errors.New("leased secret could not be obtained")
+	// ErrLeaseEnded: the invocation's lease was revoked (the invocation
+	// ended); a use that raced with the end is refused.
+	ErrLeaseEnded = errors.New("the invocation's lease has ended")
+	// ErrLeaseNeedsInvocation: a leased secret is bound to an invocation;
+	// it cannot be read outside one (check-config, context credentials).
+	ErrLeaseNeedsInvocation = errors.New("a leased secret is only obtained within an invocation")
+)

@@ -64,7 +64,7 @@ func TestDocumentedInjectExamples(t *testing.T) {
 	}
 	shown := map[string]bool{}
 	for name, in := range cfg.Intents {
-		if in.Inject.Kind == nil && in.Secret != (SecretRef{}) {
+		if in.Inject.Kind == nil && !in.Secret.isZero() {
 			t.Errorf("intent %s: bound to a secret with no kind", name)
 		}
 		shown[in.Inject.Name()] = true

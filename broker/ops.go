@@ -15,6 +15,9 @@ type Inspection struct {
 	Grant   Grant
 	Revoked bool
 	Expired bool
+	// Lease is the invocation's lease of the handle's intent, when the
+	// intent's secret is leased (source vault_lease).
+	Lease *LeaseState
 }
 
 // Inspect finds the grant of the handle with this fingerprint (16 hex
@@ -27,7 +30,15 @@ func (b *Broker) Inspect(ctx context.Context, fingerprint string) (Inspection, e
 	if err != nil && !errors.Is(err, ErrHandleRevoked) {
 		return Inspection{}, err
 	}
-	return Inspection{Grant: *g, Revoked: errors.Is(err, ErrHandleRevoked), Expired: !b.now().Before(g.ExpiresAt)}, nil
+	in := Inspection{Grant: *g, Revoked: errors.Is(err, ErrHandleRevoked), Expired: !b.now().Before(g.ExpiresAt)}
+	if b.leases != nil && b.cfg.Intents[g.Intent].Secret.Source == SourceVaultLease {
+		st, err := b.leases.State(ctx, g.InvocationID, g.Intent)
+		if err != nil {
+			return Inspection{}, err
+		}
+		in.Lease = &st
+	}
+	return in, nil
 }
 
 // RevokeHandle revokes the one handle with this fingerprint, on every

@@ -31,4 +31,7 @@ type Secret struct {
 	// Fields are all the secret's fields (read-only), for the
 	// processors that need more than one (access key id, client id).
 	Fields map[string]string
+	// Lease is the fingerprint of the lease the secret came with (source
+	// vault_lease), for audit lines; empty for a static secret.
+	Lease string
 }

@@ -56,11 +56,15 @@ func (s *Server) RevokeInvocation(ctx context.Context, r *brokerv1.RevokeInvocat
 	if r.GetInvocationId() == "" {
 		return nil, statusOf(ErrBadRequest)
 	}
-	n, err := s.Broker.RevokeInvocation(ctx, r.GetInvocationId())
+	end, err := s.Broker.EndInvocation(ctx, r.GetInvocationId())
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	return &brokerv1.RevokeResponse{Revoked: uint32(n)}, nil
+	resp := &brokerv1.RevokeResponse{Revoked: uint32(end.Handles)}
+	for _, l := range end.Leases {
+		resp.Leases = append(resp.Leases, &brokerv1.LeaseEnd{Intent: l.Intent, Fingerprint: l.Fingerprint, Revoked: l.Revoked})
+	}
+	return resp, nil
 }
 
 // RevokePlugin implements BrokerService.

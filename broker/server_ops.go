@@ -44,6 +44,12 @@ func (s *Server) InspectHandle(ctx context.Context, r *brokerv1.InspectHandleReq
 		resp.Destinations = append(resp.Destinations, &brokerv1.Destination{Host: d.Host, Port: uint32(d.Port),
 			PathPrefix: d.PathPrefix, Methods: d.Methods})
 	}
+	if l := in.Lease; l != nil {
+		resp.Lease = &brokerv1.LeaseState{Fingerprint: l.Fingerprint, State: l.State, Renewable: l.Renewable}
+		if !l.ObtainedAt.IsZero() {
+			resp.Lease.ObtainedAt, resp.Lease.ExpiresAt = timestamppb.New(l.ObtainedAt), timestamppb.New(l.ExpiresAt)
+		}
+	}
 	return resp, nil
 }
 

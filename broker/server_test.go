@@ -34,29 +34,7 @@ func startAPI(t *testing.T, allowed []int) *apiFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
-	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{AllowedUIDs: allowed, GID: peerauth.NoGroup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(filepath.Dir(sock), DefaultTokenFile)
-	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{Broker: f.b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}
-	g := grpc.NewServer(append(AuthOptions(tok, nil), srv.ServerOptions()...)...)
-	srv.Register(g)
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
-	c, err := Dial("unix://"+sock, DialOptions{TokenFile: tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
-		t.Fatalf("socket dir mode %v %v", st.Mode().Perm(), err)
-	}
+	c := serveAPI(t, f.b, ring, allowed)
 	return &apiFixture{mem: f, ring: ring, client: c}
 }
 
@@ -210,4 +188,34 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	if _, err := Dial(l.Addr().String(), DialOptions{TokenFile: tokenFile}); err == nil {
 		t.Fatal("plaintext TCP dial accepted")
 	}
+}
+
+// serveAPI serves b's API on a unix socket (peers with the allowed uids)
+// and returns a client of it; both stop at cleanup.
+func serveAPI(t *testing.T, b *Broker, ring *tokens.Ring, allowed []int) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
+	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{AllowedUIDs: allowed, GID: peerauth.NoGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(filepath.Dir(sock), DefaultTokenFile)
+	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Broker: b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}
+	g := grpc.NewServer(append(AuthOptions(tok, nil), srv.ServerOptions()...)...)
+	srv.Register(g)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	c, err := Dial("unix://"+sock, DialOptions{TokenFile: tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("socket dir mode %v %v", st.Mode().Perm(), err)
+	}
+	return c
 }

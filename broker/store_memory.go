@@ -24,6 +24,7 @@ type MemoryStore struct {
 	byPlugin        map[string]map[string]struct{} // plugin -> invocations
 	revokedInv      map[string]time.Time           // invocation -> forget after
 	pluginRevokedAt map[string]time.Time
+	leases          map[string]memLease // lease records (lease_store.go)
 }
 
 type memEntry struct {
@@ -192,6 +193,7 @@ func (s *MemoryStore) Sweep() {
 }
 
 func (s *MemoryStore) sweepLocked(now time.Time) {
+	s.sweepLeasesLocked(now)
 	for k, e := range s.grants {
 		if now.After(e.g.ExpiresAt.Add(s.retention)) {
 			delete(s.grants, k)

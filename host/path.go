@@ -2,11 +2,15 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // invokePath is the one sequence every call of either kind goes through:
@@ -24,11 +28,11 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if err != nil {
 		return nil, err
 	}
-	decision := Decision{Rule: "no policy"}
+	decision := policy.Decision{Rule: "no policy"}
 	if ip.opts.Policy != nil {
 		decision = ip.opts.Policy.Decide(name, req.Method, act.Risk(), req.DryRun)
 	}
-	rec, err := ip.opts.record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
+	rec, err := ip.opts.Record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
 		"allow": decision.Allow, "rule": decision.Rule, "risk_class": act.Risk().String(), "kind": string(rt.Kind())})
 	if err != nil {
 		return nil, err
@@ -52,25 +56,25 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 		defer cancelCause(nil)
 	}
 	id := newInvocationID()
-	if _, err := ip.opts.record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
+	if _, err := ip.opts.Record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
 		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)}); err != nil {
 		return nil, err
 	}
 	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Actor: req.Actor,
 		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug})
 	out.InvocationID = id
-	if out.Status != pluginv1.Status_STATUS_SUCCEEDED && errors.Is(context.Cause(ctx), ErrHostShutdown) {
-		out.Status, out.Reason, out.Result, out.Data = pluginv1.Status_STATUS_FAILED, ErrHostShutdown.Error(), nil, nil
+	if out.Status != CallSucceeded && errors.Is(context.Cause(ctx), ErrHostShutdown) {
+		out.Status, out.Reason, out.Data = CallFailed, ErrHostShutdown.Error(), nil
 	}
 
 	// Revoke before anyone is told the call is over.
+	outcome := map[string]any{"status": string(out.Status), "reason": out.Reason, "evidence_ids": out.EvidenceIDs}
 	if ip.opts.Broker != nil {
-		if _, err := ip.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), id); err != nil {
-			ip.opts.Log.Error("revoke invocation handles", "plugin", name, "invocation", id, "err", err)
+		if leases := revokeInvocation(ctx, ip.opts, name, id); len(leases) > 0 {
+			outcome["leases_revoked"] = leases
 		}
 	}
-	if _, err := ip.opts.record(name, "invocation.outcome", id, map[string]any{"status": out.Status.String(), "reason": out.Reason,
-		"evidence_ids": out.EvidenceIDs}); err != nil {
+	if _, err := ip.opts.Record(name, "invocation.outcome", id, outcome); err != nil {
 		// The call ran and cannot be undone; the caller is told its
 		// outcome is not in the evidence, with the outcome beside it.
 		return out, fmt.Errorf("%w: the call ran (invocation %s), but its outcome was not recorded", err, id)
@@ -78,8 +82,8 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	return out, nil
 }
 
-// cancelReason says why ctx ended, for a FAILED outcome.
-func cancelReason(ctx context.Context) string {
+// CancelReason says why ctx ended, for a FAILED outcome of a runtime.
+func CancelReason(ctx context.Context) string {
 	if errors.Is(context.Cause(ctx), ErrHostShutdown) {
 		return ErrHostShutdown.Error()
 	}
@@ -89,15 +93,17 @@ func cancelReason(ctx context.Context) string {
 	return "deadline passed; the call was cancelled"
 }
 
-// record appends a host-authored evidence record. A failure is logged and
-// returned as ErrEvidenceUnavailable, which refuses the step it records,
-// unless the log fails open (then it is only logged).
-func (o Options) record(plugin, typ, invocation string, data map[string]any) (Record, error) {
+// Record appends a host-authored evidence record (the runtimes record
+// their launches, shutdowns and what a plugin asked for through it). A
+// failure is logged and returned as evidence.ErrUnavailable, which
+// refuses the step it records, unless the log fails open (then it is only
+// logged).
+func (o Options) Record(plugin, typ, invocation string, data map[string]any) (evidence.Record, error) {
 	if o.Evidence == nil {
-		return Record{}, nil
+		return evidence.Record{}, nil
 	}
 	b, _ := jsonMarshal(data)
-	r, err := o.Evidence.Append(Record{Type: typ, Plugin: plugin, Invocation: invocation, Data: b})
+	r, err := o.Evidence.Append(evidence.Record{Type: typ, Plugin: plugin, Invocation: invocation, Data: b})
 	if err == nil {
 		return r, nil
 	}
@@ -107,5 +113,26 @@ func (o Options) record(plugin, typ, invocation string, data map[string]any) (Re
 	if o.Evidence.FailOpen {
 		return r, nil
 	}
-	return r, ErrEvidenceUnavailable
+	return r, evidence.ErrUnavailable
+}
+
+func newInvocationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func jsonMarshal(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// InvokeRuntime runs one call on rt, a runtime started outside the
+// registry (pluginv1.Plugin.Invoke), through the invoke path Host.Invoke
+// uses: policy decision, evidence, run, handle revocation, outcome. opts
+// are the runtime's own.
+func InvokeRuntime(ctx context.Context, opts Options, name string, rt Runtime, req InvokeRequest) (*Outcome, error) {
+	return invokePath{opts: opts}.invoke(ctx, name, rt, req)
 }

@@ -63,9 +63,6 @@ type Host struct {
 	plugins map[string]*entry
 	closing bool
 	sup     sync.WaitGroup // supervisors
-
-	installMu            sync.Mutex
-	pluginsDir, lockfile string // set by EnableInstall
 }
 
 // New returns an empty host; opts are what every plugin gets (broker,

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	pluginv1 "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // Kind names a plugin protocol.
@@ -58,7 +58,7 @@ type Runtime interface {
 // Action is a prepared call: what the policy decides on, and how to run it
 // once allowed.
 type Action interface {
-	Risk() pluginv1.RiskClass
+	Risk() policy.Risk
 	// Run sends the call and derives the outcome. A plugin's own failure
 	// is a FAILED outcome, never an error.
 	Run(ctx context.Context, call Call) *Outcome
@@ -70,9 +70,9 @@ type Call struct {
 	ID               string
 	Deadline         time.Time
 	DryRun           bool
-	Actor            *pluginv1.Actor
+	Actor            Actor
 	PolicyDecisionID string
-	OnRunning        func(*pluginv1.ActionResult)
+	OnRunning        func(Progress)
 	AppID, AppSlug   string
 }
 
@@ -83,9 +83,22 @@ var (
 	ErrPluginFailed     = errors.New("plugin failed and is not serving")
 	ErrHostShutdown     = errors.New("host shutting down")
 	ErrBadInput         = errors.New("input does not match the method's input type")
+	// ErrNotServing: the plugin's last health answer said it does not
+	// serve calls.
+	ErrNotServing            = errors.New("plugin is not serving")
+	ErrMethodNotDispatchable = errors.New("method is not in a port the host serves for this plugin")
+	ErrDryRunUnsupported     = errors.New("method does not support dry run")
+	ErrDeadlineRequired      = errors.New("invocation needs a deadline in the future")
 	// ErrCredentialUnbound: a credential the plugin requires is bound to
 	// nothing in the host's config.
 	ErrCredentialUnbound = errors.New("credential unbound")
+	// ErrPolicyDenied: the policy refused the action; nothing was sent.
+	ErrPolicyDenied = errors.New("policy denied the action")
+	// ErrNoPolicy: the host has no policy, so it denies every action
+	// (wrapped with ErrPolicyDenied). The message names the setting,
+	// since a plugin author's first call meets it.
+	ErrNoPolicy = errors.New("no policy is configured: every call is denied until host.policy names a policy file " +
+		"(a rule such as {effect: allow, plugins: [\"*\"]} allows everything)")
 )
 
 // RestartingError is ErrPluginRestarting with when to retry.

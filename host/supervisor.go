@@ -257,7 +257,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		if fault == nil {
 			// An Executa plugin that ended cleanly: it starts cold on the
 			// next call (the lifecycle's Stopped state).
-			h.opts.record(e.name, "lifecycle.exit", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds()})
+			h.opts.Record(e.name, "lifecycle.exit", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds()})
 			log.Info("plugin exited cleanly; it starts again on the next call")
 			e.set(StateStopped, func(e *entry) { e.rt = nil })
 			select {
@@ -270,7 +270,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			}
 		}
 		reason := fault.Error()
-		h.opts.record(e.name, "lifecycle.crash", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds(),
+		h.opts.Record(e.name, "lifecycle.crash", "", map[string]any{"kind": string(e.kind), "uptime_ms": uptime.Milliseconds(),
 			"reason": reason})
 		h.metrics.restarts.WithLabelValues(e.name, string(e.kind)).Inc()
 		log.Warn("plugin crashed", "reason", reason, "uptime", uptime.Round(time.Millisecond))
@@ -366,11 +366,27 @@ func waitCtxTimeout(wg *sync.WaitGroup, d time.Duration) {
 }
 
 // isPermanent: failures a restart cannot fix (the installed package or
-// manifest no longer matches); the plugin is marked failed at once.
+// manifest no longer matches, a manifest that does not validate); the
+// plugin is marked failed at once.
 func isPermanent(err error) bool {
-	return errors.Is(err, ErrBinaryDigest) || errors.Is(err, ErrManifestMismatch) || errors.Is(err, ErrDescriptors) ||
-		errors.Is(err, ErrManifestInvalid)
+	var p permanent
+	return errors.As(err, &p) || errors.Is(err, ErrManifestInvalid)
 }
+
+// Permanent marks a launch failure that a restart cannot fix (a binary
+// that no longer has its installed digest, a provider whose manifest
+// changed), so the supervisor marks the plugin failed at once instead of
+// spending its restart budget. The error's text and chain are err's.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}
+
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
 
 // ErrManifestInvalid: a plugin's manifest does not validate.
 var ErrManifestInvalid = errors.New("plugin manifest is not valid")

@@ -38,6 +38,9 @@ type auditRecord struct {
 	// token came from the cache (hit) or a fetch (miss).
 	Processor  string
 	TokenCache string
+	// Lease is the fingerprint of the invocation's lease the secret came
+	// with (source vault_lease); empty for a static secret.
+	Lease string
 }
 
 // The modes an audit line names.
@@ -104,5 +107,6 @@ func (a *auditRecord) log(l *slog.Logger) {
 		slog.Int("secret_version", a.Version), slog.String("decision", a.decision()), slog.String("code", a.Code),
 		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
 		slog.String("processor", a.Processor), slog.String("token_cache", a.TokenCache),
+		slog.String("lease_fp", a.Lease),
 	)
 }

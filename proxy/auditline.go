@@ -89,6 +89,8 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.Processor)
 	b = append(b, `,"token_cache":`...)
 	b = jsonenc.AppendString(b, a.TokenCache)
+	b = append(b, `,"lease_fp":`...)
+	b = jsonenc.AppendString(b, a.Lease)
 	return append(b, "}\n"...)
 }
 

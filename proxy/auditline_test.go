@@ -38,6 +38,7 @@ type auditJSON struct {
 	Retried    bool      `json:"retried"`
 	Processor  string    `json:"processor"`
 	TokenCache string    `json:"token_cache"`
+	Lease      string    `json:"lease_fp"`
 }
 
 func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
@@ -49,7 +50,7 @@ func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
 		Intent: a.Intent, HandleFP: a.HandleFP, Mode: a.Mode, Method: a.Method, Host: a.Host, Port: a.Port, Path: a.Path,
 		Status: a.Status, Bytes: a.BytesOut, UpstreamMS: a.UpstreamMS, TotalMS: a.totalMS(), Version: a.Version,
 		Decision: a.decision(), Code: a.Code, Reason: a.Reason, Redactions: a.Redactions, Retried: a.Retried,
-		Processor: a.Processor, TokenCache: a.TokenCache})
+		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func escapingRecord() *auditRecord {
 		HandleFP: "ab12", Mode: modeIntercept, Method: "GET", Host: "api.example.com", Port: 8443,
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
-		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit"}
+		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp"}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for
@@ -90,7 +91,37 @@ func TestAuditLineMatchesEncodingJSON(t *testing.T) {
 // proxy wrote before (without the sink), so readers of the audit log read
 // it unchanged.
 func TestAuditLineMatchesSlogLine(t *testing.T) {
-	a := escapingRecord()
+	for _, a := range []*auditRecord{escapingRecord(), everyField()} {
+		compareWithSlog(t, a)
+	}
+}
+
+// everyField sets every exported field of a record, so that a field the
+// slog line writes and appendLine forgets (or the reverse) shows.
+func everyField() *auditRecord {
+	a := &auditRecord{}
+	v := reflect.ValueOf(a).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("v-" + name)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(7 + i))
+		case reflect.Float64:
+			f.SetFloat(1.5 + float64(i))
+		case reflect.Bool:
+			f.SetBool(true)
+		}
+	}
+	return a
+}
+
+func compareWithSlog(t *testing.T, a *auditRecord) {
+	t.Helper()
 	var buf bytes.Buffer
 	a.log(slog.New(slog.NewJSONHandler(&buf, nil)).With("log", "audit"))
 	var old, now map[string]any

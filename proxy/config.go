@@ -25,6 +25,8 @@ const (
 	DefaultResponseTimeout      = 60 * time.Second
 	DefaultIdleConnTimeout      = 90 * time.Second
 	DefaultMaxIdleConnsPerHost  = 256
+	DefaultMaxWebSocketMessage  = 1 << 20
+	DefaultWebSocketIdleTimeout = 5 * time.Minute
 	// MaxReplayBody is the largest request body kept for the
 	// rotation-aware retry.
 	MaxReplayBody = 1 << 20
@@ -99,6 +101,11 @@ type LimitsConfig struct {
 	MaxRequestBody    int64         `yaml:"max_request_body"`
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// MaxWebSocketMessage bounds a WebSocket message (and so each of
+	// its frames), either way; WebSocketIdleTimeout closes a socket
+	// with no message either way for that long.
+	MaxWebSocketMessage  int64         `yaml:"max_websocket_message"`
+	WebSocketIdleTimeout time.Duration `yaml:"websocket_idle_timeout"`
 }
 
 // Limit scopes.
@@ -155,6 +162,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxWebSocketMessage == 0 {
+		l.MaxWebSocketMessage = DefaultMaxWebSocketMessage
+	}
+	if l.WebSocketIdleTimeout == 0 {
+		l.WebSocketIdleTimeout = DefaultWebSocketIdleTimeout
 	}
 	u := &c.Upstream
 	if u.DialTimeout == 0 {
@@ -231,6 +244,9 @@ func (c Config) Validate() error {
 	if l.MaxRequestBody < 0 {
 		add("proxy.limits.max_request_body: must not be negative")
 	}
+	if l.MaxWebSocketMessage < 0 {
+		add("proxy.limits.max_websocket_message: must not be negative")
+	}
 	// A slice, not a map: problems are reported in the same order every run.
 	for _, t := range []struct {
 		name string
@@ -239,6 +255,7 @@ func (c Config) Validate() error {
 		{"proxy.limits.read_header_timeout", l.ReadHeaderTimeout}, {"proxy.limits.idle_timeout", l.IdleTimeout},
 		{"proxy.upstream.dial_timeout", c.Upstream.DialTimeout}, {"proxy.upstream.tls_handshake_timeout", c.Upstream.TLSHandshakeTimeout},
 		{"proxy.upstream.response_header_timeout", c.Upstream.ResponseTimeout}, {"proxy.upstream.idle_conn_timeout", c.Upstream.IdleConnTimeout},
+		{"proxy.limits.websocket_idle_timeout", l.WebSocketIdleTimeout},
 	} {
 		if t.d < 0 {
 			add("%s: must not be negative", t.name)

@@ -61,6 +61,9 @@ type clientConn struct {
 	// tunnel is set for the TLS connection inside a CONNECT (intercept.go);
 	// such a connection is not tracked on its own: its CONNECT's is.
 	tunnel *tunnel
+	// watch is the hangup watch of the request being served; a
+	// WebSocket pauses it when it takes the connection (websocket.go).
+	watch *hangupWatch
 }
 
 var (
@@ -451,6 +454,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 		}
 	}
 	req, watch := c.watchHangup(req, body)
+	c.watch = watch
 	c.cs.s.ServeHTTP(w, req)
 	if watch.stop() {
 		return false

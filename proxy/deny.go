@@ -29,6 +29,7 @@ const (
 	CodeRateLimited          = "rate_limited"                  // 429
 	CodeTooManyConcurrent    = "too_many_concurrent_requests"  // 429
 	CodeSecretUnavailable    = "secret_unavailable"            // 503
+	CodeLeaseUnavailable     = "lease_unavailable"             // 503: the invocation's lease could not be obtained
 	CodeSecretInvalid        = "secret_invalid"                // 502
 	CodeUpstreamTLS          = "upstream_tls_failed"           // 502
 	CodeUpstreamUnreachable  = "upstream_unreachable"          // 502
@@ -68,7 +69,8 @@ var codeStatus = map[string]int{
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
-	CodeClientClosed: statusClientClosed, CodeAuditUnavailable: http.StatusServiceUnavailable,
+	CodeLeaseUnavailable: http.StatusServiceUnavailable, CodeAuditUnavailable: http.StatusServiceUnavailable,
+	CodeClientClosed: statusClientClosed,
 }
 
 // statusClientClosed is what the audit records for a request whose
@@ -99,6 +101,9 @@ func (d *denial) auditReason() string {
 
 // response builds the proxy's answer for d to req.
 func (d *denial) response(req *http.Request) *http.Response {
+	if isGRPC(req) {
+		return d.grpcResponse(req)
+	}
 	status := codeStatus[d.code]
 	if status == 0 {
 		status = http.StatusForbidden

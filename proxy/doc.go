@@ -16,8 +16,9 @@
 // with HTTP_PROXY); the proxy adds TLS. With proxy.intercept configured,
 // a CONNECT carrying a live handle or the plugin's pass, whose grant
 // declares the host and port, opens a tunnel: the proxy terminates TLS
-// with a leaf from its intercept CA and reads the HTTP/1.1 requests
-// inside. Each is turned into the absolute-form request it stands for and
+// with a leaf from its intercept CA and reads the requests inside
+// (HTTP/1.1, or HTTP/2 streams when the client picks h2 by ALPN, as gRPC
+// clients do). Each is turned into the absolute-form request it stands for and
 // goes through exactly the same path as a plain one: handle, target,
 // destination, limits, secret, injection, the scan that refuses a handle
 // left anywhere injection does not replace it, dial, echo guard, audit.
@@ -35,7 +36,18 @@
 // headers are stripped by the proxy itself, redirects are passed back,
 // never followed. Requests go upstream through the proxy's own pooled
 // HTTP/1.1 client (upstream.go) on the calling goroutine, never through
-// HTTPS_PROXY.
+// HTTPS_PROXY; a request that came as HTTP/2 goes on a transport that
+// speaks h2 where the upstream offers it (h2.go).
+//
+// # Streams and sockets
+//
+// An HTTP/2 stream (a gRPC call) and a WebSocket (websocket.go) pass the
+// request checks when they start and are then held to their credentials
+// while they last (revokewatch.go): a revoked or expired handle or pass
+// ends them. Each holds a per-plugin concurrency slot until it ends. The
+// echo guard reads gRPC responses (grpcguard.go) and WebSocket messages
+// whole, so it never holds a message back; gRPC refusals are statuses a
+// client can read (grpcstatus.go).
 //
 // # Security
 //
@@ -54,4 +66,14 @@
 // background loops (the limiter sweep, the intercept CA reload); it
 // returns only after every one of them has ended. Per-request state lives
 // in the request's exchange.
+//
+// # Size
+//
+// The package is well over 1,500 lines because every request, plain or
+// inside an intercepted tunnel, must pass one sequence of checks —
+// target, destination, handle, rate limit, injection, SSRF-safe dial,
+// audit — and those steps share the per-request exchange. Each file is
+// one step or one processor (SigV4, OAuth2, HMAC, the intercept CA);
+// splitting them into packages would export the exchange and let a path
+// skip a check.
 package proxy

@@ -43,6 +43,8 @@ type exchange struct {
 	// placeholders holds the placeholder headers' values before
 	// substitution, for a retry (the other injections are idempotent).
 	placeholders http.Header
+	// ctx is the request's context, for why a stream ended (h2.go).
+	ctx context.Context
 }
 
 var _ goproxy.RoundTripper = (*exchange)(nil)
@@ -51,7 +53,8 @@ var _ goproxy.RoundTripper = (*exchange)(nil)
 // denial for transport failures), so goproxy never writes its own error.
 func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	t0 := time.Now()
-	resp, err := x.s.up.RoundTrip(req)
+	x.ctx = req.Context()
+	resp, err := x.s.roundTrip(req)
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
@@ -64,6 +67,8 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 		d := upstreamDenial(err)
 		if errors.Is(context.Cause(req.Context()), errClientGone) {
 			d = deny(CodeClientClosed, "the client closed the connection before the upstream answered")
+		} else if credentialGone(req.Context()) {
+			d = deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
 		}
 		x.done(d)
 		return d.response(req), nil
@@ -77,7 +82,12 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 			return d.response(req), nil
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, x.forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
+		src, forms := io.Reader(resp.Body), x.forms
+		if isGRPCResponse(req, resp) {
+			// Message by message (grpcguard.go).
+			src, forms = newGRPCGuard(req.Context(), resp.Body, x.forms, &x.audit.Redactions), nil
+		}
+		resp.Body = &guardedBody{x: x, rd: newRedactor(src, forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
 	} else {
 		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body, stream: resp.ContentLength < 0}
 	}
@@ -140,7 +150,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
-	r2, err := x.s.up.RoundTrip(next)
+	r2, err := x.s.roundTrip(next)
 	x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true
@@ -196,7 +206,7 @@ func (b *guardedBody) Close() error {
 		b.rd.release()
 		b.x.audit.BytesOut = b.rd.nbytes
 		b.x.audit.Redactions += b.rd.hits
-		b.x.done(nil)
+		b.x.done(b.x.cutShort())
 	})
 	return err
 }

@@ -266,6 +266,7 @@ type fixtureOpts struct {
 	secrets string // more YAML entries of the secrets file
 	sources map[string]broker.SecretSource
 	reg     prometheus.Registerer // the proxy's metrics; none when nil
+	now     func() time.Time      // the broker's clock; time.Now when nil
 	// auditSink takes the audit lines; by default they are written, as
 	// they come, to the fixture's audit buffer.
 	auditSink AuditSink
@@ -311,7 +312,7 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 	sources := map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: f.secrets}}
 	maps.Copy(sources, o.sources)
 	cache := broker.NewSecretCache(sources, time.Hour, 0, nil, nil)
-	f.b = broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, nil), cache, broker.Options{})
+	f.b = broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, o.now), cache, broker.Options{Now: o.now})
 
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: f.ca.PEMFile,
 		Limits: LimitsConfig{PerHandleRPS: 1000, PerPluginRPS: 1000}}

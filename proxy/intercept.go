@@ -22,8 +22,8 @@ import (
 // each is turned into the absolute-form request it stands for and goes
 // through every check, the injection, the echo guard, the limits and the
 // audit, with its handle resolved again (a handle revoked or expired
-// mid-tunnel stops the next request). Only HTTP/1.1 is offered inside
-// the tunnel (ALPN "http/1.1").
+// mid-tunnel stops the next request). ALPN offers "h2" and "http/1.1";
+// HTTP/2 streams take the same path one by one (h2.go).
 
 // tunnel is what a CONNECT established for the requests inside it.
 type tunnel struct {
@@ -33,14 +33,17 @@ type tunnel struct {
 	// none of their own; "" when a plugin pass opened the tunnel (each
 	// request must then carry its handle, e.g. as a placeholder).
 	handle string
-	outer  *clientConn // the connection the CONNECT came on
+	// cred is what the CONNECT carried (handle or pass); the tunnel's
+	// long-lived streams end when it is revoked.
+	cred  string
+	outer *clientConn // the connection the CONNECT came on
 	// Computed once per tunnel, not per request inside it: the port as
 	// text, the authority requests are sent to, the handle's header.
 	portText, authority, bearer string
 }
 
-func newTunnel(host string, port int, handle string) *tunnel {
-	t := &tunnel{host: host, port: port, handle: handle, portText: strconv.Itoa(port), authority: host}
+func newTunnel(host string, port int, handle, cred string) *tunnel {
+	t := &tunnel{host: host, port: port, handle: handle, cred: cred, portText: strconv.Itoa(port), authority: host}
 	if port != 443 {
 		t.authority = net.JoinHostPort(host, t.portText)
 	}
@@ -95,10 +98,11 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
 		return nil, deny(CodeDestination, "the CONNECT host and port are not declared for this handle")
 	}
+	cred := handle
 	if g.Pass {
 		handle = ""
 	}
-	return newTunnel(host, port, handle), nil
+	return newTunnel(host, port, handle, cred), nil
 }
 
 // admitPlace checks a CONNECT's target: host:port form, not port 80
@@ -130,7 +134,7 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 	raw := &bufferedConn{Conn: c.conn, r: c.br}
 	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hi.ServerName != "" {
 				if sn, err := normalizeHost(hi.ServerName); err != nil || sn != t.host {
@@ -147,6 +151,10 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 	_ = c.conn.SetDeadline(time.Time{})
 	if err != nil {
 		s.log.Debug("proxy: TLS handshake inside a CONNECT tunnel failed", "error", err.Error())
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		s.serveH2(c, t, tc)
 		return
 	}
 	inner := newClientConn(c.cs, tc, context.WithValue(c.ctx, tunnelKey{}, t))

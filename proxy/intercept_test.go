@@ -38,17 +38,9 @@ func (f *fixture) httpsURL(path string) string {
 // and the intercept CA trusted, as SSL_CERT_FILE would.
 func (f *fixture) httpsClient(t *testing.T, handle, caFile string) *http.Client {
 	t.Helper()
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatal("the intercept CA file holds no certificate")
-	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(handle)}),
-		TLSClientConfig: &tls.Config{RootCAs: pool},
+		TLSClientConfig: &tls.Config{RootCAs: interceptPool(t, caFile)},
 	}}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -159,6 +160,7 @@ func walkUpstream(t testing.TB, ca *testenv.CA) (*httptest.Server, int) {
 	}))
 	srv.TLS = tls12Config{}.config(ca, t)
 	srv.TLS.Certificates = append(srv.TLS.Certificates, ca.Issue(t, "kinds.example.org"))
+	srv.TLS.ClientAuth = tls.RequestClientCert // the client_cert kind's check reads it
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())

@@ -20,6 +20,9 @@ import (
 // binary, re-executed), so that net/http reads HTTP_PROXY from a fresh
 // environment exactly as a plugin's would.
 func TestMain(m *testing.M) {
+	if target := os.Getenv("AIRLOCK_TEST_GRPC_TARGET"); target != "" {
+		os.Exit(grpcClientMain(target))
+	}
 	if u := os.Getenv("AIRLOCK_TEST_GO_CLIENT_URL"); u != "" {
 		resp, err := http.Get(u) // DefaultTransport: Proxy = ProxyFromEnvironment
 		if err != nil {

@@ -54,25 +54,6 @@ func (c *memConn) written() []byte {
 	return bytes.Clone(c.out.Bytes())
 }
 
-// oneConnListener hands out one connection, then waits to be closed.
-type oneConnListener struct {
-	c      net.Conn
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	var c net.Conn
-	l.once.Do(func() { c = l.c })
-	if c != nil {
-		return c, nil
-	}
-	<-l.closed
-	return nil, net.ErrClosed
-}
-func (l *oneConnListener) Close() error   { return nil }
-func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
-
 // serveNetHTTP runs net/http's server with h on one connection that
 // carries in, and returns what the server wrote.
 func serveNetHTTP(h http.Handler, in string) []byte {
@@ -82,7 +63,7 @@ func serveNetHTTP(h http.Handler, in string) []byte {
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(l); close(served) }()
 	<-c.done
-	close(l.closed)
+	l.Close()
 	_ = srv.Close()
 	<-served
 	return c.written()

@@ -72,6 +72,13 @@ type Server struct {
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
 	caStore caStore
 	tokens  tokenCache // the OAuth2 processors' access tokens
+	// up2 sends the requests that came as HTTP/2 (h2.go).
+	up2 *http.Transport
+	// ws opens upstream WebSockets (HTTP/1.1 only).
+	ws *http.Transport
+	// streamCheck is how often a stream's credentials are resolved
+	// again (revokewatch.go); DefaultStreamCheck when 0.
+	streamCheck time.Duration
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -131,7 +138,7 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		lim.global = opts.GlobalLimits
 	}
-	s := &Server{cfg: cfg, broker: b, up: up, dialer: d, policy: policy, limits: lim,
+	s := &Server{cfg: cfg, broker: b, up: up, up2: newH2Transport(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
@@ -187,10 +194,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
-		// A protocol switch (WebSocket) would leave a byte stream the
-		// proxy cannot hold to per-request checks, limits or the echo
-		// guard; it is refused before any handle is looked at.
-		s.refuseEarly(w, r, deny(CodeUpgradeNotSupported, "protocol upgrades (WebSocket) are not supported through the proxy"))
+		if isWebSocketUpgrade(r) {
+			s.serveWebSocket(w, r) // message by message (websocket.go)
+			return
+		}
+		// Any other protocol switch would leave a byte stream the
+		// proxy cannot hold to its checks or the echo guard; it is
+		// refused before any handle is looked at.
+		s.refuseEarly(w, r, deny(CodeUpgradeNotSupported, "protocol upgrades other than WebSocket are not supported through the proxy"))
 		return
 	}
 	s.gp.ServeHTTP(w, r)
@@ -231,6 +242,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
+	s.up2.CloseIdleConnections()
+	s.ws.CloseIdleConnections()
 	return err
 }
 
@@ -363,8 +376,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	}
 	sec, err := s.broker.Secret(r.Context(), g, false)
 	if err != nil {
-		return x, deny(CodeSecretUnavailable, "the credential's secret is unavailable; no request was sent").withReason(err.Error())
+		return x, secretDenial(err)
 	}
+	a.Lease = sec.Lease
 	stripHopByHop(r.Header)
 	if x.canRetry && len(pol.restore) > 0 {
 		x.placeholders = http.Header{}

@@ -147,19 +147,17 @@ func BenchmarkStreamEvent(b *testing.B) {
 	}
 }
 
-// A WebSocket handshake is refused with its own code, and nothing reaches
-// the upstream: after the switch the proxy could not hold the connection
-// to per-request checks or the echo guard.
-func TestWebSocketUpgradeRefused(t *testing.T) {
+// A protocol switch other than WebSocket (websocket.go) is refused with
+// its own code, and nothing reaches the upstream: after the switch the
+// proxy could not hold the connection to its checks or the echo guard.
+func TestUpgradeRefused(t *testing.T) {
 	f := newFixture(t, nil)
 	req, err := http.NewRequest(http.MethodGet, f.url("/socket"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Connection", "keep-alive, Upgrade")
-	req.Header.Set("Upgrade", "websocket")
-	req.Header.Set("Sec-WebSocket-Version", "13")
-	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	req.Header.Set("Upgrade", "h2c")
 	resp, err := f.client(f.issue(t, "api.write", "inv-ws")).Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -60,9 +60,14 @@ func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClie
 // body hands the connection back to the pool when read to the end.
 func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	key := req.URL.Host
+	addr := req.URL.Host
 	if req.URL.Port() == "" {
-		key = net.JoinHostPort(req.URL.Hostname(), "443")
+		addr = net.JoinHostPort(req.URL.Hostname(), "443")
+	}
+	// Connections are pooled per destination and client certificate.
+	key, cc := addr, clientCertOf(req.Context())
+	if cc != nil {
+		key += "#" + cc.id
 	}
 	for attempt := 0; ; attempt++ {
 		var pc *upConn
@@ -76,7 +81,7 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 		reused := pc != nil
 		if pc == nil {
 			var err error
-			if pc, err = u.connect(req.Context(), key, req.URL.Hostname()); err != nil {
+			if pc, err = u.connect(req.Context(), addr, key, req.URL.Hostname(), cc); err != nil {
 				return nil, err
 			}
 		}
@@ -99,13 +104,16 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (u *upstreamClient) connect(ctx context.Context, key, serverName string) (*upConn, error) {
-	raw, err := u.dial(ctx, "tcp", key)
+func (u *upstreamClient) connect(ctx context.Context, addr, key, serverName string, cc *clientCert) (*upConn, error) {
+	raw, err := u.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	cfg := u.tlsConfig.Clone()
 	cfg.ServerName = serverName
+	if cc != nil {
+		cfg.Certificates = []tls.Certificate{cc.cert}
+	}
 	cfg.NextProtos = []string{"http/1.1"}
 	tc := tls.Client(raw, cfg)
 	hctx, cancel := context.WithTimeout(ctx, u.tlsTimeout)

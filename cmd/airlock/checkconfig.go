@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/daemon"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 )
@@ -76,6 +77,12 @@ func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		in := cfg.Broker.Intents[intent]
 		if in.Secret.Source == "" {
 			fmt.Fprintf(stdout, "intent %s: not bound to a secret\n", intent)
+			continue
+		}
+		if in.Secret.Source == broker.SourceVaultLease {
+			// Reading it would create a credential: it is obtained at an
+			// invocation's first use only.
+			fmt.Fprintf(stdout, "intent %s: leased (vault_lease, obtained per invocation; not read here)\n", intent)
 			continue
 		}
 		s, err := b.SecretFor(ctx, intent, true)

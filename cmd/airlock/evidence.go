@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 )
 
 const evidenceUsage = `usage: airlock evidence verify [--jwks URL|FILE] [--head HASH|URL|FILE] FILE
@@ -45,13 +45,13 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.Usage()
 		return errUsage
 	}
-	var opts host.VerifyOptions
+	var opts evidence.VerifyOptions
 	if *jwks != "" {
 		b, err := fetchOrRead(ctx, *jwks)
 		if err != nil {
 			return fmt.Errorf("--jwks: %w", err)
 		}
-		if opts.Keys, err = host.ParseEvidenceJWKS(b); err != nil {
+		if opts.Keys, err = evidence.ParseJWKS(b); err != nil {
 			return fmt.Errorf("--jwks: %w", err)
 		}
 	}
@@ -64,7 +64,7 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return fmt.Errorf("--head: %w", err)
 		}
-		var cp host.Checkpoint
+		var cp evidence.Checkpoint
 		if err := json.Unmarshal(b, &cp); err != nil || cp.Sig == "" {
 			return errors.New("--head: not a hash or a checkpoint")
 		}
@@ -75,9 +75,9 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer f.Close()
-	v, err := host.VerifyEvidenceWith(f, opts)
+	v, err := evidence.VerifyWith(f, opts)
 	if err != nil {
-		var ve *host.VerifyError
+		var ve *evidence.VerifyError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("evidence does not verify: %w (%d records verified before it)", err, v.Records)
 		}
@@ -89,7 +89,7 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // printVerified says what was established, and what was not: what the
 // saved head covers, and the records no signature covers yet.
-func printVerified(w io.Writer, v host.Verified, opts host.VerifyOptions) {
+func printVerified(w io.Writer, v evidence.Verified, opts evidence.VerifyOptions) {
 	fmt.Fprintf(w, "OK: %d records, head %s\n", v.Records, v.Head)
 	signed := "not checked: give --jwks"
 	if opts.Keys != nil {

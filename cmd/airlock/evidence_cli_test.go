@@ -7,17 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
 )
 
 func TestEvidenceVerifyCLI(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "evidence.jsonl")
-	l, err := host.OpenEvidenceLog(p)
+	l, err := evidence.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, typ := range []string{"lifecycle.launch", "policy.decision", "credential.issued"} {
-		if _, err := l.Append(host.Record{Type: typ, Plugin: "p"}); err != nil {
+		if _, err := l.Append(evidence.Record{Type: typ, Plugin: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestEvidenceVerifyCLI(t *testing.T) {
 // which records a saved head covers; an empty log fails with --jwks.
 func TestEvidenceVerifyCLIReports(t *testing.T) {
 	dir := t.TempDir()
-	key, err := host.LoadEvidenceKey(filepath.Join(dir, "evidence-key.pem"))
+	key, err := evidence.LoadKey(filepath.Join(dir, "evidence-key.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +58,13 @@ func TestEvidenceVerifyCLIReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "evidence.jsonl")
-	l, err := host.OpenEvidenceLog(p)
+	l, err := evidence.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	append3 := func() {
 		for range 3 {
-			if _, err := l.Append(host.Record{Type: "invocation.start", Plugin: "p"}); err != nil {
+			if _, err := l.Append(evidence.Record{Type: "invocation.start", Plugin: "p"}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -144,7 +144,11 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(map[string]any{"grant": in.Grant, "revoked": in.Revoked, "expired": in.Expired})
+			out := map[string]any{"grant": in.Grant, "revoked": in.Revoked, "expired": in.Expired}
+			if in.Lease != nil {
+				out["lease"] = in.Lease
+			}
+			return enc.Encode(out)
 		}
 		g := in.Grant
 		state := "live"
@@ -163,6 +167,9 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				methods = strings.Join(d.Methods, ",")
 			}
 			fmt.Fprintf(stdout, "destination:  https://%s:%d%s (%s)\n", d.Host, d.Port, d.PathPrefix, methods)
+		}
+		if l := in.Lease; l != nil {
+			fmt.Fprintf(stdout, "lease:        %s\n", leaseLine(*l))
 		}
 		return nil
 	case "revoke":
@@ -263,3 +270,22 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// leaseLine describes the invocation's lease of a handle's intent: its
+// state and fingerprint, never the lease id.
+func leaseLine(l broker.LeaseState) string {
+	if l.State == broker.LeaseStateNone {
+		return "none (obtained at the invocation's first use)"
+	}
+	s := l.State
+	if l.Fingerprint != "" {
+		s += " lease_fp " + l.Fingerprint
+	}
+	if !l.ExpiresAt.IsZero() {
+		s += ", expires at " + l.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if l.Renewable {
+		s += ", renewable"
+	}
+	return s
+}

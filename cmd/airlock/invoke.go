@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock-dev/airlock/host"
+	hostcontrol "github.com/airlock-dev/airlock/host/control"
 )
 
 func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,7 +47,7 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 			return fmt.Errorf("INPUT-JSON is not valid JSON")
 		}
 	}
-	body, _ := json.Marshal(host.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
+	body, _ := json.Marshal(hostcontrol.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
 		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug})
 	ct, err := control()
 	if err != nil {
@@ -70,7 +70,7 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
 	status := ""
 	for sc.Scan() {
-		var ev host.Event
+		var ev hostcontrol.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("control API sent a line that is not an event")
 		}
@@ -89,7 +89,7 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 				fmt.Fprintf(stdout, "result:\n%s\n", pretty.String())
 			}
 			for _, d := range ev.Diagnostics {
-				fmt.Fprintf(stdout, "diagnostic: %s %s\n", d.GetCode(), d.GetMessage())
+				fmt.Fprintf(stdout, "diagnostic: %s %s\n", d.Code, d.Message)
 			}
 			for _, id := range ev.EvidenceIDs {
 				fmt.Fprintf(stdout, "evidence: %s\n", id)

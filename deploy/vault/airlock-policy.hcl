@@ -38,3 +38,16 @@ path "auth/token/renew-self" {
 path "auth/token/lookup-self" {
   capabilities = ["read"]
 }
+
+# Leased secrets (intents with source vault_lease): renew and revoke the
+# leases Airlock obtained (it knows their ids; nothing else is reachable
+# through these), plus each engine path an intent names, for example:
+#   path "rabbitmq/creds/airlock-plugin" { capabilities = ["read"] }
+#   path "pki/issue/airlock-client"      { capabilities = ["update"] }
+# Remove the two below if no intent is leased.
+path "sys/leases/renew" {
+  capabilities = ["update"]
+}
+path "sys/leases/revoke" {
+  capabilities = ["update"]
+}

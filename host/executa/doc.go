@@ -2,6 +2,18 @@
 // JSON-RPC 2.0 over a plugin's stdin and stdout, one object per line, with
 // v2 capability negotiation and a silent fallback to protocol 1.1.
 //
+// Add registers an Executa plugin with a host.Host: the adapter
+// (adapter.go) makes a Process a host.Runtime, so the host's registry,
+// supervisor, policy and evidence treat it as any other plugin.
+//
+// # Size
+//
+// The package is over 1,500 lines because it is the whole host side of
+// one protocol: the process and its frames, negotiation, and the reverse
+// RPC services a plugin calls back (sampling, storage, files) with their
+// backends. Each file is one of those concerns; they share the Process
+// and its calls in flight.
+//
 // # Security
 //
 // A plugin is untrusted: every frame is bounded (2 MiB) and validated, and

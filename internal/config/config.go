@@ -14,7 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -46,7 +45,7 @@ type Config struct {
 	Tokens   tokens.Config `yaml:"tokens"`
 	Broker   broker.Config `yaml:"broker"`
 	Proxy    proxy.Config  `yaml:"proxy"`
-	Host     host.Config   `yaml:"host"`
+	Host     Host          `yaml:"host"`
 	// Path is the file this config was loaded from ("" for the
 	// embedded defaults): plugins never see it.
 	Path string `yaml:"-"`
@@ -184,13 +183,13 @@ func (c *Config) applyDefaults() {
 	}
 	*h = h.WithControlDefaults()
 	if h.Admin == "" {
-		h.Admin = host.DefaultAdmin
+		h.Admin = DefaultHostAdmin
 	}
 	if h.EvidenceKey == "" {
 		h.EvidenceKey = filepath.Join(c.StateDir, "evidence-key.pem")
 	}
 	if h.CheckpointInterval == 0 {
-		h.CheckpointInterval = host.DefaultCheckpointInterval
+		h.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if h.StderrLevel == "" {
 		h.StderrLevel = "info"

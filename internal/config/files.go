@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -105,7 +105,7 @@ func (c *Config) CheckFiles() error {
 		errs = append(errs, fmt.Errorf("host.control_allowed_users: %w", err))
 	}
 	if c.Host.Policy != "" {
-		if _, err := host.LoadPolicy(c.Host.Policy); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := policy.Load(c.Host.Policy); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("host.policy: %w", err))
 		}
 	}

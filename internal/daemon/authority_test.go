@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-dev/airlock/host"
+	hostcontrol "github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/host/pluginv1"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -77,7 +78,7 @@ func providerPackage(t *testing.T) string {
 // and returns the status and body.
 func curlInstall(t *testing.T, control, token, pkg string) (int, string) {
 	t.Helper()
-	body, _ := json.Marshal(host.InstallRequest{Dir: pkg})
+	body, _ := json.Marshal(hostcontrol.InstallRequest{Dir: pkg})
 	args := []string{"-sS", "-o", "-", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary", "@-"}
 	url := "http://" + control + "/v1/plugins"
 	if p, ok := strings.CutPrefix(control, "unix:"); ok {
@@ -139,7 +140,7 @@ func TestControlAPIRefusesUnauthenticatedInstall(t *testing.T) {
 					!strings.Contains(body, c.want) || !strings.Contains(body, "host.control_token_file") || strings.Contains(body, token) {
 					t.Fatalf("%s: %d %s", c.name, code, body)
 				}
-				lf, err := host.ReadLockfile(cfg.Host.Lockfile)
+				lf, err := pluginv1.ReadLockfile(cfg.Host.Lockfile)
 				if err != nil || len(lf.Plugins) != 0 {
 					t.Fatalf("%s: the lockfile holds %v (%v)", c.name, lf.Plugins, err)
 				}
@@ -203,7 +204,7 @@ func TestStateIsOwnerOnly(t *testing.T) {
 	cfg.Proxy.Intercept.CAFile = filepath.Join(cfg.StateDir, "intercept-ca.pem")
 	cfg.Proxy.Intercept.CAKeyFile = filepath.Join(cfg.StateDir, "intercept-ca.key")
 	cfg.Host.Executa.FilesListen = "127.0.0.1:0"
-	cfg.Host.Executa.Plugins = []host.ExecutaPlugin{{Name: DemoExecutaPlugin, Command: executaBin}}
+	cfg.Host.Executa.Plugins = []config.ExecutaPlugin{{Name: DemoExecutaPlugin, Command: executaBin}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
@@ -18,7 +19,7 @@ import (
 // authority: a unix socket whose peers are checked by uid, or TCP with
 // mutual TLS; and, whenever host.control_token_file is set (always for a
 // unix socket), the token every request presents.
-func listenControl(c host.Config, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, error) {
+func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, error) {
 	c = c.WithControlDefaults()
 	var l net.Listener
 	if path, ok := c.ControlSocket(); ok {
@@ -55,7 +56,7 @@ func listenControl(c host.Config, handler http.Handler, log *slog.Logger) (net.L
 			l.Close()
 			return nil, nil, err
 		}
-		handler = host.RequireControlToken(handler, tok, log)
+		handler = control.RequireToken(handler, tok, log)
 	}
 	return l, handler, nil
 }

@@ -17,7 +17,8 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
@@ -96,7 +97,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	script, _ := filepath.Abs("../../host/executa/testdata/compat/sdk_style.py")
-	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, host.ExecutaPlugin{Name: "my-plugin", Command: py,
+	cfg.Host.Executa.Plugins = append(cfg.Host.Executa.Plugins, config.ExecutaPlugin{Name: "my-plugin", Command: py,
 		Args: []string{script}, Credentials: map[string]string{"API_KEY": "tickets.placeholder"}, Settings: map[string]string{"UNITS": "kelvin"}})
 	cfg.Host.CheckpointInterval = time.Second
 	ready := make(chan Ready, 1)
@@ -119,16 +120,16 @@ func TestDevInProcess(t *testing.T) {
 	if r.Control != cfg.Host.Control {
 		t.Fatalf("Ready.Control = %q, want the config's %q", r.Control, cfg.Host.Control)
 	}
-	invoke := func(plugin, method, input string) host.Event {
+	invoke := func(plugin, method, input string) control.Event {
 		t.Helper()
-		body, _ := json.Marshal(host.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
+		body, _ := json.Marshal(control.InvocationRequest{Plugin: plugin, Method: method, Input: json.RawMessage(input)})
 		resp, err := ctl.Post(base+"/v1/invocations", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var ev host.Event
+		var ev control.Event
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &ev) != nil {
 			t.Fatalf("%s %s: %d %s\n%s", plugin, method, resp.StatusCode, b, out.String())
 		}
@@ -176,11 +177,11 @@ func TestDevInProcess(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Dev: %v", err)
 	}
-	keys, err := host.ParseEvidenceJWKS(jwks)
+	keys, err := evidence.ParseJWKS(jwks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cp host.Checkpoint
+	var cp evidence.Checkpoint
 	if err := json.Unmarshal(head, &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v, err := host.VerifyEvidenceWith(f, host.VerifyOptions{Keys: keys, Head: &cp})
+	v, err := evidence.VerifyWith(f, evidence.VerifyOptions{Keys: keys, Head: &cp})
 	if err != nil || v.HeadAt == 0 || v.Unsigned != 0 {
 		t.Fatalf("evidence after the stop: %+v %v", v, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/host"
+	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -35,7 +35,7 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 	}
 	defer sn.stop()
 	hn, err := startHost(ctx, cfg, Options{}.withDefaults(), hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
-		keys: sn.ring, egressProxy: sn.proxyAddr, admin: sn.admin, registry: sn.registry, policy: host.AllowAll()})
+		keys: sn.ring, egressProxy: sn.proxyAddr, admin: sn.admin, registry: sn.registry, policy: hostpolicy.AllowAll()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
-	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/pluginv1"
+	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/devca"
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -105,7 +107,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := hn.h.AddProvider(inst); err != nil {
+		if err := pluginv1.AddProvider(hn.h, inst); err != nil {
 			opts.Log.Error("the sample provider did not start", "reason", err.Error())
 		}
 	}
@@ -192,15 +194,15 @@ func startDemoUpstream(dir string, demo demoSecret, out io.Writer) (*demoUpstrea
 func startDevHost(ctx context.Context, cfg *config.Config, dir string, opts Options, sn *serveNode) (_ *hostNode, evPath string, err error) {
 	evPath = filepath.Join(dir, "evidence.jsonl")
 	_ = os.Remove(evPath) // a fresh chain per dev run
-	ev, err := host.OpenEvidenceLog(evPath)
+	ev, err := evidence.Open(evPath)
 	if err != nil {
 		return nil, "", err
 	}
 	out := opts.Stdout
-	ev.OnAppend = func(r host.Record) {
+	ev.OnAppend = func(r evidence.Record) {
 		fmt.Fprintf(out, "evidence #%d %-22s %s %s\n", r.Seq, r.Type, r.ID, compact(string(r.Data)))
 	}
-	policy := host.AllowAll()
+	policy := hostpolicy.AllowAll()
 	if cfg.Host.Policy != "" {
 		policy = nil // the configured one
 	}
@@ -262,7 +264,7 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 	if opts.Control != "" {
 		cfg.Host.Control = opts.Control
 		if _, unix := cfg.Host.ControlSocket(); !unix && cfg.Host.ControlTLS == nil && cfg.Host.ControlTokenFile == "" {
-			cfg.Host.ControlTokenFile = filepath.Join(dir, host.DefaultControlTokenFile)
+			cfg.Host.ControlTokenFile = filepath.Join(dir, config.DefaultControlTokenFile)
 		}
 		cfg.Host = cfg.Host.WithControlDefaults()
 		if err := cfg.Host.Validate(); err != nil {
@@ -279,9 +281,9 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 		}
 		xc.Sampling.Fixture = fixture
 	}
-	taken := slices.ContainsFunc(xc.Plugins, func(p host.ExecutaPlugin) bool { return p.Name == DemoExecutaPlugin })
+	taken := slices.ContainsFunc(xc.Plugins, func(p config.ExecutaPlugin) bool { return p.Name == DemoExecutaPlugin })
 	if _, err := os.Stat(opts.Executa); err == nil && !taken {
-		xc.Plugins = append(xc.Plugins, host.ExecutaPlugin{Name: DemoExecutaPlugin, Command: opts.Executa,
+		xc.Plugins = append(xc.Plugins, config.ExecutaPlugin{Name: DemoExecutaPlugin, Command: opts.Executa,
 			Credentials: map[string]string{"TICKETS_API_KEY": "tickets.placeholder"}})
 	}
 	return nil
@@ -289,14 +291,14 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 
 // installDemoProvider lays out the sample provider with a manifest naming
 // the demo upstream.
-func installDemoProvider(dir, provider string, upPort int) (host.Installed, error) {
+func installDemoProvider(dir, provider string, upPort int) (pluginv1.Installed, error) {
 	pkg := filepath.Join(dir, "plugins", DemoPlugin)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
 	if err := fsutil.CopyFile(provider, bin, 0o755); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
 	manifest := fmt.Sprintf(`name: %s
 version: 0.1.0
@@ -308,17 +310,17 @@ credential_intents:
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
 	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	m, err := host.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
+	m, err := pluginv1.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
 	if err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	digest, err := host.BinaryDigest(bin)
+	digest, err := pluginv1.BinaryDigest(bin)
 	if err != nil {
-		return host.Installed{}, err
+		return pluginv1.Installed{}, err
 	}
-	return host.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
+	return pluginv1.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
 }
 
 func fingerprint(s string) string {

@@ -25,6 +25,13 @@
 // A plugin that fails never ends a Host: it is marked failed and the host
 // serves the others.
 //
+// # Size
+//
+// The package is about 1,800 lines because it is the one place that
+// wires every part: serve, host and dev each read their whole config
+// section, and the wiring steps are short named functions rather than a
+// package per command, which would only move the same calls apart.
+//
 // # Concurrency
 //
 // Every goroutine an entry point starts ends before it returns.

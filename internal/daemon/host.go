@@ -19,6 +19,11 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/pluginv1"
+	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
@@ -93,9 +98,9 @@ type hostDeps struct {
 	admin    *admin.Server
 	registry prometheus.Registerer
 	// policy and evidence override the config's (Dev).
-	policy      *host.Policy
-	evidence    *host.EvidenceLog
-	evidenceKey *host.EvidenceKey
+	policy      *hostpolicy.Policy
+	evidence    *evidence.Log
+	evidenceKey *evidence.Key
 }
 
 // handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
@@ -150,9 +155,10 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	hopts.EgressProxy, hopts.ProxyServe, hopts.Registerer = deps.egressProxy, deps.proxyServe, reg
 	h := host.New(hopts)
 	n.h = h
+	ctl := control.NewHandler(h)
 	if deps.evidence == nil {
 		// The running host owns the evidence log: installs go through it.
-		h.EnableInstall(cfg.Host.PluginsDir, cfg.Host.Lockfile)
+		ctl.EnableInstall(&pluginv1.Installer{Host: h, PluginsDir: cfg.Host.PluginsDir, Lockfile: cfg.Host.Lockfile})
 	}
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
@@ -163,7 +169,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if err := n.startPlugins(cfg, deps); err != nil {
 		return nil, err
 	}
-	if err := n.serveControl(cfg); err != nil {
+	if err := n.serveControl(cfg, ctl); err != nil {
 		return nil, err
 	}
 	if err := n.serveAdminChecks(cfg, deps.admin, ownRegistry); err != nil {
@@ -176,11 +182,11 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 // openEvidence opens the evidence log and its key (or takes Dev's), and
 // writes a signed checkpoint every interval and a last one once the
 // plugins are down.
-func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *host.EvidenceLog, evKey *host.EvidenceKey, err error) {
+func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *evidence.Log, evKey *evidence.Key, err error) {
 	log := n.log
 	ev = deps.evidence
 	if ev == nil {
-		if ev, err = host.OpenEvidenceLog(cfg.Host.Evidence); err != nil {
+		if ev, err = evidence.Open(cfg.Host.Evidence); err != nil {
 			return nil, nil, err
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
@@ -191,7 +197,7 @@ func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *host.Evi
 	}
 	evKey = deps.evidenceKey
 	if evKey == nil {
-		if evKey, err = host.LoadEvidenceKey(cfg.Host.EvidenceKey); err != nil {
+		if evKey, err = evidence.LoadKey(cfg.Host.EvidenceKey); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -212,11 +218,11 @@ func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *host.Evi
 }
 
 // hostPolicy is Dev's policy, else the configured one; none denies all.
-func hostPolicy(cfg *config.Config, deps hostDeps, log *slog.Logger) (*host.Policy, error) {
+func hostPolicy(cfg *config.Config, deps hostDeps, log *slog.Logger) (*hostpolicy.Policy, error) {
 	policy := deps.policy
 	if policy == nil && cfg.Host.Policy != "" {
 		var err error
-		if policy, err = host.LoadPolicy(cfg.Host.Policy); err != nil {
+		if policy, err = hostpolicy.Load(cfg.Host.Policy); err != nil {
 			return nil, err
 		}
 	}
@@ -242,7 +248,7 @@ func hostRegistry(deps hostDeps) (reg prometheus.Registerer, own *prometheus.Reg
 // fatal.
 func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 	h, log := n.h, n.log
-	lf, err := host.ReadLockfile(cfg.Host.Lockfile)
+	lf, err := pluginv1.ReadLockfile(cfg.Host.Lockfile)
 	if err != nil {
 		return err
 	}
@@ -260,7 +266,7 @@ func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.AddInstalled(name, cfg.Host.Lockfile); err != nil {
+			if err := pluginv1.AddInstalled(h, name, cfg.Host.Lockfile); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", name, "kind", host.KindPluginV1, "reason", err.Error())
 			}
 		}()
@@ -269,7 +275,7 @@ func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 		starts.Add(1)
 		go func() {
 			defer starts.Done()
-			if err := h.AddExecuta(pc, xs.opts); err != nil {
+			if err := executa.Add(h, pc, xs.opts); err != nil {
 				log.Error("plugin did not start; the host serves the others", "plugin", pc.Name, "kind", host.KindExecuta, "reason", err.Error())
 			}
 		}()
@@ -279,9 +285,9 @@ func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 }
 
 // serveControl serves the control API on host.control.
-func (n *hostNode) serveControl(cfg *config.Config) error {
+func (n *hostNode) serveControl(cfg *config.Config, ctl *control.Handler) error {
 	h := n.h
-	l, handler, err := listenControl(cfg.Host, h.ControlHandler(), n.log)
+	l, handler, err := listenControl(cfg.Host, ctl, n.log)
 	if err != nil {
 		return fmt.Errorf("host.control: %w", err)
 	}
@@ -334,7 +340,7 @@ func (n *hostNode) serveAdminChecks(cfg *config.Config, adm *admin.Server, own *
 // once to check its handshake, record it in the lockfile. When an airlock
 // host is running (it holds the evidence log), the install goes through
 // its control API and the plugin starts at once; remote reports that.
-func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res host.InstallResult, remote bool, err error) {
+func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) (res pluginv1.InstallResult, remote bool, err error) {
 	opts = opts.withDefaults()
 	hopts, err := hostOptions(cfg, opts.Log)
 	if err != nil {
@@ -342,7 +348,7 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 	}
 	// A running host (it holds the state directory, or the evidence log)
 	// installs itself.
-	viaHost := func(running error) (host.InstallResult, bool, error) {
+	viaHost := func(running error) (pluginv1.InstallResult, bool, error) {
 		res, err := installRemote(ctx, cfg.Host.Control, ControlClientOptions{TokenFile: cfg.Host.ControlTokenFile}, dir, running)
 		return res, true, err
 	}
@@ -354,8 +360,8 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 		return res, false, err
 	}
 	defer lock.Release()
-	ev, err := host.OpenEvidenceLog(cfg.Host.Evidence)
-	if errors.Is(err, host.ErrEvidenceInUse) {
+	ev, err := evidence.Open(cfg.Host.Evidence)
+	if errors.Is(err, evidence.ErrInUse) {
 		return viaHost(err)
 	}
 	if err != nil {
@@ -363,10 +369,10 @@ func Install(ctx context.Context, cfg *config.Config, dir string, opts Options) 
 	}
 	defer ev.Close()
 	hopts.Evidence = ev
-	e, name, err := host.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
+	e, name, err := pluginv1.Install(ctx, dir, cfg.Host.PluginsDir, cfg.Host.Lockfile, hopts)
 	if err != nil {
 		return res, false, err
 	}
-	return host.InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256,
+	return pluginv1.InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256,
 		ManifestSHA256: e.ManifestSHA256}, false, nil
 }

@@ -79,21 +79,7 @@ proxy:
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		ready := make(chan Ready, 1)
-		exited := make(chan struct{})
-		var serveErr error
-		go func() {
-			serveErr = Serve(rctx, cfg, Options{OnReady: func(r Ready) { ready <- r }})
-			close(exited)
-		}()
-		t.Cleanup(func() { cancel(); <-exited })
-		var r Ready
-		select {
-		case r = <-ready:
-		case <-exited:
-			t.Fatalf("replica %s: %v", name, serveErr)
-		}
+		r := serveBackground(t, cfg)
 		bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), broker.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
 		if err != nil {
 			t.Fatal(err)

@@ -238,6 +238,11 @@ func (n *serveNode) addAdmin(vc *vault.Client) {
 	// outages from /readyz.
 	storeCheck := admin.Check(b.Ping)
 	n.admin.AddCheck("handle_store", storeCheck)
+	if l := b.Leases(); l != nil {
+		// Not ready while lease revocations keep failing (see
+		// broker.leases.failing_warning).
+		n.admin.AddCheck("leases", l.Check)
+	}
 	reg.MustRegister(upGauge("airlock_handle_store_up", "1 when the handle store (memory or Redis) answers.", storeCheck))
 	if vc != nil {
 		// The token is valid and Vault answers (unsealed): probed at most

@@ -131,7 +131,19 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 	sources := secretSources(cfg, vc)
 	maps.Copy(sources, secrets)
 	cache := broker.NewSecretCache(sources, bc.Secrets.CacheTTL, bc.Secrets.StaleIfError, m, log)
-	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m})
+	leases, err := newLeases(bc, vc, store, reg, log)
+	if err != nil {
+		closer()
+		return nil, nil, nil, err
+	}
+	if leases != nil {
+		storeRun := run
+		run = func(ctx context.Context) {
+			go leases.Run(ctx)
+			storeRun(ctx)
+		}
+	}
+	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m, Leases: leases})
 	return b, run, closer, nil
 }
 

@@ -151,3 +151,13 @@ func words(key string) []string {
 	flush()
 	return out
 }
+
+// Clip cuts s to at most n bytes: a plugin-supplied value is clipped
+// before it is redacted into a log line or an evidence record, so what a
+// plugin sends cannot make either unbounded.
+func Clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -44,4 +44,12 @@
 // process limit is killed whole, and Exit says which limit. The init trusts
 // nothing the plugin does after it starts: it never reads from the plugin
 // and exits as soon as the plugin does.
+//
+// # Size
+//
+// The package is over 1,500 lines because each confinement level is a
+// kernel interface of its own (namespaces and mounts, Landlock, seccomp,
+// limits) and the init that applies them runs in the re-executed binary
+// before the plugin. They share one Spec and one detection of what the
+// machine allows, and each has its own file.
 package sandbox

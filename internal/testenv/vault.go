@@ -72,6 +72,9 @@ func Main(m *testing.M) int {
 	if shared.vault != nil {
 		shared.vault.Stop()
 	}
+	if sharedRabbit.srv != nil {
+		sharedRabbit.srv.Stop()
+	}
 	return code
 }
 

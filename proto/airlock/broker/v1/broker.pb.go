@@ -425,8 +425,11 @@ func (x *RevokePluginRequest) GetPluginId() string {
 }
 
 type RevokeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revoked       uint32                 `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Revoked uint32                 `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// leases are the invocation's leased secrets its revocation ended
+	// (RevokeInvocation only).
+	Leases        []*LeaseEnd `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +471,156 @@ func (x *RevokeResponse) GetRevoked() uint32 {
 	return 0
 }
 
+func (x *RevokeResponse) GetLeases() []*LeaseEnd {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+// LeaseEnd names one lease an invocation's end revoked: by its
+// fingerprint (the first 8 bytes of the SHA-256 of the Vault lease id, in
+// hex), never the lease id.
+type LeaseEnd struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Intent      string                 `protobuf:"bytes,1,opt,name=intent,proto3" json:"intent,omitempty"`
+	Fingerprint string                 `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// revoked: Vault confirmed; otherwise the broker retries it.
+	Revoked       bool `protobuf:"varint,3,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseEnd) Reset() {
+	*x = LeaseEnd{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseEnd) ProtoMessage() {}
+
+func (x *LeaseEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseEnd.ProtoReflect.Descriptor instead.
+func (*LeaseEnd) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LeaseEnd) GetIntent() string {
+	if x != nil {
+		return x.Intent
+	}
+	return ""
+}
+
+func (x *LeaseEnd) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *LeaseEnd) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+// LeaseState is the invocation's lease of a handle's intent, for
+// operators (InspectHandle).
+type LeaseState struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// state: none (not used yet), active, or ended.
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	ObtainedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=obtained_at,json=obtainedAt,proto3" json:"obtained_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Renewable     bool                   `protobuf:"varint,5,opt,name=renewable,proto3" json:"renewable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseState) Reset() {
+	*x = LeaseState{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseState) ProtoMessage() {}
+
+func (x *LeaseState) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
+func (*LeaseState) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LeaseState) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *LeaseState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *LeaseState) GetObtainedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObtainedAt
+	}
+	return nil
+}
+
+func (x *LeaseState) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *LeaseState) GetRenewable() bool {
+	if x != nil {
+		return x.Renewable
+	}
+	return false
+}
+
 type MintTokenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          TokenKind              `protobuf:"varint,1,opt,name=kind,proto3,enum=airlock.broker.v1.TokenKind" json:"kind,omitempty"`
@@ -487,7 +640,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +652,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +665,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MintTokenRequest) GetKind() TokenKind {
@@ -589,7 +742,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +754,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +767,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -646,7 +799,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +811,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +824,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 type StatusResponse struct {
@@ -687,7 +840,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +852,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +865,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusResponse) GetVersion() string {
@@ -760,7 +913,7 @@ type InspectHandleRequest struct {
 
 func (x *InspectHandleRequest) Reset() {
 	*x = InspectHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +925,7 @@ func (x *InspectHandleRequest) String() string {
 func (*InspectHandleRequest) ProtoMessage() {}
 
 func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +938,7 @@ func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleRequest.ProtoReflect.Descriptor instead.
 func (*InspectHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectHandleRequest) GetFingerprint() string {
@@ -796,25 +949,27 @@ func (x *InspectHandleRequest) GetFingerprint() string {
 }
 
 type InspectHandleResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	PluginId      string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
-	InvocationId  string                 `protobuf:"bytes,3,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
-	Intent        string                 `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
-	Class         string                 `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
-	Destinations  []*Destination         `protobuf:"bytes,6,rep,name=destinations,proto3" json:"destinations,omitempty"`
-	IssuedAt      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	Revoked       bool                   `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
-	Expired       bool                   `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
-	DryRun        bool                   `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint  string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	PluginId     string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	InvocationId string                 `protobuf:"bytes,3,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	Intent       string                 `protobuf:"bytes,4,opt,name=intent,proto3" json:"intent,omitempty"`
+	Class        string                 `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
+	Destinations []*Destination         `protobuf:"bytes,6,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	IssuedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
+	ExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Revoked      bool                   `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Expired      bool                   `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	DryRun       bool                   `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// lease is set when the intent's secret is leased (vault_lease).
+	Lease         *LeaseState `protobuf:"bytes,12,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectHandleResponse) Reset() {
 	*x = InspectHandleResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +981,7 @@ func (x *InspectHandleResponse) String() string {
 func (*InspectHandleResponse) ProtoMessage() {}
 
 func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +994,7 @@ func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleResponse.ProtoReflect.Descriptor instead.
 func (*InspectHandleResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectHandleResponse) GetFingerprint() string {
@@ -919,6 +1074,13 @@ func (x *InspectHandleResponse) GetDryRun() bool {
 	return false
 }
 
+func (x *InspectHandleResponse) GetLease() *LeaseState {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 type RevokeHandleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
@@ -928,7 +1090,7 @@ type RevokeHandleRequest struct {
 
 func (x *RevokeHandleRequest) Reset() {
 	*x = RevokeHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1102,7 @@ func (x *RevokeHandleRequest) String() string {
 func (*RevokeHandleRequest) ProtoMessage() {}
 
 func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1115,7 @@ func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeHandleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RevokeHandleRequest) GetFingerprint() string {
@@ -977,7 +1139,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1151,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1164,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainRequest) GetFingerprint() string {
@@ -1044,7 +1206,7 @@ type ExplainStep struct {
 
 func (x *ExplainStep) Reset() {
 	*x = ExplainStep{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1218,7 @@ func (x *ExplainStep) String() string {
 func (*ExplainStep) ProtoMessage() {}
 
 func (x *ExplainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1231,7 @@ func (x *ExplainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainStep.ProtoReflect.Descriptor instead.
 func (*ExplainStep) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainStep) GetCheck() string {
@@ -1105,7 +1267,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1279,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1292,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainResponse) GetAllowed() bool {
@@ -1184,9 +1346,23 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x17RevokeInvocationRequest\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\"2\n" +
 	"\x13RevokePluginRequest\x12\x1b\n" +
-	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\"*\n" +
+	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\"_\n" +
 	"\x0eRevokeResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\rR\arevoked\"\xf5\x02\n" +
+	"\arevoked\x18\x01 \x01(\rR\arevoked\x123\n" +
+	"\x06leases\x18\x02 \x03(\v2\x1b.airlock.broker.v1.LeaseEndR\x06leases\"^\n" +
+	"\bLeaseEnd\x12\x16\n" +
+	"\x06intent\x18\x01 \x01(\tR\x06intent\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x18\n" +
+	"\arevoked\x18\x03 \x01(\bR\arevoked\"\xda\x01\n" +
+	"\n" +
+	"LeaseState\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12;\n" +
+	"\vobtained_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"obtainedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1c\n" +
+	"\trenewable\x18\x05 \x01(\bR\trenewable\"\xf5\x02\n" +
 	"\x10MintTokenRequest\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.airlock.broker.v1.TokenKindR\x04kind\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12&\n" +
@@ -1212,7 +1388,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"signingKid\x12\x18\n" +
 	"\aintents\x18\x05 \x03(\tR\aintents\"8\n" +
 	"\x14InspectHandleRequest\x12 \n" +
-	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xae\x03\n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xe3\x03\n" +
 	"\x15InspectHandleResponse\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12#\n" +
@@ -1226,7 +1402,8 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\arevoked\x18\t \x01(\bR\arevoked\x12\x18\n" +
 	"\aexpired\x18\n" +
 	" \x01(\bR\aexpired\x12\x17\n" +
-	"\adry_run\x18\v \x01(\bR\x06dryRun\"7\n" +
+	"\adry_run\x18\v \x01(\bR\x06dryRun\x123\n" +
+	"\x05lease\x18\f \x01(\v2\x1d.airlock.broker.v1.LeaseStateR\x05lease\"7\n" +
 	"\x13RevokeHandleRequest\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"t\n" +
 	"\x0eExplainRequest\x12 \n" +
@@ -1269,7 +1446,7 @@ func file_airlock_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(TokenKind)(0),                  // 0: airlock.broker.v1.TokenKind
 	(*Destination)(nil),             // 1: airlock.broker.v1.Destination
@@ -1278,50 +1455,56 @@ var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(*RevokeInvocationRequest)(nil), // 4: airlock.broker.v1.RevokeInvocationRequest
 	(*RevokePluginRequest)(nil),     // 5: airlock.broker.v1.RevokePluginRequest
 	(*RevokeResponse)(nil),          // 6: airlock.broker.v1.RevokeResponse
-	(*MintTokenRequest)(nil),        // 7: airlock.broker.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),       // 8: airlock.broker.v1.MintTokenResponse
-	(*StatusRequest)(nil),           // 9: airlock.broker.v1.StatusRequest
-	(*StatusResponse)(nil),          // 10: airlock.broker.v1.StatusResponse
-	(*InspectHandleRequest)(nil),    // 11: airlock.broker.v1.InspectHandleRequest
-	(*InspectHandleResponse)(nil),   // 12: airlock.broker.v1.InspectHandleResponse
-	(*RevokeHandleRequest)(nil),     // 13: airlock.broker.v1.RevokeHandleRequest
-	(*ExplainRequest)(nil),          // 14: airlock.broker.v1.ExplainRequest
-	(*ExplainStep)(nil),             // 15: airlock.broker.v1.ExplainStep
-	(*ExplainResponse)(nil),         // 16: airlock.broker.v1.ExplainResponse
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*LeaseEnd)(nil),                // 7: airlock.broker.v1.LeaseEnd
+	(*LeaseState)(nil),              // 8: airlock.broker.v1.LeaseState
+	(*MintTokenRequest)(nil),        // 9: airlock.broker.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),       // 10: airlock.broker.v1.MintTokenResponse
+	(*StatusRequest)(nil),           // 11: airlock.broker.v1.StatusRequest
+	(*StatusResponse)(nil),          // 12: airlock.broker.v1.StatusResponse
+	(*InspectHandleRequest)(nil),    // 13: airlock.broker.v1.InspectHandleRequest
+	(*InspectHandleResponse)(nil),   // 14: airlock.broker.v1.InspectHandleResponse
+	(*RevokeHandleRequest)(nil),     // 15: airlock.broker.v1.RevokeHandleRequest
+	(*ExplainRequest)(nil),          // 16: airlock.broker.v1.ExplainRequest
+	(*ExplainStep)(nil),             // 17: airlock.broker.v1.ExplainStep
+	(*ExplainResponse)(nil),         // 18: airlock.broker.v1.ExplainResponse
+	(*timestamppb.Timestamp)(nil),   // 19: google.protobuf.Timestamp
 }
 var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: airlock.broker.v1.IssueHandleRequest.destinations:type_name -> airlock.broker.v1.Destination
-	17, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
-	17, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 3: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
-	17, // 4: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
-	17, // 5: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
-	17, // 7: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
-	17, // 8: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 9: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	2,  // 10: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	4,  // 11: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	5,  // 12: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	7,  // 13: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	9,  // 14: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	11, // 15: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	13, // 16: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	14, // 17: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	3,  // 18: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	6,  // 19: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	6,  // 20: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	8,  // 21: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	10, // 22: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	12, // 23: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	6,  // 24: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	16, // 25: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
+	19, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 3: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
+	19, // 4: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
+	19, // 5: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
+	19, // 7: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
+	19, // 8: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 9: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
+	19, // 10: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
+	19, // 11: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 12: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
+	17, // 13: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	2,  // 14: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	4,  // 15: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	5,  // 16: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	9,  // 17: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	11, // 18: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	13, // 19: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	15, // 20: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	16, // 21: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	3,  // 22: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	6,  // 23: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	6,  // 24: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	10, // 25: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	12, // 26: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	14, // 27: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	6,  // 28: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	18, // 29: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
@@ -1335,7 +1518,7 @@ func file_airlock_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_broker_v1_broker_proto_rawDesc), len(file_airlock_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,303 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"time"
+)
+
+// LeaseEnd reports one lease an invocation's end revoked.
+type LeaseEnd struct {
+	Intent      string
+	Fingerprint string
+	// Revoked: Vault confirmed the revocation; otherwise it is retried in
+	// the background (and the lease dies at its TTL at the latest).
+	Revoked bool
+}
+
+// End ends the invocation's leases, on every replica: each record is
+// swapped for a tombstone (so no replica claims a new lease for the
+// invocation), and the replica that swapped a live one revokes it at
+// Vault (sys/leases/revoke, synchronous: when it returns, the secrets
+// engine has deleted the credential). A failed revocation is retried in
+// the background with backoff.
+func (l *Leases) End(ctx context.Context, invocationID string) ([]LeaseEnd, error) {
+	var out []LeaseEnd
+	var errs []error
+	for _, name := range l.names {
+		end, err := l.endKey(ctx, leaseKey(invocationID, name), name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if end != nil {
+			out = append(out, *end)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, error) {
+	// The tombstone keeps the lease's fingerprint for operators (handle
+	// inspect); a record that changed between the load and the swap only
+	// costs the tombstone its fingerprint.
+	tomb := leaseRecord{State: leaseEnded}
+	cur, lerr := l.store.LoadLease(ctx, key)
+	if lerr == nil && cur != nil {
+		if r, err := decodeLease(cur); err == nil {
+			tomb.Fingerprint, tomb.ObtainedAt, tomb.ExpiresAt = r.Fingerprint, r.ObtainedAt, r.ExpiresAt
+		}
+	}
+	old, err := l.store.SwapLease(ctx, key, encodeLease(tomb), l.tombstone)
+	if err == nil && (lerr != nil || cur != nil || old != nil) {
+		// Off the deadline list; an invocation that never used the
+		// intent has no entry there, and costs no third round trip.
+		_ = l.store.ForgetLease(ctx, key)
+	}
+	l.mu.Lock()
+	delete(l.held, key)
+	if t := l.tracked[key]; t != nil && !t.revoking {
+		delete(l.tracked, key) // whoever swapped the record revokes it
+	}
+	l.mu.Unlock()
+	if err != nil || old == nil {
+		return nil, err
+	}
+	rec, err := decodeLease(old)
+	if err != nil || rec.State != leaseActive {
+		return nil, err
+	}
+	sec, err := l.seal.open(key, rec.Sealed)
+	if err != nil {
+		return nil, err
+	}
+	t := &trackedLease{tk: key, key: key, intent: intent, id: sec.ID, fp: rec.Fingerprint, expires: rec.ExpiresAt, deadline: rec.Deadline, revoking: true}
+	ok := l.attempt(ctx, t)
+	return &LeaseEnd{Intent: intent, Fingerprint: rec.Fingerprint, Revoked: ok}, nil
+}
+
+// revokeLater revokes a lease no record holds (the loser of a claim race)
+// from the background loop, at once.
+func (l *Leases) revokeLater(key, intent, id, fp string, expires time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Keyed apart from the record's own key, which the winner's lease
+	// may be tracked under.
+	l.tracked[key+"#"+fp] = &trackedLease{tk: key + "#" + fp, key: key, intent: intent, id: id, fp: fp, expires: expires, revoking: true}
+}
+
+// attempt tries one revocation of t; on failure t is tracked for the
+// background retries. It reports whether Vault confirmed.
+func (l *Leases) attempt(ctx context.Context, t *trackedLease) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RevokeTimeout)
+	err := l.revoke(rctx, t.id)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		delete(l.tracked, t.tk)
+		l.metrics.revocation("ok")
+		l.log.Info("lease revoked", "intent", t.intent, "lease_fp", t.fp)
+		return true
+	}
+	t.attempts++
+	wait := l.cfg.RevokeBackoff * time.Duration(math.Pow(2, float64(min(t.attempts-1, 16))))
+	t.nextTry = l.now().Add(min(wait, time.Minute))
+	if t.attempts >= l.cfg.RevokeAttempts && !t.failing {
+		t.failing = true
+		l.metrics.revocation("gave_up")
+		l.log.Error("lease revocation failing; retried slowly until the lease expires at Vault", "intent", t.intent,
+			"lease_fp", t.fp, "attempts", t.attempts, "expires_at", t.expires.UTC().Format(time.RFC3339), "err", err)
+	} else {
+		l.metrics.revocation("retry")
+		l.log.Warn("lease revocation failed; retrying", "intent", t.intent, "lease_fp", t.fp, "attempts", t.attempts, "err", err)
+	}
+	l.tracked[t.tk] = t
+	return false
+}
+
+func (l *Leases) revoke(ctx context.Context, id string) error {
+	if l.vault == nil {
+		return ErrLeaseUnavailable
+	}
+	if err := l.vault.Sys().RevokeWithContext(ctx, id); err != nil {
+		return l.vaultError(err)
+	}
+	return nil
+}
+
+// maybeRenew renews h's lease when it expires within RenewBefore and the
+// invocation is to outlive it. A failed renewal does not fail the request:
+// the lease serves until it expires.
+func (l *Leases) maybeRenew(ctx context.Context, key string, h *heldLease) {
+	now := l.now()
+	if !h.rec.Renewable || h.rec.ExpiresAt.Sub(now) > l.cfg.RenewBefore || !h.rec.Deadline.After(h.rec.ExpiresAt) {
+		return
+	}
+	_, _, _ = l.sf.Do("renew:"+key, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RevokeTimeout)
+		defer cancel()
+		return nil, l.renew(rctx, key, h)
+	})
+}
+
+func (l *Leases) renew(ctx context.Context, key string, h *heldLease) error {
+	now := l.now()
+	inc := int(math.Ceil(h.rec.Deadline.Sub(now).Seconds()))
+	s, err := l.vault.Sys().RenewWithContext(ctx, h.sec.ID, inc)
+	if err == nil && (s == nil || s.LeaseDuration <= 0) {
+		err = errors.New("the renewal answered no duration")
+	}
+	l.metrics.renewal(err)
+	if err != nil {
+		err = l.vaultError(err)
+		l.log.Warn("lease renewal failed", "lease_fp", h.rec.Fingerprint, "err", err)
+		return err
+	}
+	rec := h.rec
+	rec.ExpiresAt = now.Add(time.Duration(s.LeaseDuration) * time.Second)
+	b := encodeLease(rec)
+	ok, err := l.store.UpdateLease(ctx, key, h.raw, b, l.recordTTL(rec))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil || !ok {
+		// Renewed or ended elsewhere: read the record again at next use.
+		delete(l.held, key)
+		return err
+	}
+	if l.held[key] == h {
+		l.held[key] = &heldLease{rec: rec, raw: b, sec: h.sec}
+	}
+	if t := l.tracked[key]; t != nil && !t.revoking {
+		t.expires = rec.ExpiresAt
+	}
+	return nil
+}
+
+// Start runs Run in the background until the returned stop is called;
+// stop returns once Run has.
+func (l *Leases) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+// Run renews this replica's leases, ends those whose deadline passed with
+// no End (a host that died mid-invocation), and retries revocations, every
+// CheckInterval until ctx ends; then it tries each owed revocation once
+// more.
+func (l *Leases) Run(ctx context.Context) {
+	tick := time.NewTicker(l.cfg.CheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.sweep(context.WithoutCancel(ctx), true)
+			return
+		case <-tick.C:
+			l.sweep(ctx, false)
+		}
+	}
+}
+
+func (l *Leases) sweep(ctx context.Context, final bool) {
+	now := l.now()
+	l.mu.Lock()
+	var due []*trackedLease
+	for k, t := range l.tracked {
+		if t.revoking && !now.Before(t.expires) {
+			delete(l.tracked, k) // dead at Vault anyway
+			l.metrics.revocation("expired")
+			continue
+		}
+		if final && !t.revoking {
+			continue // another replica may serve the invocation on
+		}
+		if t.revoking && (final || !now.Before(t.nextTry)) || !t.revoking && l.checkDue(t, now) {
+			due = append(due, t)
+		}
+	}
+	for k := range l.held {
+		if h := l.held[k]; now.After(h.rec.Deadline.Add(l.tombstone)) {
+			delete(l.held, k)
+		}
+	}
+	l.mu.Unlock()
+	for _, t := range due {
+		if t.revoking {
+			l.attempt(ctx, t)
+			continue
+		}
+		l.check(ctx, t, now)
+	}
+	if !final {
+		l.sweepDue(ctx, now)
+	}
+}
+
+// maxDuePerSweep bounds the leases one sweep ends for other replicas.
+const maxDuePerSweep = 64
+
+// sweepDue ends the leases whose invocation's deadline passed with no
+// end, whichever replica obtained them (it may be gone): the store lists
+// them by deadline, and the swap in endKey lets only one replica revoke.
+func (l *Leases) sweepDue(ctx context.Context, now time.Time) {
+	keys, err := l.store.DueLeases(ctx, now, maxDuePerSweep)
+	if err != nil {
+		return
+	}
+	for _, key := range keys {
+		intent, _, _ := strings.Cut(key, ":")
+		if _, ok := l.intents[intent]; !ok {
+			_ = l.store.ForgetLease(ctx, key) // an intent no longer configured
+			continue
+		}
+		l.log.Info("lease deadline passed without an end; revoking", "intent", intent)
+		_, _ = l.endKey(ctx, key, intent)
+	}
+}
+
+// leaseRecheck is how often a replica reads the record of a lease it
+// obtained when neither its deadline nor its renewal is near: to notice
+// an end on another replica (for the outstanding-leases gauge) without a
+// store read per lease and tick.
+const leaseRecheck = 10 * time.Second
+
+// checkDue reports whether the obtained lease t needs a check now: its
+// deadline passed, its renewal window opened, or leaseRecheck went by.
+// The caller holds l.mu.
+func (l *Leases) checkDue(t *trackedLease, now time.Time) bool {
+	if !now.Before(t.deadline) || t.expires.Sub(now) <= l.cfg.RenewBefore || now.Sub(t.checked) >= leaseRecheck {
+		t.checked = now
+		return true
+	}
+	return false
+}
+
+// check looks after a lease this replica obtained: forgotten when another
+// replica ended it, ended at its deadline, renewed in time.
+func (l *Leases) check(ctx context.Context, t *trackedLease, now time.Time) {
+	raw, err := l.store.LoadLease(ctx, t.key)
+	if err != nil {
+		return
+	}
+	rec, derr := decodeLease(raw)
+	if raw == nil || derr != nil || rec.State != leaseActive || rec.Fingerprint != t.fp {
+		l.mu.Lock()
+		if l.tracked[t.key] == t {
+			delete(l.tracked, t.key)
+		}
+		l.mu.Unlock()
+		return
+	}
+	if !now.Before(rec.Deadline) {
+		l.log.Info("lease deadline passed without an end; revoking", "intent", t.intent, "lease_fp", t.fp)
+		_, _ = l.endKey(ctx, t.key, t.intent)
+		return
+	}
+	if sec, err := l.seal.open(t.key, rec.Sealed); err == nil {
+		l.maybeRenew(ctx, t.key, &heldLease{rec: rec, raw: raw, sec: sec})
+	}
+}

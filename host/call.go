@@ -1,0 +1,78 @@
+package host
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// InvokeRequest is a call for a plugin, as the control API or a Go caller
+// makes it.
+type InvokeRequest struct {
+	// Method is a plugin/v1 full method
+	// ("numinance.ports.<name>.v<major>.<Service>/<Method>") or an
+	// Executa tool name.
+	Method string
+	// Input is the method's input as a Go value the plugin's runtime
+	// takes (plugin/v1: a proto.Message of the method's input type); JSON
+	// is the input as the control API received it (protojson for
+	// plugin/v1, the arguments object for Executa). Input wins when both
+	// are set.
+	Input    any
+	JSON     json.RawMessage
+	DryRun   bool
+	Deadline time.Time
+	// Actor is who asked; the zero value is none.
+	Actor Actor
+	// AppID and AppSlug are the App context an Executa call runs in, as
+	// the caller attests it; empty for none.
+	AppID, AppSlug string
+	// OnRunning, when set, sees each progress message that passed the
+	// runtime's checks (for streaming progress to the caller).
+	OnRunning func(Progress)
+}
+
+// Actor is who a call is made for.
+type Actor struct {
+	Kind      string // "control-api", …
+	Principal string
+}
+
+// Progress is a message a plugin sent while the call runs.
+type Progress struct {
+	Diagnostics []Diagnostic
+}
+
+// Diagnostic is a plugin's note on a call: a code, a message and where
+// in the input or result it applies. Its JSON is what the control API
+// streams.
+type Diagnostic struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	Path    string `json:"path,omitempty"`
+}
+
+// CallStatus is how a call ended, as the host derived it. Its values are
+// the names evidence records and the control API carry.
+type CallStatus string
+
+// Call statuses.
+const (
+	CallSucceeded CallStatus = "STATUS_SUCCEEDED"
+	CallFailed    CallStatus = "STATUS_FAILED"
+	// CallPartial: the plugin said it succeeded, but the host found
+	// something missing (declared evidence).
+	CallPartial   CallStatus = "STATUS_PARTIAL"
+	CallCancelled CallStatus = "STATUS_CANCELLED"
+)
+
+// Outcome is what the host derived, never what the plugin claimed.
+type Outcome struct {
+	InvocationID string
+	Status       CallStatus
+	// Data is the result as JSON, for either kind (plugin/v1: the
+	// terminal result in protojson).
+	Data        json.RawMessage
+	Diagnostics []Diagnostic
+	EvidenceIDs []string
+	Reason      string // why the host failed or downgraded the call
+}

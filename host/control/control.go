@@ -1,0 +1,170 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/evidence"
+)
+
+// Control API limits.
+const (
+	MaxBody             = 4 << 20
+	DefaultInvokeTimout = 60 * time.Second
+	MaxInvokeTimeout    = time.Hour
+)
+
+// InvocationRequest is the control API's request body.
+type InvocationRequest struct {
+	Plugin  string          `json:"plugin"`
+	Method  string          `json:"method"` // plugin/v1 full method, or an Executa tool name
+	Input   json.RawMessage `json:"input"`
+	DryRun  bool            `json:"dry_run"`
+	Timeout string          `json:"timeout"` // Go duration; default 60s
+	// AppID and AppSlug give an Executa call the App context the caller
+	// attests (the storage_token's app claims, for scope "app").
+	AppID   string `json:"app_id,omitempty"`
+	AppSlug string `json:"app_slug,omitempty"`
+}
+
+// Event is one NDJSON line of the control API's answer.
+type Event struct {
+	Event        string            `json:"event"` // running | outcome
+	InvocationID string            `json:"invocation_id,omitempty"`
+	Status       string            `json:"status,omitempty"`
+	Result       json.RawMessage   `json:"result,omitempty"`
+	Diagnostics  []host.Diagnostic `json:"diagnostics,omitempty"`
+	EvidenceIDs  []string          `json:"evidence_ids,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+}
+
+// Handler serves the control API of one host. Make it with NewHandler.
+type Handler struct {
+	h   *host.Host
+	mux *http.ServeMux
+
+	mu        sync.Mutex
+	installer Installer // set by EnableInstall
+}
+
+// NewHandler returns the control API of h:
+//
+//   - POST /v1/invocations: the answer streams as NDJSON, a "running"
+//     event per progress message and one "outcome" (a plugin's own
+//     failure is a FAILED outcome with status 200). Refusals before the
+//     call are JSON errors {"error": code, "detail": …} with a 4xx/5xx
+//     status.
+//   - GET /v1/plugins: every plugin with its kind, state, protocol
+//     version, restarts, last failure and health.
+//   - POST /v1/plugins {"dir": …}: install a provider package while the
+//     host runs (see EnableInstall) and launch it.
+//   - GET /v1/evidence/head: the latest signed checkpoint of the evidence
+//     log; GET /v1/evidence/jwks.json: the key that signs them.
+func NewHandler(h *host.Host) *Handler {
+	c := &Handler{h: h, mux: http.NewServeMux()}
+	c.mux.HandleFunc("POST /v1/invocations", c.serveInvoke)
+	c.mux.HandleFunc("GET /v1/plugins", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"plugins": h.Status()})
+	})
+	c.evidenceRoutes()
+	c.mux.HandleFunc("POST /v1/plugins", c.serveInstall)
+	return c
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+func writeError(w http.ResponseWriter, code int, errCode, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": errCode, "detail": detail})
+}
+
+// refusal maps an invoke-path error to its status and code.
+func refusal(w http.ResponseWriter, err error) {
+	var re *host.RestartingError
+	switch {
+	case errors.As(err, &re):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(re.RetryAfter.Seconds()))))
+		writeError(w, http.StatusServiceUnavailable, "plugin_restarting", "the plugin is restarting; retry later")
+	case errors.Is(err, host.ErrPluginUnknown):
+		writeError(w, http.StatusNotFound, "plugin_unknown", "no such plugin")
+	case errors.Is(err, host.ErrMethodNotDispatchable):
+		writeError(w, http.StatusNotFound, "method_not_dispatchable", err.Error())
+	case errors.Is(err, host.ErrBadInput):
+		writeError(w, http.StatusBadRequest, "bad_input", err.Error())
+	case errors.Is(err, host.ErrDryRunUnsupported), errors.Is(err, host.ErrDeadlineRequired):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, host.ErrPolicyDenied):
+		writeError(w, http.StatusForbidden, "policy_denied", err.Error())
+	case errors.Is(err, host.ErrPluginFailed):
+		writeError(w, http.StatusServiceUnavailable, "plugin_failed", err.Error())
+	case errors.Is(err, host.ErrCredentialUnbound):
+		writeError(w, http.StatusServiceUnavailable, "credential_unbound", err.Error())
+	case errors.Is(err, host.ErrNotServing):
+		writeError(w, http.StatusServiceUnavailable, "plugin_not_serving", "the plugin reports it is not serving")
+	case errors.Is(err, evidence.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "evidence_unavailable", err.Error())
+	case errors.Is(err, host.ErrHostShutdown):
+		writeError(w, http.StatusServiceUnavailable, "host_shutting_down", "the host is shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "invoke_refused", "the call ended before it reached the plugin")
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", "the host could not run the call")
+	}
+}
+
+func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
+	var req InvocationRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON invocation request")
+		return
+	}
+	timeout := DefaultInvokeTimout
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > MaxInvokeTimeout {
+			writeError(w, http.StatusBadRequest, "bad_timeout", "timeout must be a duration between 0 and 1h")
+			return
+		}
+		timeout = d
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	started := false
+	emit := func(e Event) {
+		if !started {
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		_ = enc.Encode(e)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	out, err := c.h.Invoke(r.Context(), req.Plugin, host.InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
+		AppID: req.AppID, AppSlug: req.AppSlug,
+		Deadline: time.Now().Add(timeout), Actor: host.Actor{Kind: "control-api", Principal: "local"},
+		OnRunning: func(m host.Progress) { emit(Event{Event: "running", Diagnostics: m.Diagnostics}) }})
+	if err != nil {
+		if !started {
+			w.Header().Set("Content-Type", "application/json")
+			refusal(w, err)
+		}
+		return
+	}
+	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: string(out.Status), Result: out.Data,
+		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason})
+}

@@ -1,0 +1,41 @@
+package control_test
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/policy"
+)
+
+// stub is a Runtime with no process: what the control API is tested
+// against, so its tests need no plugin protocol (the runtimes' own tests
+// drive the control API with real plugins).
+type stub struct{ exited chan struct{} }
+
+func newStub() *stub { return &stub{exited: make(chan struct{})} }
+
+func (s *stub) Kind() host.Kind                                 { return host.KindExecuta }
+func (s *stub) Protocol() string                                { return "2.0" }
+func (s *stub) Sandbox() string                                 { return "off" }
+func (s *stub) Pid() int                                        { return 0 }
+func (s *stub) Health(context.Context) error                    { return nil }
+func (s *stub) Exited() <-chan struct{}                         { return s.exited }
+func (s *stub) Fault() error                                    { return nil }
+func (s *stub) Shutdown(context.Context) error                  { return nil }
+func (s *stub) Kill()                                           {}
+func (s *stub) Release()                                        {}
+func (s *stub) Prepare(host.InvokeRequest) (host.Action, error) { return stubAction{}, nil }
+
+type stubAction struct{}
+
+func (stubAction) Risk() policy.Risk { return policy.RiskRead }
+
+func (stubAction) Run(_ context.Context, call host.Call) *host.Outcome {
+	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded, Data: json.RawMessage(`{"ok":true}`)}
+}
+
+// addStub registers a stub plugin named name with h.
+func addStub(h *host.Host, name string) error {
+	return h.Add(name, host.KindExecuta, func(context.Context) (host.Runtime, error) { return newStub(), nil })
+}

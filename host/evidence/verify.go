@@ -1,0 +1,213 @@
+package evidence
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Verification errors beyond a broken line (VerifyError).
+var (
+	// ErrEvidenceEmpty: keys were given, but the log holds no record, so
+	// nothing is signed (an emptied log must not pass as verified).
+	ErrEvidenceEmpty = errors.New("the log is empty: no record, so nothing is signed")
+	// ErrHeadTruncated: the log ends before the saved head.
+	ErrHeadTruncated = errors.New("records were removed from the end: the log ends before the saved head")
+	// ErrHeadNotHeld: the log does not hold the saved head, byte for
+	// byte, where the head says it is.
+	ErrHeadNotHeld = errors.New("the log does not hold the saved head (the chain was rewritten, or the head is of another log)")
+	// ErrHeadSignature: the saved head's own signature does not verify
+	// against the keys.
+	ErrHeadSignature = errors.New("the saved head's signature does not verify against the JWKS")
+)
+
+// VerifyError says which line breaks the chain and how.
+type VerifyError struct {
+	Line   int
+	Reason string
+}
+
+func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
+
+// VerifyOptions are what a verification checks beyond the chain itself.
+type VerifyOptions struct {
+	// Keys verify checkpoint signatures, by kid (from the host's evidence
+	// JWKS). With keys, a log must hold at least one checkpoint (so an
+	// empty log fails) and every checkpoint must be signed by one of them.
+	Keys map[string]ed25519.PublicKey
+	// Head is a checkpoint saved earlier (the host's GET
+	// /v1/evidence/head): the log must hold a checkpoint record with
+	// exactly its content, which the chain before it must match — so a
+	// truncated log, or one cut back to an older checkpoint, fails even
+	// without keys. With keys, Head's own signature is checked too.
+	Head *Checkpoint
+	// HeadHash is a record hash saved earlier (Log.Head): the log
+	// must hold a record with that hash.
+	HeadHash string
+}
+
+// Verified is what a verification established.
+type Verified struct {
+	Records     int
+	Head        string      // hash of the last record
+	Checkpoints int         // signed checkpoints seen (signatures checked when keys were given)
+	Last        *Checkpoint // the latest checkpoint, nil when none
+	// Unsigned counts the records after the latest checkpoint: the chain
+	// links them, but no signature covers them yet.
+	Unsigned int
+	// HeadAt is the seq of the record that matched VerifyOptions.Head
+	// (the checkpoint record; it covers records 1..Head.Seq) or HeadHash;
+	// 0 when neither was given.
+	HeadAt int
+}
+
+// Verify reads a log from the start and checks every record: its
+// bytes are exactly what the writer produces (so no second encoding of
+// the same record — added whitespace, escapes, CRLF, duplicate or
+// case-variant keys — can hide a different meaning), its hash, its link
+// to the record before, and consecutive sequence numbers. An edited,
+// deleted, inserted or reordered record fails. It returns the number of
+// records and the head hash.
+func Verify(r io.Reader) (int, string, error) {
+	v, err := VerifyWith(r, VerifyOptions{})
+	return v.Records, v.Head, err
+}
+
+// VerifyWith is Verify with checkpoint signatures checked
+// against opts.Keys: a chain rewritten from some record on (every hash
+// recomputed) fails at the first checkpoint after it, a forged checkpoint
+// fails its signature.
+func VerifyWith(r io.Reader, opts VerifyOptions) (Verified, error) {
+	if s, ok := r.(io.Seeker); ok {
+		if _, err := s.Seek(0, io.SeekStart); err != nil {
+			return Verified{}, err
+		}
+	}
+	if opts.Head != nil && len(opts.Keys) > 0 {
+		key, ok := opts.Keys[opts.Head.KeyID]
+		if !ok || !opts.Head.verify(key) {
+			return Verified{}, ErrHeadSignature
+		}
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	v := Verified{Head: GenesisHash}
+	logID := ""
+	for n := 1; ; n++ {
+		line, err := br.ReadString('\n')
+		if err == io.EOF && line == "" {
+			break
+		}
+		fail := func(reason string) (Verified, error) { return v, &VerifyError{Line: n, Reason: reason} }
+		if err == io.EOF {
+			return fail("incomplete last record (no newline)")
+		}
+		if err != nil {
+			return v, err
+		}
+		if len(line) > MaxLine {
+			return fail("record too long")
+		}
+		body := strings.TrimSuffix(line, "\n")
+		var rec Record
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return fail("not a valid record")
+		}
+		canonical, err := json.Marshal(rec)
+		if err != nil || !bytes.Equal(canonical, []byte(body)) {
+			return fail("not in the writer's exact encoding (reformatted, re-escaped, a duplicate or case-variant key, or a CR)")
+		}
+		switch {
+		case rec.Seq != uint64(n):
+			return fail(fmt.Sprintf("sequence %d, want %d (a record was deleted, inserted or moved)", rec.Seq, n))
+		case rec.Prev != v.Head:
+			return fail("does not link to the record before it")
+		}
+		want, err := hashOf(rec)
+		if err != nil || want != rec.Hash {
+			return fail("hash mismatch (the record was edited)")
+		}
+		if n == 1 {
+			logID = rec.ID
+		}
+		if rec.Type == CheckpointType {
+			cp, reason := checkCheckpoint(rec, logID, v.Head, uint64(n-1), opts.Keys)
+			if reason != "" {
+				return fail(reason)
+			}
+			v.Checkpoints++
+			v.Last = cp
+			v.Unsigned = -1 // the checkpoint record itself is not counted below
+			if opts.Head != nil && cp.equal(*opts.Head) {
+				v.HeadAt = n
+			}
+		}
+		if opts.HeadHash != "" && rec.Hash == opts.HeadHash {
+			v.HeadAt = n
+		}
+		v.Records, v.Head = n, rec.Hash
+		v.Unsigned++
+	}
+	switch {
+	case len(opts.Keys) > 0 && v.Records == 0:
+		return v, ErrEvidenceEmpty
+	case len(opts.Keys) > 0 && v.Checkpoints == 0:
+		return v, &VerifyError{Line: v.Records, Reason: "no signed checkpoint: nothing authenticates this chain (it may have been rewritten whole)"}
+	}
+	return v, v.checkHead(opts)
+}
+
+// checkHead says whether the saved head, if one was given, was found.
+func (v Verified) checkHead(opts VerifyOptions) error {
+	switch {
+	case v.HeadAt > 0 || (opts.Head == nil && opts.HeadHash == ""):
+		return nil
+	case opts.Head != nil && uint64(v.Records) <= opts.Head.Seq:
+		return fmt.Errorf("%w: the log ends at record %d; the head covers records 1-%d and is record %d", ErrHeadTruncated,
+			v.Records, opts.Head.Seq, opts.Head.Seq+1)
+	case opts.Head != nil:
+		return fmt.Errorf("%w: record %d is not the saved checkpoint of records 1-%d", ErrHeadNotHeld, opts.Head.Seq+1, opts.Head.Seq)
+	default:
+		return fmt.Errorf("%w: no record of the log's %d has the saved hash (records were removed from the end, or the chain was rewritten)",
+			ErrHeadNotHeld, v.Records)
+	}
+}
+
+// checkCheckpoint checks a checkpoint record against the chain before it:
+// same log, the head and seq of the record just before, and (with keys)
+// a valid signature. It returns the reason it fails, or "".
+func checkCheckpoint(rec Record, logID, head string, seq uint64, keys map[string]ed25519.PublicKey) (*Checkpoint, string) {
+	var cp Checkpoint
+	dec := json.NewDecoder(bytes.NewReader(rec.Data))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&cp) != nil {
+		return nil, "checkpoint: not a valid checkpoint"
+	}
+	// In the writer's exact encoding, so that the signed time is the
+	// "time" string as written (the documented format relies on it).
+	if b, err := json.Marshal(cp); err != nil || !bytes.Equal(b, rec.Data) {
+		return nil, "checkpoint: not in the writer's exact encoding"
+	}
+	if len(keys) > 0 {
+		key, ok := keys[cp.KeyID]
+		if !ok {
+			return nil, "checkpoint: signed by a key not in the JWKS (forged, or the wrong JWKS)"
+		}
+		if !cp.verify(key) {
+			return nil, "checkpoint: bad signature (forged or edited)"
+		}
+	}
+	switch {
+	case cp.LogID != logID:
+		return nil, "checkpoint: signed for another log, or the chain was rewritten from its first record"
+	case cp.Seq != seq || cp.Head != head:
+		return nil, "checkpoint: signs a head the chain before it does not have (records before it were rewritten)"
+	}
+	return &cp, ""
+}

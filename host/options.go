@@ -1,0 +1,86 @@
+package host
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/launch"
+	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/sandbox"
+)
+
+// Defaults for Options.
+const (
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultShutdownGrace    = 5 * time.Second
+)
+
+// Options are what a host gives every plugin.
+type Options struct {
+	Broker   broker.API
+	Evidence *evidence.Log
+	// EvidenceKey signs the evidence log's checkpoints; its public half is
+	// served at GET /v1/evidence/jwks.json.
+	EvidenceKey *evidence.Key
+	EgressProxy string // host:port, put in HTTP_PROXY
+	// InterceptCAFile is the egress proxy's intercept CA certificate
+	// (proxy.intercept.ca_file): when set, each plugin gets a copy in its
+	// private directory, HTTPS_PROXY and the CA variables (egressenv).
+	InterceptCAFile string
+	// HTTPSProxyOptOut names plugins (of either kind) that get only
+	// HTTP_PROXY: no HTTPS_PROXY, no CA variables, no pass.
+	HTTPSProxyOptOut []string
+	// Ports are the host's compiled port files by package name
+	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
+	// govern every plugin/v1 call. Ports, Artifacts and HandshakeTimeout
+	// are read by the plugin/v1 runtime only.
+	Ports map[string]protoreflect.FileDescriptor
+	// Policy decides every action before it reaches a provider; nil
+	// denies everything.
+	Policy *policy.Policy
+	// Artifacts serves ResolveReference; none when nil.
+	Artifacts        Artifacts
+	HandshakeTimeout time.Duration
+	// ShutdownGrace bounds Shutdown as a whole: the Shutdown RPC and the
+	// wait for the exit share it; then the process group is killed.
+	ShutdownGrace time.Duration
+	// Restart is how a crashed plugin is restarted; HealthInterval how
+	// often a running one is probed (zero: DefaultHealthInterval).
+	Restart        RestartPolicy
+	HealthInterval time.Duration
+	// StderrLevel is the level of plugin stderr lines (default info);
+	// Redactor removes credential-shaped values from them and from
+	// HostService.Log fields (nil: the built-in shapes).
+	StderrLevel slog.Level
+	Redactor    *redact.Redactor
+	// Sandbox is how plugins are confined (host.sandbox); Hide are
+	// Airlock's own paths no plugin sees (state, config and runtime
+	// directories).
+	Sandbox SandboxConfig
+	Hide    []string
+	// ProxyServe, when set, hands the egress proxy each sandboxed
+	// plugin's proxy listener to serve directly, with no relay hop.
+	ProxyServe func(net.Listener) (io.Closer, error)
+	// Registerer receives the plugin metrics; none when nil.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+}
+
+// SandboxConfig is the host.sandbox section: the level, extra read-only
+// grants and limits, per plugin.
+type SandboxConfig = sandbox.Config
+
+// LaunchOptions are what the launch layer needs of o, for a runtime
+// that starts a process.
+func (o Options) LaunchOptions(log *slog.Logger) launch.Options {
+	return launch.Options{Broker: o.Broker, EgressProxy: o.EgressProxy, InterceptCAFile: o.InterceptCAFile,
+		Sandbox: o.Sandbox, Hide: o.Hide, ProxyServe: o.ProxyServe, StderrLevel: o.StderrLevel, Redactor: o.Redactor, Log: log}
+}

@@ -1,0 +1,48 @@
+// Package pluginv1 is the host side of plugin/v1: providers that speak
+// gRPC over a unix socket, announced by a go-plugin-style handshake line.
+// A launched provider (Plugin) is a host.Runtime; AddInstalled and
+// AddProvider register one with a host.Host, whose registry, supervisor,
+// policy and evidence then treat it as any other plugin.
+//
+// # What lives here
+//
+//   - launch and handshake (plugin.go, line.go): the binary's digest, the
+//     handshake line, Handshake, GetManifest and GetDescriptors checked
+//     against the installed manifest and the host's own port files;
+//   - invoke (invoke.go): a call resolved against the host's compiled
+//     ports, sent as an Envelope, and the provider's stream checked
+//     message by message (sdk/plugin's stream check);
+//   - HostService (hostservice.go): Log, RequestCredential, EmitEvidence,
+//     ReportProgress and ResolveReference (reference.go), each checked
+//     against the invocation in flight and its limits;
+//   - install (install.go, lockfile.go, manifest.go, installer.go):
+//     review, stage, verify by launching once, swap by rename, and the
+//     control API's install while the host runs (Installer);
+//   - the adapter (adapter.go): plugin/v1's protobuf types become the
+//     host's own (host.CallStatus, host.Diagnostic, policy.Risk, …) at
+//     this package's edge. This package, sdk/plugin and the generated
+//     code are the only ones that import the plugin/v1 protobuf package
+//     (here as pb).
+//
+// # Size
+//
+// The package is a little over 1,500 lines because it is one protocol,
+// host side, whole: launch, HostService, invoke and install share the
+// Plugin and its invocations in flight, and splitting them further would
+// export what only this protocol needs.
+//
+// # Security
+//
+// A provider is identified by the HostService socket the host made for it
+// at launch, never by what it sends. Errors and log lines name the field,
+// never the value a provider sent (LineError). A provider gets handles,
+// never secrets, and only for the intents and destinations its installed
+// manifest declares; the host's copies of the port files, not the
+// provider's, govern every call.
+//
+// # Concurrency
+//
+// A Plugin is safe for concurrent use; the host's supervisor owns its
+// lifecycle. Shutdown cancels the invocations in flight and revokes the
+// provider's handles before it asks the provider to stop.
+package pluginv1

@@ -1,0 +1,125 @@
+package pluginv1
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+)
+
+// writePackage lays out an install package: provider (the given bytes)
+// and the fixture's manifest.
+func (f *hostFixture) writePackage(t *testing.T, provider []byte) string {
+	t.Helper()
+	pkg := t.TempDir()
+	mf, err := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf = []byte(replaceAll(string(mf), "port: 443", "port: "+f.upPort))
+	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), mf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "provider"), provider, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return pkg
+}
+
+// postInstall posts dir to the control API and returns the status code.
+func postInstall(t *testing.T, url, dir string) (int, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(control.InstallRequest{Dir: dir})
+	resp, err := http.Post(url+"/v1/plugins", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// A reinstall whose handshake fails leaves the running plugin alone: it
+// keeps serving, its files and lockfile entry are untouched, and it
+// restarts from them. A reinstall that succeeds takes effect at the
+// plugin's next launch, which then succeeds.
+func TestFailedReinstallKeepsRunningPlugin(t *testing.T) {
+	f := newHostFixture(t)
+	h := newTestHost(t, f, nil)
+	state := t.TempDir()
+	pluginsDir, lock := filepath.Join(state, "plugins"), filepath.Join(state, "plugins.lock.json")
+	ctl := control.NewHandler(h)
+	ctl.EnableInstall(&Installer{Host: h, PluginsDir: pluginsDir, Lockfile: lock})
+	srv := httptest.NewServer(ctl)
+	defer srv.Close()
+	good, err := os.ReadFile(providerBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := f.inst.Name
+	if code, res := postInstall(t, srv.URL, f.writePackage(t, good)); code != http.StatusOK || res["state"] != string(host.StateRunning) {
+		t.Fatalf("first install: %d %v", code, res)
+	}
+	before, err := ReadLockfile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := before.Plugins[name]
+	pid := statusOf(h, name).Pid
+
+	// A provider that never hands shake: it prints something else and exits.
+	bad := f.writePackage(t, []byte("#!/bin/sh\necho not-a-handshake\n"))
+	if code, res := postInstall(t, srv.URL, bad); code != http.StatusUnprocessableEntity || res["error"] != "install_failed" {
+		t.Fatalf("bad reinstall: %d %v", code, res)
+	}
+	if s := statusOf(h, name); s.State != host.StateRunning || s.Pid != pid {
+		t.Fatalf("the running plugin after a failed reinstall: %+v", s)
+	}
+	if out, err := invokeList(h, name); err != nil || out.Status != host.CallSucceeded {
+		t.Fatalf("call after a failed reinstall: %+v %v", out, err)
+	}
+	after, err := ReadLockfile(lock)
+	if err != nil || after.Plugins[name] != installed {
+		t.Fatalf("lockfile after a failed reinstall: %+v %v", after.Plugins[name], err)
+	}
+	if d, err := BinaryDigest(installed.Binary); err != nil || d != installed.BinarySHA256 {
+		t.Fatalf("the installed binary after a failed reinstall: %s %v", d, err)
+	}
+	if des, _ := os.ReadDir(filepath.Join(pluginsDir, name)); len(des) != 1 {
+		t.Fatalf("the failed install left %d entries beside the installed version", len(des)-1)
+	}
+
+	// It restarts from its own version.
+	killPid(t, pid)
+	waitState(t, h, name, "restarted", func(s host.Status) bool { return s.State == host.StateRunning && s.Pid != pid })
+	if out, err := invokeList(h, name); err != nil || out.Status != host.CallSucceeded {
+		t.Fatalf("call after the restart: %+v %v", out, err)
+	}
+
+	// A good reinstall with another binary (trailing bytes change its
+	// digest, not its behaviour) is launched at the next restart.
+	newer := append(append([]byte(nil), good...), "airlock-reinstall"...)
+	if code, res := postInstall(t, srv.URL, f.writePackage(t, newer)); code != http.StatusOK {
+		t.Fatalf("good reinstall: %d %v", code, res)
+	}
+	lf, _ := ReadLockfile(lock)
+	if lf.Plugins[name].BinarySHA256 == installed.BinarySHA256 {
+		t.Fatal("the lockfile still names the old binary")
+	}
+	if _, err := os.Stat(installed.Dir); !os.IsNotExist(err) {
+		t.Fatalf("the old version was kept: %v", err)
+	}
+	pid = statusOf(h, name).Pid
+	killPid(t, pid)
+	waitState(t, h, name, "restarted on the new version", func(s host.Status) bool { return s.State == host.StateRunning && s.Pid != pid })
+	if out, err := invokeList(h, name); err != nil || out.Status != host.CallSucceeded {
+		t.Fatalf("call on the new version: %+v %v", out, err)
+	}
+}

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/serve"
+)
+
+// HTTP/2 inside an intercepted CONNECT tunnel. The tunnel's TLS offers
+// "h2" and "http/1.1" by ALPN; a client that picks h2 (every gRPC
+// client) is served by net/http's HTTP/2 server (golang.org/x/net/http2,
+// bundled), and each stream is one
+// request that goes through the same handler as an HTTP/1.1 request in
+// the tunnel: adopted into the absolute-form request it stands for, then
+// attributed, checked, limited, injected, guarded and audited by
+// ServeHTTP. A stream holds its per-plugin concurrency slot until it
+// ends, and its handle (and the CONNECT's credential) are resolved again
+// while it lasts (revokewatch.go).
+//
+// Upstream, a request that came as HTTP/2 goes out on a transport that
+// offers h2 and http/1.1 by ALPN and speaks what the upstream picks
+// (gRPC needs h2); HTTP/1.1 requests keep the proxy's own HTTP/1.1 pool.
+
+// h2Conn is the HTTP/2 side of one tunnel: it keeps the CONNECT's
+// connection marked busy while a stream is open, so that a shutdown
+// closes an idle HTTP/2 tunnel at once and lets a busy one finish.
+type h2Conn struct {
+	s      *Server
+	t      *tunnel
+	tc     *tls.Conn
+	c      *clientConn
+	active atomic.Int32
+}
+
+// serveH2 serves the HTTP/2 connection on tc until it closes.
+func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
+	t.outer = c
+	hc := &h2Conn{s: s, t: t, tc: tc, c: c}
+	c.idle.Store(true)
+	if c.cs.shutting.Load() {
+		return
+	}
+	maxStreams := s.cfg.Limits.PerPluginConcurrency
+	if maxStreams <= 0 {
+		maxStreams = 100
+	}
+	l := &oneConnListener{c: tc, closed: make(chan struct{})}
+	// closed: the connection is done (Serve returns earlier on Shutdown).
+	closed := make(chan struct{})
+	var connDone sync.Once
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(hc.serveStream),
+		IdleTimeout:       c.cs.idleTimeout,
+		ReadHeaderTimeout: c.cs.readHeaderTimeout,
+		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.ctx, tunnelKey{}, t) },
+		ErrorLog:          log.New(io.Discard, "", 0),
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: 1 << 20},
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				l.Close()
+				connDone.Do(func() { close(closed) })
+			}
+		},
+	}
+	// The connection context ends when a shutdown's grace is over.
+	stop := context.AfterFunc(c.ctx, func() { _ = tc.Close() })
+	defer stop()
+	// Once the CONNECT's credential is gone the tunnel takes no new
+	// stream (GOAWAY); its open streams end on their own watch with a
+	// status that says why.
+	wctx, unwatch := s.watchCredentials(c.ctx, t.cred)
+	defer unwatch()
+	goaway := make(chan struct{})
+	stopGoAway := context.AfterFunc(wctx, func() {
+		defer close(goaway)
+		if credentialGone(wctx) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(wctx), serve.ShutdownGrace)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}
+	})
+	defer func() {
+		if !stopGoAway() {
+			<-goaway
+		}
+	}()
+	_ = srv.Serve(l)
+	<-closed
+}
+
+// oneConnListener hands net/http's server (whose HTTP/2 is
+// golang.org/x/net/http2, bundled) the one connection a tunnel holds,
+// already TLS-terminated with h2 negotiated; it then blocks until the
+// connection is done.
+type oneConnListener struct {
+	c      net.Conn
+	taken  bool
+	mu     sync.Mutex
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if !l.taken {
+		l.taken = true
+		l.mu.Unlock()
+		return l.c, nil
+	}
+	l.mu.Unlock()
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
+
+// serveStream serves one HTTP/2 stream.
+func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
+	hc.active.Add(1)
+	hc.c.idle.Store(false)
+	defer func() {
+		if hc.active.Add(-1) == 0 {
+			hc.c.idle.Store(true)
+			if hc.c.cs.shutting.Load() {
+				_ = hc.tc.Close()
+			}
+		}
+	}()
+	s := hc.s
+	if d := hc.t.adopt(r); d != nil {
+		s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+		return
+	}
+	handle, _ := extractHandle(r)
+	ctx, stop := s.watchCredentials(r.Context(), handle, hc.t.cred)
+	defer stop()
+	ctx, cut := withGRPCCut(ctx)
+	s.ServeHTTP(w, r.WithContext(ctx))
+	if !isGRPC(r) || w.Header().Get(headerGRPCStatus) != "" {
+		// Not gRPC, or its status was sent (a refusal before anything
+		// went upstream is a trailers-only answer exchange wrote).
+		return
+	}
+	// A call cut while it ran ends with a status that says why.
+	if credentialGone(ctx) {
+		setGRPCTrailers(w, deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call"))
+	} else if cut.d != nil {
+		setGRPCTrailers(w, cut.d)
+	}
+}
+
+// cutShort is why a streamed response ended before the upstream ended
+// it (its credential went, the gRPC guard stopped it), for the audit
+// line; nil when it ran its course.
+func (x *exchange) cutShort() *denial {
+	if x.ctx == nil {
+		return nil
+	}
+	if credentialGone(x.ctx) {
+		return deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
+	}
+	if c, _ := x.ctx.Value(grpcCutKey{}).(*grpcCut); c != nil {
+		return c.d
+	}
+	return nil
+}
+
+// newH2Transport is the upstream transport for requests that came as
+// HTTP/2: ALPN offers h2 and http/1.1, the dial is the SSRF-safe one,
+// TLS verifies as the HTTP/1.1 pool does. It has no response-header
+// timeout: a gRPC server answers a client stream only when it ends, so
+// the call's own deadline (the client's grpc-timeout, its cancel) bounds
+// the wait.
+func newH2Transport(c Config, d *dialer, tlsConfig *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		TLSClientConfig:     tlsConfig.Clone(),
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout,
+		IdleConnTimeout:     c.Upstream.IdleConnTimeout,
+		MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost,
+		DisableCompression:  true,
+	}
+}
+
+// roundTrip sends req upstream: on the HTTP/2-capable transport when it
+// came as HTTP/2, on the HTTP/1.1 pool otherwise.
+func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
+	if req.ProtoMajor != 2 {
+		return s.up.RoundTrip(req)
+	}
+	if isGRPC(req) {
+		// gRPC servers may insist on it; it was stripped as hop-by-hop.
+		req.Header.Set("Te", "trailers")
+		if s.echo {
+			// The guard cannot scan compressed messages (grpcguard.go).
+			req.Header.Set("Grpc-Accept-Encoding", "identity")
+		}
+	}
+	return s.up2.RoundTrip(req)
+}
