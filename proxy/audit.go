@@ -98,17 +98,13 @@ func (a *auditRecord) log(l *slog.Logger) {
 	if l == nil {
 		return
 	}
-	decision := "allow"
-	if a.Code != "" {
-		decision = "deny"
-	}
 	l.LogAttrs(context.Background(), slog.LevelInfo, "egress",
 		slog.String("plugin", a.Plugin), slog.String("invocation", a.Invocation), slog.String("intent", a.Intent),
 		slog.String("handle_fp", a.HandleFP), slog.String("mode", a.Mode), slog.String("method", a.Method),
 		slog.String("host", a.Host), slog.Int("port", a.Port),
 		slog.String("path", a.Path), slog.Int("status", a.Status), slog.Int64("bytes", a.BytesOut),
-		slog.Float64("upstream_ms", a.UpstreamMS), slog.Float64("total_ms", float64(a.total.Microseconds())/1000),
-		slog.Int("secret_version", a.Version), slog.String("decision", decision), slog.String("code", a.Code),
+		slog.Float64("upstream_ms", a.UpstreamMS), slog.Float64("total_ms", a.totalMS()),
+		slog.Int("secret_version", a.Version), slog.String("decision", a.decision()), slog.String("code", a.Code),
 		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
 		slog.String("processor", a.Processor), slog.String("token_cache", a.TokenCache),
 		slog.String("lease_fp", a.Lease),

@@ -49,6 +49,7 @@ const (
 	CodePresigned            = "presigned_url_not_supported"   // 400
 	CodeInjectUnsupported    = "inject_kind_unsupported"       // 502: the intent's kind has no injector here
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
+	CodeAuditUnavailable     = "audit_unavailable"             // 503
 )
 
 var codeStatus = map[string]int{
@@ -68,8 +69,8 @@ var codeStatus = map[string]int{
 	CodeSigningFailed: http.StatusBadGateway, CodeTokenEndpoint: http.StatusBadGateway, CodeTokenExchange: http.StatusBadGateway,
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
-	CodeLeaseUnavailable: http.StatusServiceUnavailable,
-	CodeClientClosed:     statusClientClosed,
+	CodeLeaseUnavailable: http.StatusServiceUnavailable, CodeAuditUnavailable: http.StatusServiceUnavailable,
+	CodeClientClosed: statusClientClosed,
 }
 
 // statusClientClosed is what the audit records for a request whose

@@ -267,6 +267,9 @@ type fixtureOpts struct {
 	sources map[string]broker.SecretSource
 	reg     prometheus.Registerer // the proxy's metrics; none when nil
 	now     func() time.Time      // the broker's clock; time.Now when nil
+	// auditSink takes the audit lines; by default they are written, as
+	// they come, to the fixture's audit buffer.
+	auditSink AuditSink
 }
 
 func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
@@ -275,6 +278,9 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 		o.ca = testenv.NewCA(t)
 	}
 	f := &fixture{ca: o.ca, res: &staticResolver{}, audit: &testenv.SyncBuffer{}, extraSecrets: o.secrets}
+	if o.auditSink == nil {
+		o.auditSink = bufferSink{f.audit}
+	}
 	f.up = startUpstream(t, f.ca)
 	f.res.set("api.example.com", "127.0.0.1")
 	f.res.set("a.example.org", "127.0.0.1")
@@ -318,7 +324,8 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 		t.Fatal(err)
 	}
 	var err error
-	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Registerer: o.reg})
+	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Registerer: o.reg,
+		AuditSink: o.auditSink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,3 +422,9 @@ func (f *fixture) issueB(b *testing.B, intent string) string {
 	}
 	return iss.Handle
 }
+
+// bufferSink writes each audit line to w as it comes, never saturated.
+type bufferSink struct{ w io.Writer }
+
+func (b bufferSink) WriteLine(line []byte) { _, _ = b.w.Write(line) }
+func (bufferSink) Saturated() bool         { return false }

@@ -37,6 +37,20 @@ type tunnel struct {
 	// long-lived streams end when it is revoked.
 	cred  string
 	outer *clientConn // the connection the CONNECT came on
+	// Computed once per tunnel, not per request inside it: the port as
+	// text, the authority requests are sent to, the handle's header.
+	portText, authority, bearer string
+}
+
+func newTunnel(host string, port int, handle, cred string) *tunnel {
+	t := &tunnel{host: host, port: port, handle: handle, cred: cred, portText: strconv.Itoa(port), authority: host}
+	if port != 443 {
+		t.authority = net.JoinHostPort(host, t.portText)
+	}
+	if handle != "" {
+		t.bearer = "Bearer " + handle
+	}
+	return t
 }
 
 var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
@@ -88,7 +102,7 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 	if g.Pass {
 		handle = ""
 	}
-	return &tunnel{host: host, port: port, handle: handle, cred: cred}, nil
+	return newTunnel(host, port, handle, cred), nil
 }
 
 // admitPlace checks a CONNECT's target: host:port form, not port 80
@@ -161,17 +175,15 @@ func (t *tunnel) adopt(req *http.Request) *denial {
 	}
 	hh, hp, err := splitHostPortDefault(req.Host)
 	nh, nerr := normalizeHost(hh)
-	if err != nil || nerr != nil || nh != t.host || !(hp == "" && t.port == 443 || hp == strconv.Itoa(t.port)) {
+	if err != nil || nerr != nil || nh != t.host || !(hp == "" && t.port == 443 || hp == t.portText) {
 		return deny(CodeHostMismatch, "the Host header inside the tunnel differs from the CONNECT target")
 	}
-	u := *req.URL
-	u.Scheme, u.Host = "http", t.host
-	if t.port != 443 {
-		u.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
-	}
-	req.URL, req.Host = &u, u.Host
-	if req.Header.Get("Proxy-Authorization") == "" && t.handle != "" {
-		req.Header.Set("Proxy-Authorization", "Bearer "+t.handle)
+	// The request's own URL is rewritten in place: ReadRequest made it for
+	// this request alone.
+	req.URL.Scheme, req.URL.Host = "http", t.authority
+	req.Host = t.authority
+	if t.bearer != "" && req.Header.Get("Proxy-Authorization") == "" {
+		req.Header["Proxy-Authorization"] = []string{t.bearer}
 	}
 	return nil
 }

@@ -41,6 +41,11 @@ type Options struct {
 	// Logger for operational messages; Audit receives one line per request.
 	Logger *slog.Logger
 	Audit  *slog.Logger
+	// AuditSink, when set, takes the audit lines instead of Audit: built
+	// without reflection and written off the request path (the daemon
+	// gives an *auditlog.Writer). While it reports Saturated the proxy
+	// refuses requests with 503 audit_unavailable.
+	AuditSink AuditSink
 	// Registerer for metrics; none when nil.
 	Registerer prometheus.Registerer
 	// GlobalLimits enforces the rates across replicas when
@@ -61,6 +66,7 @@ type Server struct {
 	limits  *limiter
 	log     *slog.Logger
 	audit   *slog.Logger
+	sink    AuditSink
 	metrics *metrics
 	echo    bool
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
@@ -133,7 +139,7 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		lim.global = opts.GlobalLimits
 	}
 	s := &Server{cfg: cfg, broker: b, up: up, up2: newH2Transport(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
-		log: opts.Logger, audit: opts.Audit, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
+		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
 			return nil, err
@@ -175,6 +181,10 @@ func (s *Server) AddSelf(addr net.Addr) {
 // ServeHTTP refuses CONNECT, protocol upgrades and origin-form requests
 // itself and hands absolute-form ones to goproxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.sink != nil && s.sink.Saturated() {
+		s.refuseUnaudited(w, r)
+		return
+	}
 	if r.Method == http.MethodConnect && s.ca.Load() != nil {
 		s.connect(w, r)
 		return
@@ -253,14 +263,19 @@ func (s *Server) connServer() *connServer {
 
 // finish records the end of a request: audit line and metrics.
 func (s *Server) finish(a *auditRecord, d *denial) {
-	a.total = time.Since(a.start)
+	now := time.Now()
+	a.total = now.Sub(a.start)
 	if d != nil {
 		a.Code, a.Reason = d.code, d.auditReason()
 		if a.Status == 0 {
 			a.Status = codeStatus[d.code]
 		}
 	}
-	a.log(s.audit)
+	if s.sink != nil {
+		a.writeLine(s.sink, now)
+	} else {
+		a.log(s.audit)
+	}
 	s.metrics.done(a)
 }
 

@@ -13,20 +13,23 @@ import (
 // startServeBinary runs the airlock binary as users run it: `airlock
 // serve` with its config file, JSON logging at info level and every audit
 // line written to a file (audit.log in dir). It issues a handle with
-// `airlock handle issue` and returns the proxy's address, the handle and
-// the serve process.
-func startServeBinary(bin, dir, upstream string) (addr, handle string, cmd *exec.Cmd) {
+// `airlock handle issue`. Its intercept CA is the in-process airlock
+// role's (already written in dir), so one client trust store serves both;
+// its admin listener serves Go's profiling endpoints (--pprof) for
+// -profile.
+func startServeBinary(bin, dir, upstream string) serveProc {
 	secrets := path(dir, "serve-secrets.yaml")
 	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+"}\n"), 0o600))
 	host, port, _ := strings.Cut(upstream, ":")
-	addr = fmt.Sprintf("127.0.0.1:%d", freePort())
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort())
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
 	cfg := path(dir, "serve.yaml")
 	check(os.WriteFile(cfg, []byte(fmt.Sprintf(`version: v1
 state_dir: %q
 log: {format: json, level: info}
-admin: {listen: "127.0.0.1:%d"}
+admin: {listen: %q}
 broker:
-  api: {socket: %q}
+  api: {socket: %q, token_file: %q}
   secrets: {file: %q}
   intents:
     bench:
@@ -39,13 +42,14 @@ proxy:
   allow_cidrs: [127.0.0.0/8]
   upstream_ca_file: %q
   resolve: {%s: [%s]}
+  intercept: {ca_file: %q, ca_key_file: %q}
   limits: {per_handle_rps: 1000000000, per_handle_burst: 1000000000, per_plugin_rps: 1000000000,
            per_plugin_burst: 1000000000, per_plugin_concurrency: 1048576}
-`, path(dir, "serve-state"), freePort(), path(dir, "broker.sock"), secrets, benchHost, port, addr,
-		path(dir, "ca.pem"), benchHost, host)), 0o600))
+`, path(dir, "serve-state"), adminAddr, path(dir, "broker.sock"), path(dir, "broker.token"), secrets, benchHost, port, addr,
+		path(dir, "ca.pem"), benchHost, host, path(dir, "intercept-ca.pem"), path(dir, "intercept-ca.key"))), 0o600))
 	audit, err := os.Create(path(dir, "audit.log"))
 	check(err)
-	cmd = exec.Command(bin, "serve", "--config", cfg)
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--pprof")
 	cmd.Stdout, cmd.Stderr = audit, audit
 	check(cmd.Start())
 	waitListening(addr)
@@ -62,7 +66,14 @@ proxy:
 	if m == nil {
 		check(fmt.Errorf("airlock handle issue printed no handle"))
 	}
-	return addr, string(m[1]), cmd
+	return serveProc{addr: addr, admin: adminAddr, handle: string(m[1]), cmd: cmd, config: cfg}
+}
+
+// serveProc is a running `airlock serve`.
+type serveProc struct {
+	addr, admin, handle string
+	cmd                 *exec.Cmd
+	config              string // its config file
 }
 
 // auditLines counts the audit records the serve binary wrote.

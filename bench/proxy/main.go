@@ -30,11 +30,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
 const benchHost = "bench.airlock.test"
 
 func main() {
+	sandbox.Init() // the plugin targets' sandboxes start through a re-executed copy of this program
 	role := flag.String("role", "", "internal: run one component (upstream, goproxy, airlock)")
 	dir := flag.String("dir", "", "internal: working directory with the CA and certificates")
 	upstreamAddr := flag.String("upstream", "", "internal: upstream address")
@@ -51,6 +54,8 @@ func main() {
 	inject := flag.String("inject", "header", "internal: the airlock role's inject kind")
 	processors := flag.Bool("processors", false, "also measure Airlock with each credential processor (hmac, aws_sigv4, oauth2 with a cached token)")
 	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
+	profile := flag.String("profile", "", "a directory: save a CPU profile of `airlock serve` (from its admin listener) for each of its cells in the first round")
+	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
 
 	switch *role {
@@ -65,6 +70,9 @@ func main() {
 		return
 	case "floor":
 		runFloor(*dir, *upstreamAddr)
+		return
+	case "plugin-load":
+		runPluginLoad(*concs, *warmup, *duration)
 		return
 	}
 
@@ -103,7 +111,11 @@ func main() {
 		name   string
 		url    string
 		client func(c int) *http.Client
-		pid    int // the proxy's process, 0 for none
+		pid    int    // the proxy's process, 0 for none
+		admin  string // the proxy's admin listener, when it serves /debug/pprof/
+		// plugin, when set, measures a cell by running the load generator
+		// as a plugin (see pluginTargets) instead of in this process.
+		plugin func(c int, warmup, window time.Duration, upPid int) sample
 	}
 	roots := loadRoots(work)
 	pinned := func(c int, proxy *url.URL) *http.Client {
@@ -122,19 +134,19 @@ func main() {
 		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
 	targets := []target{
-		{"direct HTTPS", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client { return pinned(c, nil) }, 0},
+		{"direct HTTPS", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client { return pinned(c, nil) }, 0, "", nil},
 		{"bare goproxy", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: gp})
-		}, gpPid},
+		}, gpPid, "", nil},
 		{"airlock", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
-		}, alPid},
+		}, alPid, "", nil},
 		{"airlock (CONNECT intercept)", "https://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: al[0], User: url.User(al[1])})
-		}, alPid},
+		}, alPid, "", nil},
 		{"floor (raw TLS forwarder)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: flOut[0]})
-		}, flPid},
+		}, flPid, "", nil},
 	}
 	if *redisServer != "" {
 		port := freePort()
@@ -146,24 +158,35 @@ func main() {
 		rl, rlPid := start("-role", "airlock", "-dir", work, "-upstream", up, "-redis", "127.0.0.1:"+strconv.Itoa(port))
 		targets = append(targets, target{"airlock (redis store)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: rl[0], User: url.User(rl[1])})
-		}, rlPid})
+		}, rlPid, "", nil})
 	}
 	if *processors {
 		for _, kind := range []string{"hmac", "aws_sigv4", "oauth2"} {
 			po, pPid := start("-role", "airlock", "-dir", work, "-upstream", up, "-inject", kind)
 			targets = append(targets, target{"airlock (" + kind + ")", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 				return pinned(c, &url.URL{Scheme: "http", Host: po[0], User: url.User(po[1])})
-			}, pPid})
+			}, pPid, "", nil})
 		}
 	}
+	var binTargets []target
 	if *airlockBin != "" {
-		sa, sh, sc := startServeBinary(*airlockBin, work, up)
-		children = append(children, sc)
-		targets = append(targets, target{"airlock serve (binary, audit file)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
-			return pinned(c, &url.URL{Scheme: "http", Host: sa, User: url.User(sh)})
-		}, sc.Process.Pid})
+		sp := startServeBinary(*airlockBin, work, up)
+		children = append(children, sp.cmd)
+		proxyURL := &url.URL{Scheme: "http", Host: sp.addr, User: url.User(sp.handle)}
+		binTargets = append(binTargets,
+			target{name: serveName, url: "http://" + benchHost + ":" + upPort + "/", client: func(c int) *http.Client { return pinned(c, proxyURL) },
+				pid: sp.cmd.Process.Pid, admin: sp.admin},
+			target{name: serveInterceptName, url: "https://" + benchHost + ":" + upPort + "/", client: func(c int) *http.Client { return pinned(c, proxyURL) },
+				pid: sp.cmd.Process.Pid, admin: sp.admin})
+		if *sandboxed {
+			for _, pt := range pluginTargets(sp, work, "http://"+benchHost+":"+upPort+"/") {
+				binTargets = append(binTargets, target{name: pt.name, pid: sp.cmd.Process.Pid, admin: sp.admin, plugin: pt.measure})
+			}
+		}
 		defer func() { fmt.Fprintf(os.Stderr, "airlock serve wrote %d audit lines\n", auditLines(work)) }()
 	}
+	// The binary is what users run: its rows come first.
+	targets = append(binTargets, targets...)
 	if *tokenizerBin != "" {
 		ta, th, tc := startTokenizer(*tokenizerBin, work, "127.0.0.1:"+upPort)
 		children = append(children, tc)
@@ -171,7 +194,7 @@ func main() {
 			cl := pinned(c, &url.URL{Scheme: "http", Host: ta})
 			cl.Transport = withHeaders{rt: cl.Transport, h: th}
 			return cl
-		}, tc.Process.Pid})
+		}, tc.Process.Pid, "", nil})
 	}
 	if *smokescreen != "" {
 		port := freePort()
@@ -183,7 +206,7 @@ func main() {
 		waitListening(fmt.Sprintf("127.0.0.1:%d", port))
 		targets = append(targets, target{"smokescreen (CONNECT)", "https://127.0.0.1:" + upPort + "/", func(cc int) *http.Client {
 			return pinned(cc, &url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)})
-		}, c.Process.Pid})
+		}, c.Process.Pid, "", nil})
 	}
 
 	results := map[string]map[int]result{}
@@ -207,7 +230,21 @@ func main() {
 	for round := range max(*rounds, 1) {
 		for _, c := range cs {
 			for _, t := range targets {
-				s := load(t.client(c), t.url, c, *warmup, slice, []int{t.pid, upPid, os.Getpid()})
+				var saved func()
+				if *profile != "" && t.admin != "" && round == 0 {
+					saved = saveProfile(*profile, t.admin, fmt.Sprintf("%s-c%d", slug(t.name), c), *warmup, slice)
+				}
+				var s sample
+				if t.plugin != nil {
+					s = t.plugin(c, *warmup, slice, upPid)
+				} else {
+					mark, fill := cpuMeter([]int{t.pid, upPid, os.Getpid()})
+					s = load(t.client(c), t.url, c, *warmup, slice, mark)
+					fill(&s)
+				}
+				if saved != nil {
+					saved()
+				}
 				samples[t.name][c].add(s)
 				fmt.Fprintf(os.Stderr, "round %d  %-26s c=%-3d %8.0f req/s  errors %d\n", round+1, t.name, c,
 					float64(len(s.lats))/s.dur.Seconds(), s.errors)
@@ -221,59 +258,13 @@ func main() {
 		}
 	}
 
-	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms | proxy CPU µs/req | upstream | client |\n|---|---|---|---|---|---|---|---|\n")
-	for _, t := range targets {
-		for _, c := range cs {
-			r := results[t.name][c]
-			proxyCPU := "—"
-			if t.pid != 0 {
-				proxyCPU = fmt.Sprintf("%.1f", r.cpu[0])
-			}
-			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %s | %.1f | %.1f |\n", t.name, c, r.rps, ms(r.p50), ms(r.p99),
-				proxyCPU, r.cpu[1], r.cpu[2])
-		}
+	names := make([]string, len(targets))
+	direct := map[string]bool{}
+	for i, t := range targets {
+		names[i] = t.name
+		direct[t.name] = t.pid == 0
 	}
-	fmt.Printf("\n| ratio | %s |\n|---|%s\n", joinInts(cs, " | c=", "c="), strings.Repeat("---|", len(cs)))
-	ratioOf := func(label, a, b string, of func(result) float64) {
-		if results[a] == nil || results[b] == nil {
-			return
-		}
-		var parts []string
-		for _, c := range cs {
-			parts = append(parts, fmt.Sprintf("%.2f×", of(results[a][c])/of(results[b][c])))
-		}
-		fmt.Printf("| %s | %s |\n", label, strings.Join(parts, " | "))
-	}
-	rps := func(r result) float64 { return r.rps }
-	proxyCPU := func(r result) float64 { return r.cpu[0] }
-	ratio := func(label, a, b string) { ratioOf(label, a, b, rps) }
-	cpuRatio := func(label, a, b string) { ratioOf(label, a, b, proxyCPU) }
-	ratio("airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
-	cpuRatio("proxy CPU per request, airlock / smokescreen", "airlock", "smokescreen (CONNECT)")
-	ratio("floor / smokescreen", "floor (raw TLS forwarder)", "smokescreen (CONNECT)")
-	cpuRatio("proxy CPU per request, airlock / floor", "airlock", "floor (raw TLS forwarder)")
-	ratio("airlock / bare goproxy", "airlock", "bare goproxy")
-	ratio("airlock CONNECT intercept / smokescreen CONNECT", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
-	cpuRatio("proxy CPU per request, intercept / smokescreen", "airlock (CONNECT intercept)", "smokescreen (CONNECT)")
-	ratio("airlock redis store / memory store", "airlock (redis store)", "airlock")
-	for _, kind := range []string{"hmac", "aws_sigv4", "oauth2"} {
-		ratio("processor "+kind+" / header injection", "airlock ("+kind+")", "airlock")
-		cpuRatio("proxy CPU per request, "+kind+" / header injection", "airlock ("+kind+")", "airlock")
-	}
-	ratio("airlock serve binary / smokescreen", "airlock serve (binary, audit file)", "smokescreen (CONNECT)")
-	ratio("airlock serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")
-	cpuRatio("proxy CPU per request, serve binary / tokenizer", "airlock serve (binary, audit file)", "tokenizer")
-	ratio("airlock serve binary / in-process, audit discarded", "airlock serve (binary, audit file)", "airlock")
-	cpuRatio("proxy CPU per request, serve binary / in-process", "airlock serve (binary, audit file)", "airlock")
-	ratio("airlock / direct", "airlock", "direct HTTPS")
-	var added []string
-	for _, c := range cs {
-		if results["airlock"] == nil || results["direct HTTPS"] == nil {
-			break
-		}
-		added = append(added, fmt.Sprintf("%.3f ms", ms(results["airlock"][c].p99-results["direct HTTPS"][c].p99)))
-	}
-	fmt.Printf("| airlock p99 added vs direct | %s |\n", strings.Join(added, " | "))
+	report(names, cs, results, direct)
 }
 
 type result struct {
@@ -334,9 +325,9 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
-// load runs c workers against url: warm-up, then measure. pids are the
-// processes whose CPU time per request is reported.
-func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids []int) sample {
+// load runs c workers against url: warm-up, then measure. mark is called
+// when the measuring window starts (true) and ends (false).
+func load(client *http.Client, u string, c int, warmup, dur time.Duration, mark func(start bool)) sample {
 	var mu sync.Mutex
 	var lats []time.Duration
 	errors := 0
@@ -377,22 +368,39 @@ func load(client *http.Client, u string, c int, warmup, dur time.Duration, pids 
 			mu.Unlock()
 		}()
 	}
-	var cpu0, cpu1 [3]time.Duration
 	time.Sleep(time.Until(startAt))
-	for i, p := range pids {
-		cpu0[i] = cpuTime(p)
-	}
+	mark(true)
 	time.Sleep(time.Until(endAt))
-	for i, p := range pids {
-		cpu1[i] = cpuTime(p)
-	}
+	mark(false)
 	wg.Wait()
 	client.CloseIdleConnections()
-	s := sample{lats: lats, errors: errors, dur: dur}
-	for i := range pids {
-		s.cpu[i] = cpu1[i] - cpu0[i]
+	return sample{lats: lats, errors: errors, dur: dur}
+}
+
+// cpuMeter measures the CPU time of pids over a window (a negative pid:
+// that process and its descendants): mark starts and ends it, fill writes
+// it into a sample.
+func cpuMeter(pids []int) (mark func(start bool), fill func(*sample)) {
+	var cpu0, cpu1 [3]time.Duration
+	mark = func(start bool) {
+		for i, p := range pids {
+			t := cpuTime(p)
+			if p < 0 { // a process tree
+				t = treeCPU(-p)
+			}
+			if start {
+				cpu0[i] = t
+			} else {
+				cpu1[i] = t
+			}
+		}
 	}
-	return s
+	fill = func(s *sample) {
+		for i := range pids {
+			s.cpu[i] = cpu1[i] - cpu0[i]
+		}
+	}
+	return mark, fill
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/admin"
+	"github.com/airlock-dev/airlock/internal/auditlog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -42,6 +43,14 @@ type Options struct {
 	// Stdout is where Dev prints its banner and evidence (discarded when
 	// nil).
 	Stdout io.Writer
+	// AuditOut, when set, takes the proxy's audit lines (one JSON line per
+	// request, the fields of the log line they replace) from a writer off
+	// the request path, instead of Log. Its writes are whole batches of
+	// lines: share it with Log only through one *os.File or a lock.
+	AuditOut io.Writer
+	// Pprof adds Go's profiling endpoints to the admin listener
+	// (diagnostics; off by default).
+	Pprof bool
 	// RefreshSecrets, when set, invalidates the secret cache each time it
 	// delivers (cmd/airlock feeds it SIGHUP; signal handlers are the
 	// process's, so main owns them).
@@ -147,8 +156,11 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	n.closers = append(n.closers, closeBroker)
 	n.goRun(runBroker)
 	n.addAdmin(vc)
+	if opts.Pprof {
+		mountPprof(n.admin)
+	}
 	n.refreshOn(opts.RefreshSecrets)
-	pc, err := n.startProxy(cfg, parts, vc)
+	pc, err := n.startProxy(cfg, parts, vc, opts.AuditOut)
 	if err != nil {
 		return nil, err
 	}
@@ -263,12 +275,19 @@ func (n *serveNode) refreshOn(refresh <-chan os.Signal) {
 
 // startProxy builds the egress proxy over the broker; it returns the
 // proxy config as adjusted by parts.
-func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.Client) (proxy.Config, error) {
+func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.Client, auditOut io.Writer) (proxy.Config, error) {
 	pc := cfg.Proxy
 	if parts.proxyConfig != nil {
 		parts.proxyConfig(&pc)
 	}
 	popts := proxy.Options{Logger: n.log, Audit: n.log.With("log", "audit"), Registerer: n.registry}
+	if auditOut != nil {
+		// Closed after the proxy and the hand-over listeners stop (closers
+		// run in reverse), so that every request's line is written.
+		aw := auditlog.New(auditOut, auditlog.Options{Log: n.log, Registerer: n.registry})
+		popts.AuditSink = aw
+		n.closers = append(n.closers, func() { _ = aw.Close() })
+	}
 	if gl, ok := n.broker.Store().(proxy.GlobalLimiter); ok {
 		popts.GlobalLimits = gl
 	}
