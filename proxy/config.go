@@ -106,7 +106,17 @@ type LimitsConfig struct {
 	// with no message either way for that long.
 	MaxWebSocketMessage  int64         `yaml:"max_websocket_message"`
 	WebSocketIdleTimeout time.Duration `yaml:"websocket_idle_timeout"`
+	// StreamCheck is how often a long-lived stream (an HTTP/2 stream, a
+	// WebSocket) has its handle and pass resolved again, so that a
+	// revoked or expired one ends it: one handle-store read per stream
+	// per interval. At most MaxStreamCheck, so that a revocation ends a
+	// stream within a second.
+	StreamCheck time.Duration `yaml:"stream_check"`
 }
+
+// MaxStreamCheck bounds Limits.StreamCheck: a revoked handle's streams
+// end within a second.
+const MaxStreamCheck = time.Second
 
 // Limit scopes.
 const (
@@ -168,6 +178,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if l.WebSocketIdleTimeout == 0 {
 		l.WebSocketIdleTimeout = DefaultWebSocketIdleTimeout
+	}
+	if l.StreamCheck == 0 {
+		l.StreamCheck = DefaultStreamCheck
 	}
 	u := &c.Upstream
 	if u.DialTimeout == 0 {
@@ -246,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if l.MaxWebSocketMessage < 0 {
 		add("proxy.limits.max_websocket_message: must not be negative")
+	}
+	if l.StreamCheck < 0 || l.StreamCheck > MaxStreamCheck {
+		add("proxy.limits.stream_check: must be between 0 (the default, %s) and %s, so that a revoked handle ends its streams within a second", DefaultStreamCheck, MaxStreamCheck)
 	}
 	// A slice, not a map: problems are reported in the same order every run.
 	for _, t := range []struct {

@@ -40,11 +40,11 @@ func newStreamFixture(t testing.TB, o fixtureOpts, mutate func(*Config)) (*fixtu
 	caFile := dir + "/intercept-ca.pem"
 	f := newFixtureWith(t, func(c *Config) {
 		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: dir + "/intercept-ca.key"}
+		c.Limits.StreamCheck = 20 * time.Millisecond
 		if mutate != nil {
 			mutate(c)
 		}
 	}, o)
-	f.proxy.streamCheck = 20 * time.Millisecond
 	return f, caFile
 }
 

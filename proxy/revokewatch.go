@@ -11,7 +11,8 @@ import (
 // A request/response exchange is checked once, when it starts. A stream
 // (an HTTP/2 stream such as a gRPC call, a WebSocket) may outlive its
 // handle or the plugin pass that opened its tunnel, so while it lasts
-// the credentials it rests on are resolved again every streamCheck; once
+// the credentials it rests on are resolved again every
+// proxy.limits.stream_check; once
 // one is revoked or expired the stream's context ends with
 // errCredentialGone, which cuts the stream within about one interval.
 
@@ -39,7 +40,7 @@ func (s *Server) watchCredentials(ctx context.Context, handles ...string) (conte
 	if len(live) == 0 {
 		return ctx, func() { cancel(nil) }
 	}
-	every := s.streamCheck
+	every := s.cfg.Limits.StreamCheck
 	if every <= 0 {
 		every = DefaultStreamCheck
 	}

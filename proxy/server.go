@@ -76,9 +76,6 @@ type Server struct {
 	up2 *http.Transport
 	// ws opens upstream WebSockets (HTTP/1.1 only).
 	ws *http.Transport
-	// streamCheck is how often a stream's credentials are resolved
-	// again (revokewatch.go); DefaultStreamCheck when 0.
-	streamCheck time.Duration
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults

@@ -222,7 +222,8 @@ func TestWebSocketHandleExpires(t *testing.T) {
 	}
 }
 
-// The WebSocket limits are checked with the others.
+// The WebSocket and stream limits are checked with the others; the
+// stream check may not be slower than a second, the revocation promise.
 func TestWebSocketLimitsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -231,6 +232,8 @@ func TestWebSocketLimitsValidate(t *testing.T) {
 	}{
 		{"message", func(l *LimitsConfig) { l.MaxWebSocketMessage = -1 }, "proxy.limits.max_websocket_message: must not be negative"},
 		{"idle", func(l *LimitsConfig) { l.WebSocketIdleTimeout = -time.Second }, "proxy.limits.websocket_idle_timeout: must not be negative"},
+		{"stream check negative", func(l *LimitsConfig) { l.StreamCheck = -time.Millisecond }, "proxy.limits.stream_check: must be between"},
+		{"stream check over a second", func(l *LimitsConfig) { l.StreamCheck = MaxStreamCheck + time.Millisecond }, "proxy.limits.stream_check: must be between"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Config{}.WithDefaults()
