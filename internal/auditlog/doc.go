@@ -20,5 +20,6 @@
 // # Concurrency
 //
 // WriteLine is safe for concurrent use. The Writer owns one goroutine from
-// New until Close, which writes what is queued and returns.
+// New until Close, which writes what is queued and returns (after at most
+// CloseWait for a stalled output, the rest counted as dropped).
 package auditlog

@@ -2,6 +2,7 @@ package auditlog
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -30,6 +31,9 @@ const (
 type Options struct {
 	MaxQueued int
 	MaxWait   time.Duration
+	// CloseWait bounds how long Close waits for a stalled output
+	// (DefaultMaxWait when zero).
+	CloseWait time.Duration
 	// Linger: DefaultLinger when zero; negative writes at once.
 	Linger time.Duration
 	// Log receives one error line per gap (lines dropped) and per failed
@@ -70,6 +74,9 @@ func New(out io.Writer, opts Options) *Writer {
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.CloseWait <= 0 {
+		opts.CloseWait = DefaultMaxWait
 	}
 	if opts.Linger == 0 {
 		opts.Linger = DefaultLinger
@@ -150,23 +157,43 @@ func (w *Writer) Saturated() bool { return w.saturated.Load() }
 // Dropped is the number of lines dropped so far.
 func (w *Writer) Dropped() int64 { return w.droppedTotal.Load() }
 
+// ErrStalled: Close gave up on an output that did not take the last
+// lines within CloseWait.
+var ErrStalled = errors.New("the audit output is stalled: lines still queued at shutdown are lost")
+
 // Close writes what is queued and stops the writer. Lines written after
-// Close are dropped (and counted).
+// Close are dropped (and counted). An output that is stalled (a hung
+// disk or pipe) does not hold a shutdown forever: after CloseWait, Close
+// counts the lines still queued as dropped, logs them and returns
+// ErrStalled; the goroutine blocked in the output's Write ends when that
+// Write returns.
 func (w *Writer) Close() error {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		<-w.done
-		return nil
-	}
+	first := !w.closed
 	w.closed = true
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
-	<-w.done
-	return nil
+	timer := time.NewTimer(w.opts.CloseWait)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+		return nil
+	case <-timer.C:
+	}
+	w.mu.Lock()
+	lost := int64(bytes.Count(w.queue, []byte{'\n'}))
+	w.queue = w.queue[:0]
+	w.droppedTotal.Add(lost)
+	w.metrics.dropped.Add(float64(lost))
+	w.saturated.Store(true)
+	w.mu.Unlock()
+	w.opts.Log.Error("audit lines lost at shutdown: the audit output is stalled", "code", "audit_stalled", "lines", lost, "close_wait", w.opts.CloseWait.String())
+	return ErrStalled
 }
 
 func (w *Writer) run() {

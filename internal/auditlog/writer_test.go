@@ -209,3 +209,30 @@ func queuedBytes(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Fatal("no airlock_audit_queued_bytes")
 	return 0
 }
+
+// A stalled output does not hold a shutdown forever: Close gives up after
+// CloseWait, counts the lines still queued as dropped and logs them; the
+// writer ends once the output's Write returns.
+func TestWriterCloseGivesUpOnAStalledOutput(t *testing.T) {
+	out := newStuckOutput()
+	var logs testenv.SyncBuffer
+	w := New(out, Options{CloseWait: 20 * time.Millisecond, Linger: -1, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	w.WriteLine(line("1"))
+	<-out.entered // line 1 is in the stalled output's hands
+	w.WriteLine(line("2"))
+	w.WriteLine(line("3"))
+	if err := w.Close(); !errors.Is(err, ErrStalled) {
+		t.Fatalf("Close on a stalled output: %v, want ErrStalled", err)
+	}
+	if w.Dropped() != 2 || !w.Saturated() {
+		t.Fatalf("dropped %d saturated %v, want the 2 queued lines counted", w.Dropped(), w.Saturated())
+	}
+	if !strings.Contains(logs.String(), `"code":"audit_stalled"`) || !strings.Contains(logs.String(), `"lines":2`) {
+		t.Fatalf("no log line for the lost lines: %s", logs.String())
+	}
+	out.release <- struct{}{} // the output recovers: the writer ends
+	<-w.done
+	if err := w.Close(); err != nil {
+		t.Fatalf("a second Close once the writer ended: %v", err)
+	}
+}
