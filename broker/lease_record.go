@@ -4,7 +4,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,10 +45,7 @@ type leaseSecret struct {
 // mount and role, and whoever holds a token allowed sys/leases/* can end
 // or extend the lease with it; so Airlock treats it like a handle: only
 // the fingerprint leaves the broker.
-func LeaseFingerprint(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:8])
-}
+func LeaseFingerprint(id string) string { return Fingerprint(id) }
 
 // sealer seals the lease secret of a record with AES-256-GCM, bound to
 // the record's key.

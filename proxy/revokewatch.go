@@ -40,10 +40,7 @@ func (s *Server) watchCredentials(ctx context.Context, handles ...string) (conte
 	if len(live) == 0 {
 		return ctx, func() { cancel(nil) }
 	}
-	every := s.cfg.Limits.StreamCheck
-	if every <= 0 {
-		every = DefaultStreamCheck
-	}
+	every := s.cfg.Limits.StreamCheck // defaulted and bounded by New
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(every)
