@@ -32,8 +32,8 @@ import (
 // closed (RFC 9112 §6.1), and the raw Host header must agree with an
 // absolute-form target (net/http discards it).
 //
-// Handlers still run as http.Handlers (goproxy's ProxyHttpServer); the
-// ResponseWriter below frames responses with Content-Length when the
+// Handlers run as http.Handlers (Server.ServeHTTP); the ResponseWriter
+// below frames responses with Content-Length when the
 // handler set it, chunked otherwise (close-delimited for HTTP/1.0), and
 // supports Flush and trailers. A client that disconnects while its
 // request is in flight cancels the upstream request (hangup.go); the

@@ -131,7 +131,7 @@ func (d *denial) response(req *http.Request) *http.Response {
 	}
 }
 
-// write sends d directly on w (for requests goproxy never sees).
+// write sends d as the response on w.
 func (d *denial) write(w http.ResponseWriter, req *http.Request) {
 	resp := d.response(req)
 	for k, v := range resp.Header {

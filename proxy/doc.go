@@ -31,13 +31,14 @@
 // own against smuggling; a response is framed as net/http frames it. The
 // few places it reads or writes HTTP by hand (the Host header, header
 // names, the head's length) have differential fuzz targets against
-// net/http. Each request is then handled by github.com/elazarl/goproxy,
-// with its unsafe defaults replaced: its transport is never used, proxy
-// headers are stripped by the proxy itself, redirects are passed back,
-// never followed. Requests go upstream through the proxy's own pooled
-// HTTP/1.1 client (upstream.go) on the calling goroutine, never through
-// HTTPS_PROXY; a request that came as HTTP/2 goes on a transport that
-// speaks h2 where the upstream offers it (h2.go).
+// net/http. Each request then takes the proxy's own path (forward.go):
+// the checks and injection (prepare), the trip upstream (exchange), the
+// response relayed with its trailers; proxy headers are stripped by the
+// proxy itself, redirects are passed back, never followed. Requests go
+// upstream through the proxy's own pooled HTTP/1.1 client (upstream.go)
+// on the calling goroutine, never through HTTPS_PROXY; a request that
+// came as HTTP/2 goes on a transport that speaks h2 where the upstream
+// offers it (h2.go).
 //
 // # Streams and sockets
 //

@@ -15,14 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/elazarl/goproxy"
-
 	"github.com/airlock-dev/airlock/broker"
 )
 
-// exchange is one allowed request's trip upstream: it implements goproxy's
-// RoundTripper, so the echo guard wraps the body before goproxy copies it
-// (and Content-Length survives, since redaction keeps lengths).
+// exchange is one allowed request's trip upstream: send wraps the
+// response body in the echo guard before relay copies it (and
+// Content-Length survives, since redaction keeps lengths).
 type exchange struct {
 	s       *Server
 	grant   *broker.Grant
@@ -48,11 +46,9 @@ type exchange struct {
 	ctx context.Context
 }
 
-var _ goproxy.RoundTripper = (*exchange)(nil)
-
-// RoundTrip sends the request and always answers with a response (a
-// denial for transport failures), so goproxy never writes its own error.
-func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+// send sends the request and always answers with a response: a
+// transport failure becomes a denial.
+func (x *exchange) send(req *http.Request) *http.Response {
 	t0 := time.Now()
 	x.ctx = req.Context()
 	resp, err := x.s.roundTrip(req)
@@ -72,14 +68,14 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 			d = deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
 		}
 		x.done(d)
-		return d.response(req), nil
+		return d.response(req)
 	}
 	stripHopByHop(resp.Header)
 	if x.s.echo {
 		if d := unscannableEncoding(resp.Header); d != nil {
 			resp.Body.Close()
 			x.done(d)
-			return d.response(req), nil
+			return d.response(req)
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
 		src, forms := io.Reader(resp.Body), x.forms
@@ -92,7 +88,7 @@ func (x *exchange) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Resp
 		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body, stream: resp.ContentLength < 0}
 	}
 	x.audit.Status = resp.StatusCode
-	return resp, nil
+	return resp
 }
 
 // judgeToken tells the token cache what the upstream made of the access
@@ -162,8 +158,8 @@ func (x *exchange) done(d *denial) {
 }
 
 // guardedBody counts and redacts the body, and finishes the audit record
-// when goproxy closes it. With the echo guard on, resp is set: its
-// trailers, which arrive with the end of the body and which goproxy
+// when relay closes it. With the echo guard on, resp is set: its
+// trailers, which arrive with the end of the body and which relay
 // forwards after closing it, are redacted on Close.
 type guardedBody struct {
 	x      *exchange
@@ -179,9 +175,6 @@ func (b *guardedBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
 // WriteTo lets io.Copy stream the body without a per-response buffer.
 // A body without a length (a stream: SSE, chunked) gets its head sent at
 // once, before the first byte of body arrives, and every chunk flushed.
-// goproxy hands text/event-stream bodies a writer that is no Flusher but
-// flushes on every Write, so an empty Write is how the head is pushed
-// through it.
 func (b *guardedBody) WriteTo(w io.Writer) (int64, error) {
 	if !b.stream {
 		// A body of known length is sent as buffers fill, its end
@@ -190,7 +183,6 @@ func (b *guardedBody) WriteTo(w io.Writer) (int64, error) {
 		return b.rd.copyTo(w, nil)
 	}
 	f, _ := w.(http.Flusher)
-	_, _ = w.Write(nil)
 	if f != nil {
 		f.Flush()
 	}

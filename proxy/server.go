@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
 	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
@@ -59,7 +57,6 @@ type Options struct {
 type Server struct {
 	cfg     Config
 	broker  Broker
-	gp      *goproxy.ProxyHttpServer
 	up      *upstreamClient
 	dialer  *dialer
 	policy  *addressPolicy
@@ -149,19 +146,6 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		s.ca.Store(ca)
 	}
-	gp := goproxy.NewProxyHttpServer()
-	// Never used (each request sets its RoundTripper), but never goproxy's
-	// default, which skips TLS verification and honours HTTPS_PROXY.
-	gp.Tr = &http.Transport{Proxy: nil, TLSClientConfig: tlsConfig, DialContext: d.DialContext}
-	gp.Logger = log.New(io.Discard, "", 0)
-	gp.Verbose = false
-	// prepare strips hop-by-hop and Proxy-* headers itself (goproxy's
-	// RemoveProxyHeaders misses the ones Connection names) and decides
-	// about Accept-Encoding; skip goproxy's pass over the same headers.
-	gp.KeepHeader = true
-	gp.NonproxyHandler = http.HandlerFunc(s.nonProxy)
-	gp.OnRequest().DoFunc(s.filter)
-	s.gp = gp
 	return s, nil
 }
 
@@ -175,8 +159,8 @@ func (s *Server) AddSelf(addr net.Addr) {
 	s.policy.addSelf(ap)
 }
 
-// ServeHTTP refuses CONNECT, protocol upgrades and origin-form requests
-// itself and hands absolute-form ones to goproxy.
+// ServeHTTP opens CONNECT tunnels or refuses them, serves WebSocket
+// handshakes, refuses other protocol upgrades, and forwards the rest.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.sink != nil && s.sink.Saturated() {
 		s.refuseUnaudited(w, r)
@@ -201,11 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseEarly(w, r, deny(CodeUpgradeNotSupported, "protocol upgrades other than WebSocket are not supported through the proxy"))
 		return
 	}
-	s.gp.ServeHTTP(w, r)
-}
-
-func (s *Server) nonProxy(w http.ResponseWriter, r *http.Request) {
-	s.refuseEarly(w, r, deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY"))
+	s.forward(w, r)
 }
 
 // refuseEarly answers r with d before any handle is looked at, and
@@ -274,22 +254,6 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 		a.log(s.audit)
 	}
 	s.metrics.done(a)
-}
-
-// filter is goproxy's request handler: every check, then injection. It
-// returns a response to refuse, or sets the request's RoundTripper.
-func (s *Server) filter(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
-	x, d := s.prepare(r, a)
-	if d != nil {
-		if x != nil && x.release != nil {
-			x.release()
-		}
-		s.finish(a, d)
-		return r, d.response(r)
-	}
-	ctx.RoundTripper = x
-	return r, nil
 }
 
 // attribute resolves a handle to its live grant and intent, and names
