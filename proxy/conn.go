@@ -293,7 +293,9 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 		req.Host = hosts[0]
 	}
 	req.RemoteAddr = c.remote
-	return req.WithContext(c.ctx), "", ""
+	// The request gets its context (c.ctx's child) in watchHangup: one
+	// copy of the Request, not two.
+	return req, "", ""
 }
 
 // headComplete reports whether b holds the end of a request head.

@@ -48,14 +48,15 @@ type hangupWatch struct {
 	gone      bool
 }
 
-// watchHangup gives req a context of its own that a hangup cancels.
+// watchHangup gives req a context of its own, a child of the
+// connection's, that a hangup cancels.
 // Call stop when the handler has returned. CONNECT is not watched: its
 // handler takes the connection.
 func (c *clientConn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *hangupWatch) {
 	if req.Method == http.MethodConnect {
-		return req, nil
+		return req.WithContext(c.ctx), nil
 	}
-	ctx, cancel := context.WithCancelCause(req.Context())
+	ctx, cancel := context.WithCancelCause(c.ctx)
 	w := &hangupWatch{c: c, cancel: cancel}
 	if body == nil {
 		w.ready, w.pipelined = true, c.br.Buffered() > 0

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -14,6 +16,13 @@ type metrics struct {
 	retries    prometheus.Counter
 
 	tokenFetches *prometheus.CounterVec
+
+	// The series every allowed request touches, looked up once:
+	// WithLabelValues hashes its labels and takes a lock on each call.
+	allowedByIntent sync.Map // intent -> prometheus.Counter
+	allowedDuration prometheus.Observer
+	deniedDuration  prometheus.Observer
+	responseBytes   prometheus.Counter
 }
 
 // tokenFetch counts an access-token fetch and its result.
@@ -54,6 +63,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"intent", "result"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches)
+	m.allowedDuration = m.duration.WithLabelValues("allow")
+	m.deniedDuration = m.duration.WithLabelValues("deny")
+	m.responseBytes = m.bytes.WithLabelValues("response")
 	return m
 }
 
@@ -61,20 +73,32 @@ func (m *metrics) done(a *auditRecord) {
 	if m == nil {
 		return
 	}
-	decision := "allow"
-	if a.Code != "" {
-		decision = "deny"
+	if a.Code == "" {
+		m.allowed(a.Intent).Inc()
+		m.allowedDuration.Observe(a.total.Seconds())
+	} else {
+		m.requests.WithLabelValues("deny", a.Code, a.Intent).Inc()
+		m.deniedDuration.Observe(a.total.Seconds())
 	}
-	m.requests.WithLabelValues(decision, a.Code, a.Intent).Inc()
-	m.duration.WithLabelValues(decision).Observe(a.total.Seconds())
 	if a.UpstreamMS > 0 {
 		m.upstream.Observe(a.UpstreamMS / 1000)
 	}
-	m.bytes.WithLabelValues("response").Add(float64(a.BytesOut))
+	m.responseBytes.Add(float64(a.BytesOut))
 	if a.Redactions > 0 {
 		m.redactions.Add(float64(a.Redactions))
 	}
 	if a.Retried {
 		m.retries.Inc()
 	}
+}
+
+// allowed is the allowed-requests counter of intent. Intents come from
+// the configuration, so the cache is bounded by it.
+func (m *metrics) allowed(intent string) prometheus.Counter {
+	if c, ok := m.allowedByIntent.Load(intent); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues("allow", "", intent)
+	m.allowedByIntent.Store(intent, c)
+	return c
 }

@@ -128,3 +128,24 @@ func FuzzRawPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCleanPathFast: a path cleanPath returns unchanged without walking
+// its segments (its no-allocation shortcut) is one the walk leaves
+// unchanged, and what the walk returns is clean.
+func FuzzCleanPathFast(f *testing.F) {
+	for _, s := range []string{"/", "/a/b/", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/.a/..b/", "/x/...", "//"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		p = "/" + p
+		if !hasDotOrEmptySegment(p) {
+			if got := resolveSegments(p); got != p {
+				t.Fatalf("%q has no segment to resolve, yet resolveSegments gives %q", p, got)
+			}
+			return
+		}
+		if c := resolveSegments(p); hasDotOrEmptySegment(c) && resolveSegments(c) != c {
+			t.Fatalf("resolveSegments(%q) = %q, which is not clean", p, c)
+		}
+	})
+}

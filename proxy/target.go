@@ -174,7 +174,16 @@ func cleanPath(raw string) (cleaned, literal string, ok bool) {
 	if !strings.HasPrefix(dec, "/") {
 		dec = "/" + dec
 	}
-	segs := strings.Split(dec, "/")
+	if !hasDotOrEmptySegment(dec) {
+		return dec, dec, true // already clean: the usual case, no allocation
+	}
+	return resolveSegments(dec), dec, true
+}
+
+// resolveSegments drops empty and "." segments of p and resolves ".."
+// ones, never above the root; a trailing slash is kept.
+func resolveSegments(p string) string {
+	segs := strings.Split(p, "/")
 	out := make([]string, 0, len(segs))
 	for i, s := range segs {
 		switch {
@@ -188,9 +197,17 @@ func cleanPath(raw string) (cleaned, literal string, ok bool) {
 			out = append(out, s)
 		}
 	}
-	cleaned = strings.Join(out, "/")
+	cleaned := strings.Join(out, "/")
 	if !strings.HasPrefix(cleaned, "/") {
 		cleaned = "/" + cleaned
 	}
-	return cleaned, dec, true
+	return cleaned
+}
+
+// hasDotOrEmptySegment reports whether the path p (starting with "/")
+// has a segment cleanPath would drop or resolve: "", "." or "..", other
+// than the empty first segment and a trailing slash's.
+func hasDotOrEmptySegment(p string) bool {
+	return strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../") ||
+		strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")
 }
