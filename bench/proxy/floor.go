@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 )
 
 // runFloor is not a proxy: it is the least work any proxy that
@@ -92,6 +94,75 @@ func floorConn(c net.Conn, upstream string, cfg *tls.Config) {
 			return
 		}
 		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// runParsingFloor is the floor plus what any Go proxy that reads HTTP
+// with the standard library does at the least: each request head is
+// parsed by http.ReadRequest, written upstream in origin form from the
+// parsed request, and the response head is parsed by http.ReadResponse
+// and written back from the parsed response. Still no checks, no
+// injection, no audit, no echo guard. The gap between it and the floor is
+// what parsing and writing two heads costs in Go; the gap between
+// Airlock and it is Airlock's own work.
+func runParsingFloor(dir, upstream string) {
+	cfg := &tls.Config{RootCAs: loadRoots(dir), ServerName: benchHost, NextProtos: []string{"http/1.1"}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	fmt.Println(l.Addr().String())
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go parsingFloorConn(c, upstream, cfg)
+	}
+}
+
+func parsingFloorConn(c net.Conn, upstream string, cfg *tls.Config) {
+	defer c.Close()
+	raw, err := net.Dial("tcp", upstream)
+	if err != nil {
+		return
+	}
+	tc := tls.Client(raw, cfg)
+	defer tc.Close()
+	br, ubr := bufio.NewReaderSize(c, 4<<10), bufio.NewReaderSize(tc, 16<<10)
+	bw, ubw := bufio.NewWriterSize(c, 4<<10), bufio.NewWriterSize(tc, 4<<10)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		ubw.WriteString(req.Method + " " + req.URL.RequestURI() + " HTTP/1.1\r\nHost: " + req.Host + "\r\n")
+		for k, vv := range req.Header {
+			if strings.HasPrefix(k, "Proxy-") {
+				continue
+			}
+			for _, v := range vv {
+				ubw.WriteString(k + ": " + v + "\r\n")
+			}
+		}
+		ubw.WriteString("\r\n")
+		if ubw.Flush() != nil {
+			return
+		}
+		resp, err := http.ReadResponse(ubr, req)
+		if err != nil {
+			return
+		}
+		bw.WriteString(resp.Proto + " " + resp.Status + "\r\n")
+		for k, vv := range resp.Header {
+			for _, v := range vv {
+				bw.WriteString(k + ": " + v + "\r\n")
+			}
+		}
+		bw.WriteString("\r\n")
+		_, err = io.Copy(bw, resp.Body)
+		resp.Body.Close()
+		if err != nil || bw.Flush() != nil {
 			return
 		}
 	}

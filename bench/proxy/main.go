@@ -3,7 +3,8 @@
 // goproxy forwarder doing the same http->https upgrade with no checks;
 // Airlock's egress proxy with a credentialed handle (injection and echo
 // guard on); the floor, a raw TLS-originating forwarder that does no
-// checks (see runFloor); and, when their binaries are given, smokescreen
+// checks (see runFloor), and the same with both heads parsed by net/http
+// (runParsingFloor); and, when their binaries are given, smokescreen
 // (CONNECT), superfly/tokenizer (the same-job peer) and the airlock binary
 // running `airlock serve` with its JSON audit log written to a file.
 // Upstream, proxies and the load generator run as separate processes.
@@ -71,6 +72,9 @@ func main() {
 	case "floor":
 		runFloor(*dir, *upstreamAddr)
 		return
+	case "parsing-floor":
+		runParsingFloor(*dir, *upstreamAddr)
+		return
 	case "plugin-load":
 		runPluginLoad(*concs, *warmup, *duration)
 		return
@@ -105,6 +109,7 @@ func main() {
 	gp := gpOut[0]
 	al, alPid := start("-role", "airlock", "-dir", work, "-upstream", up)
 	flOut, flPid := start("-role", "floor", "-dir", work, "-upstream", up)
+	pfOut, pfPid := start("-role", "parsing-floor", "-dir", work, "-upstream", up)
 	_, upPort, _ := net.SplitHostPort(up)
 
 	type target struct {
@@ -147,6 +152,9 @@ func main() {
 		{"floor (raw TLS forwarder)", "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
 			return pinned(c, &url.URL{Scheme: "http", Host: flOut[0]})
 		}, flPid, "", nil},
+		{parsingFloorName, "http://" + benchHost + ":" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: pfOut[0]})
+		}, pfPid, "", nil},
 	}
 	if *redisServer != "" {
 		port := freePort()

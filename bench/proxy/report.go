@@ -16,6 +16,7 @@ const (
 	serveInterceptName = "airlock serve (CONNECT intercept)"
 	smokescreenName    = "smokescreen (CONNECT)"
 	floorName          = "floor (raw TLS forwarder)"
+	parsingFloorName   = "floor + net/http head parsing"
 )
 
 // report prints every cell, then the ratios: the serve binary's first.
@@ -62,6 +63,8 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	ratio("serve binary / in-process, audit discarded", serveName, "airlock")
 	cpuRatio("proxy CPU per request, serve binary / smokescreen", serveName, smokescreenName)
 	ratio("floor / smokescreen", floorName, smokescreenName)
+	cpuRatio("proxy CPU per request, floor + net/http parsing / floor", parsingFloorName, floorName)
+	cpuRatio("proxy CPU per request, serve binary / floor + net/http parsing", serveName, parsingFloorName)
 
 	// The in-process proxy and its variants.
 	ratio("airlock / smokescreen", "airlock", smokescreenName)
