@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -146,7 +145,7 @@ func newDemoSecret(dir string, cfg *config.Config) (demoSecret, error) {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	d := demoSecret{value: "demo_" + hex.EncodeToString(raw[:]), file: filepath.Join(dir, "secrets.yaml")}
-	d.fp = fingerprint(d.value)
+	d.fp = broker.Fingerprint(d.value) // the same 8 bytes of SHA-256 as a handle's
 	if err := os.WriteFile(d.file, []byte(demoSecretPath+": {token: "+d.value+"}\n"), 0o600); err != nil {
 		return demoSecret{}, err
 	}
@@ -321,11 +320,6 @@ evidence_record_types: [tickets.created]
 		return pluginv1.Installed{}, err
 	}
 	return pluginv1.Installed{Name: DemoPlugin, Binary: bin, BinarySHA256: digest, Manifest: m, ProtocolVersion: 1}, nil
-}
-
-func fingerprint(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:8])
 }
 
 func compact(s string) string {
