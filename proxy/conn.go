@@ -215,9 +215,11 @@ func (c *clientConn) lingerClose() {
 	_, _ = io.Copy(io.Discard, c.conn)
 }
 
-// readRequest reads and checks one request head. On failure it returns a
-// denial code to answer with, or "" when the client is gone or timed out.
-func (c *clientConn) readRequest() (*http.Request, string, string) {
+// readRequestSlow is readRequest (headfast.go) by http.ReadRequest, for
+// every head the fast path does not read, and the checks it does not do.
+// On failure it returns a denial code to answer with, or "" when the
+// client is gone or timed out.
+func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
 	buffered := peekBuffered(c.br)
 	if !headComplete(buffered) {
 		// More reads to come: they must end by read_header_timeout.

@@ -143,7 +143,7 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 	var resp *http.Response
 	var err error
 	for {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = readResponse(pc.br, req)
 		if err != nil {
 			stop()
 			return nil, err
