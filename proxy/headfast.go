@@ -28,7 +28,9 @@ const http11 = "HTTP/1.1"
 // A plain head already whole in the buffer is read by the fast path;
 // anything else by readRequestSlow (conn.go), from the same bytes.
 func (c *clientConn) readRequest() (*http.Request, string, string) {
-	if req := parseRequestFast(c.br, c.cs.headerLimit); req != nil {
+	// Filled in place and copied by WithContext: one Request allocated.
+	var req http.Request
+	if parseRequestFast(c.br, c.cs.headerLimit, &req) {
 		if req.Body != http.NoBody {
 			_ = c.conn.SetReadDeadline(time.Time{}) // as readRequestSlow does
 		}
@@ -38,33 +40,42 @@ func (c *clientConn) readRequest() (*http.Request, string, string) {
 	return c.readRequestSlow()
 }
 
+// reqSpace is what a request read by the fast path needs besides its
+// head, URL and header map, in one allocation: its body and the slices
+// of its header values.
+type reqSpace struct {
+	body sizedBody
+	strs [16]string
+}
+
 // parseRequestFast reads the request head at the start of br's buffer,
-// of at most limit bytes, as http.ReadRequest followed by readRequest's
-// checks would (one Host, valid; header names and values valid; no
-// Transfer-Encoding), and consumes it. It returns nil and consumes
-// nothing for anything else: a head not yet whole, HTTP/1.0, CONNECT,
-// Transfer-Encoding, any Host problem, and whatever parseHeaderBlock does
-// not read.
-func parseRequestFast(br *bufio.Reader, limit int64) *http.Request {
+// of at most limit bytes, into req, as http.ReadRequest followed by
+// readRequest's checks would (one Host, valid; header names and values
+// valid; no Transfer-Encoding), and consumes it. It returns false and
+// consumes nothing for anything else: a head not yet whole, HTTP/1.0,
+// CONNECT, Transfer-Encoding, any Host problem, and whatever
+// parseHeaderBlock does not read.
+func parseRequestFast(br *bufio.Reader, limit int64, req *http.Request) bool {
 	head, line, rest, ok := fastHead(peekBuffered(br), limit)
 	if !ok {
-		return nil
+		return false
 	}
 	method, rest1, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest1, " ")
 	if !ok1 || !ok2 || proto != http11 || method == http.MethodConnect || !isToken(method) {
-		return nil
-	}
-	hb, ok := parseHeaderBlock(rest)
-	if !ok || hb.hosts != 1 || !httpguts.ValidHostHeader(hb.host) {
-		return nil
+		return false
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return nil
+		return false
+	}
+	space := new(reqSpace)
+	hb, ok := parseHeaderBlock(rest, space.strs[:])
+	if !ok || hb.hosts != 1 || !httpguts.ValidHostHeader(hb.host) {
+		return false
 	}
 	delete(hb.header, "Host")
-	req := &http.Request{
+	*req = http.Request{
 		Method: method, URL: u, Proto: http11, ProtoMajor: 1, ProtoMinor: 1,
 		Header: hb.header, Body: http.NoBody, Host: u.Host, RequestURI: target,
 		Close: httpguts.HeaderValuesContainsToken(hb.header["Connection"], "close"),
@@ -79,9 +90,10 @@ func parseRequestFast(br *bufio.Reader, limit int64) *http.Request {
 	}
 	_, _ = br.Discard(len(head))
 	if req.ContentLength > 0 {
-		req.Body = newSizedBody(br, req.ContentLength, req.Close)
+		space.body = sizedBody{src: io.LimitedReader{R: br, N: req.ContentLength}, closing: req.Close}
+		req.Body = &space.body
 	}
-	return req
+	return true
 }
 
 // readResponse reads the response to req from br: by the fast path when
@@ -103,6 +115,14 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	return http.ReadResponse(br, req)
 }
 
+// respSpace is a response read by the fast path, its body and the
+// slices of its header values, in one allocation.
+type respSpace struct {
+	resp http.Response
+	body sizedBody
+	strs [16]string
+}
+
 // parseResponseFast reads the response head at the start of br's buffer
 // as http.ReadResponse would, and consumes it. It returns nil and
 // consumes nothing for anything else: a head not yet whole, a protocol
@@ -118,12 +138,14 @@ func parseResponseFast(br *bufio.Reader, req *http.Request) *http.Response {
 	if code[0] < '1' || code[0] > '5' || !isDigit(code[1]) || !isDigit(code[2]) || !validValue(line[12:]) {
 		return nil
 	}
-	hb, ok := parseHeaderBlock(rest)
+	space := new(respSpace)
+	hb, ok := parseHeaderBlock(rest, space.strs[:])
 	if !ok {
 		return nil
 	}
 	status := int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0')
-	resp := &http.Response{
+	resp := &space.resp
+	*resp = http.Response{
 		Status: line[9:], StatusCode: status, Proto: http11, ProtoMajor: 1, ProtoMinor: 1,
 		Header: hb.header, Body: http.NoBody, Request: req,
 	}
@@ -147,7 +169,8 @@ func parseResponseFast(br *bufio.Reader, req *http.Request) *http.Response {
 		return nil // delimited by the connection's close
 	case hb.cl > 0:
 		resp.ContentLength = hb.cl
-		resp.Body = newSizedBody(br, hb.cl, resp.Close)
+		space.body = sizedBody{src: io.LimitedReader{R: br, N: hb.cl}, closing: resp.Close}
+		resp.Body = &space.body
 	}
 	_, _ = br.Discard(len(head))
 	return resp

@@ -39,6 +39,7 @@ type requestView struct {
 func readRequestView(raw string, limit int64, closeFirst bool, read func(*clientConn) (*http.Request, string, string)) requestView {
 	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
 	c := newClientConn(cs, newMemConn(raw), context.Background())
+	_, _ = c.br.Peek(1) // as serve waits for a request
 	req, code, reason := read(c)
 	v := requestView{Code: code, Reason: reason}
 	if req != nil {
@@ -214,7 +215,7 @@ func TestFastRequestTaken(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(raw), 4<<10)
 			_, _ = br.Peek(1)
-			if parseRequestFast(br, 1<<20) == nil {
+			if !parseRequestFast(br, 1<<20, new(http.Request)) {
 				t.Fatalf("the fast path did not read %q", raw)
 			}
 			for _, closeFirst := range []bool{false, true} {
@@ -234,7 +235,7 @@ func TestFastRequestFallsBack(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(tc.raw), 4<<10)
 			_, _ = br.Peek(1)
 			n := br.Buffered()
-			if req := parseRequestFast(br, 64); req != nil || br.Buffered() != n {
+			if parseRequestFast(br, 64, new(http.Request)) || br.Buffered() != n {
 				t.Fatalf("the fast path read %q (%d of %d bytes left)", tc.raw, br.Buffered(), n)
 			}
 			ours := readRequestView(tc.raw, 64, false, (*clientConn).readRequest)
@@ -307,5 +308,89 @@ func TestReadResponseEmpty(t *testing.T) {
 	_, want := http.ReadResponse(bufio.NewReader(strings.NewReader("")), nil)
 	if err != want {
 		t.Fatalf("readResponse: %v, http.ReadResponse: %v", err, want)
+	}
+}
+
+// headBench is a client connection that reads raw again on every
+// readRequest, and an upstream reader that reads rawResp again.
+type headBench struct {
+	c       *clientConn
+	mc      *memConn
+	raw     []byte
+	br      *bufio.Reader
+	rd      *strings.Reader
+	rawResp string
+}
+
+func newHeadBench(raw, rawResp string) *headBench {
+	mc := newMemConn(raw)
+	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: 1 << 20}
+	rd := strings.NewReader(rawResp)
+	return &headBench{c: newClientConn(cs, mc, context.Background()), mc: mc, raw: []byte(raw),
+		br: bufio.NewReaderSize(rd, 16<<10), rd: rd, rawResp: rawResp}
+}
+
+func (h *headBench) request(tb testing.TB, read func(*clientConn) (*http.Request, string, string)) {
+	h.mc.r.Reset(h.raw)
+	_, _ = h.c.br.Peek(1)
+	if req, code, reason := read(h.c); req == nil {
+		tb.Fatalf("refused: %s %s", code, reason)
+	}
+}
+
+func (h *headBench) response(tb testing.TB, read func(*bufio.Reader, *http.Request) (*http.Response, error)) {
+	h.rd.Reset(h.rawResp)
+	h.br.Reset(h.rd)
+	resp, err := read(h.br, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := h.br.Discard(int(resp.ContentLength)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestHeadAllocs(t *testing.T) {
+	h := newHeadBench(fastRequestSeeds[0], fastResponseSeeds[0])
+	for _, tc := range []struct {
+		name string
+		run  func()
+	}{
+		{"request fast", func() { h.request(t, (*clientConn).readRequest) }},
+		{"request slow", func() { h.request(t, (*clientConn).readRequestSlow) }},
+		{"response fast", func() { h.response(t, readResponse) }},
+		{"response slow", func() { h.response(t, http.ReadResponse) }},
+	} {
+		t.Logf("%s: %v", tc.name, testing.AllocsPerRun(100, tc.run))
+	}
+}
+
+func BenchmarkRequestHead(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		read func(*clientConn) (*http.Request, string, string)
+	}{{"fast", (*clientConn).readRequest}, {"net-http", (*clientConn).readRequestSlow}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHeadBench(fastRequestSeeds[0], "")
+			b.ReportAllocs()
+			for b.Loop() {
+				h.request(b, bc.read)
+			}
+		})
+	}
+}
+
+func BenchmarkResponseHead(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		read func(*bufio.Reader, *http.Request) (*http.Response, error)
+	}{{"fast", readResponse}, {"net-http", http.ReadResponse}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHeadBench("", fastResponseSeeds[0])
+			b.ReportAllocs()
+			for b.Loop() {
+				h.response(b, bc.read)
+			}
+		})
 	}
 }

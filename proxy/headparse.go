@@ -41,17 +41,19 @@ const maxFastCLDigits = 18
 
 // parseHeaderBlock parses the header block s: the header lines after a
 // start line, each ended by CRLF, and the blank line that ends the head
-// (fastHead cuts it so). ok is false for anything the fast path does not
-// read.
-func parseHeaderBlock(s string) (b headerBlock, ok bool) {
+// (fastHead cuts it so). Each name's values are carved from strs (as
+// net/textproto carves them from one slice: most names come once), or
+// from a slice of its own when strs is too short. ok is false for
+// anything the fast path does not read.
+func parseHeaderBlock(s string, strs []string) (b headerBlock, ok bool) {
 	block, ok := strings.CutSuffix(s, "\r\n")
 	if !ok {
 		return b, false
 	}
-	// One slice carved into each name's values, as textproto does: most
-	// names come once.
 	lines := strings.Count(block, "\n")
-	strs := make([]string, lines)
+	if lines > len(strs) {
+		strs = make([]string, lines)
+	}
 	b.header = make(http.Header, lines)
 	for len(block) > 0 {
 		eol := strings.IndexByte(block, '\n')
@@ -237,10 +239,6 @@ type sizedBody struct {
 	closing bool
 	sawEOF  bool
 	closed  bool
-}
-
-func newSizedBody(r io.Reader, n int64, closing bool) *sizedBody {
-	return &sizedBody{src: io.LimitedReader{R: r, N: n}, closing: closing}
 }
 
 func (b *sizedBody) Read(p []byte) (int, error) {
