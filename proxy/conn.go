@@ -24,13 +24,13 @@ import (
 // background read for a request answered within 100 ms (its goroutine,
 // read and deadline change were a tenth of the CPU at high request
 // rates; a slower one gets one, hangup.go), no buffered-writer
-// allocation, no content sniffing. Requests are parsed
-// by http.ReadRequest, the parser net/http's server uses, and then held to
-// the same checks (HTTP/1.x, one valid Host, valid header names and
-// values) plus two of its own against request smuggling: a request with
-// both Transfer-Encoding and Content-Length is refused and the connection
-// closed (RFC 9112 §6.1), and the raw Host header must agree with an
-// absolute-form target (net/http discards it).
+// allocation, no content sniffing. Requests are parsed by the fast path
+// (headfast.go) or by http.ReadRequest, the parser net/http's server
+// uses, and held to the same checks (HTTP/1.x, one valid Host, valid
+// header names and values) plus two of its own against request
+// smuggling: a request with both Transfer-Encoding and Content-Length is
+// refused and the connection closed (RFC 9112 §6.1), and the raw Host
+// header must agree with an absolute-form target (net/http discards it).
 //
 // Handlers run as http.Handlers (Server.ServeHTTP); the ResponseWriter
 // below frames responses with Content-Length when the

@@ -26,19 +26,26 @@
 // # Design
 //
 // Client connections are served by the proxy's own HTTP/1.1 loop
-// (conn.go, respwriter.go, listener.go): requests are parsed by
-// http.ReadRequest and held to net/http's server checks plus the proxy's
-// own against smuggling; a response is framed as net/http frames it. The
-// few places it reads or writes HTTP by hand (the Host header, header
-// names, the head's length) have differential fuzz targets against
-// net/http. Each request then takes the proxy's own path (forward.go):
-// the checks and injection (prepare), the trip upstream (exchange), the
-// response relayed with its trailers; proxy headers are stripped by the
-// proxy itself, redirects are passed back, never followed. Requests go
-// upstream through the proxy's own pooled HTTP/1.1 client (upstream.go)
-// on the calling goroutine, never through HTTPS_PROXY; a request that
-// came as HTTP/2 goes on a transport that speaks h2 where the upstream
-// offers it (h2.go).
+// (conn.go, respwriter.go, listener.go): requests are held to net/http's
+// server checks plus the proxy's own against smuggling; a response is
+// framed as net/http frames it. A plain head already whole in the
+// connection's buffer — HTTP/1.1, CRLF lines, token names, one Host, no
+// Transfer-Encoding, at most one Content-Length — is read by the proxy's
+// own parser (headparse.go, headfast.go), which copies the head once and
+// allocates a third of what net/textproto does; any other head, and any
+// byte that parser is not sure of, goes to http.ReadRequest from the same
+// bytes, so the fast path never accepts what the slow one refuses. The
+// upstream's response head is read the same way, falling back to
+// http.ReadResponse. Every place the proxy reads or writes HTTP by hand
+// (both fast paths, the Host header, header names, the head's length) has
+// a differential fuzz target against net/http. Each request then takes
+// the proxy's own path (forward.go): the checks and injection (prepare),
+// the trip upstream (exchange), the response relayed with its trailers;
+// proxy headers are stripped by the proxy itself, redirects are passed
+// back, never followed. Requests go upstream through the proxy's own
+// pooled HTTP/1.1 client (upstream.go) on the calling goroutine, never
+// through HTTPS_PROXY; a request that came as HTTP/2 goes on a transport
+// that speaks h2 where the upstream offers it (h2.go).
 //
 // # Streams and sockets
 //

@@ -62,7 +62,7 @@ func parseRequestFast(br *bufio.Reader, limit int64, req *http.Request) bool {
 	}
 	method, rest1, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest1, " ")
-	if !ok1 || !ok2 || proto != http11 || method == http.MethodConnect || !isToken(method) {
+	if !ok1 || !ok2 || proto != http11 || method == http.MethodConnect || !httpguts.ValidHeaderFieldName(method) {
 		return false
 	}
 	u, err := url.ParseRequestURI(target)
@@ -195,13 +195,3 @@ func fastHead(buf []byte, limit int64) (head, line, rest string, ok bool) {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isTokenByte(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}

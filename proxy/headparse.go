@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The fast path's header-block parser, shared by the client's request
@@ -104,7 +106,7 @@ func splitHeaderLine(line string) (name, value string, ok bool) {
 	i := 0
 	for ; i < len(line) && line[i] != ':'; i++ {
 		c := line[i]
-		if !isTokenByte(c) {
+		if !httpguts.IsTokenRune(rune(c)) {
 			return "", "", false
 		}
 		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
@@ -177,24 +179,6 @@ var commonNames = func() map[string]string {
 		m[k] = k
 	}
 	return m
-}()
-
-// isTokenByte reports whether c is an RFC 9110 tchar.
-func isTokenByte(c byte) bool {
-	return c < 0x80 && tokenTable[c]
-}
-
-var tokenTable = func() (t [0x80]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
 }()
 
 // trimOWSString trims spaces and tabs, as net/textproto trims values.

@@ -127,6 +127,7 @@ func rawHost(raw string) (string, bool) {
 func proxyRequest(raw string, limit int64) (*parsedRequest, string, string) {
 	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
 	c := newClientConn(cs, newMemConn(raw), context.Background())
+	_, _ = c.br.Peek(1) // as serve waits for a request: the fast path reads a whole head
 	req, code, reason := c.readRequest()
 	if req == nil {
 		return nil, code, reason
