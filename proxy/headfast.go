@@ -15,11 +15,11 @@ import (
 
 // The fast paths for the two heads on the proxy's hot path, over
 // parseHeaderBlock (headparse.go): a client's HTTP/1.1 request
-// (readRequestFast, called by conn.go's readRequest) and an upstream's
-// HTTP/1.1 response (readResponse, called by upstream.go's send). Each
-// reads only a head that is whole in the buffered reader and that it is
-// sure of, and consumes nothing otherwise: the caller then hands the same
-// bytes to http.ReadRequest or http.ReadResponse.
+// (parseRequestFast, in readRequest) and an upstream's HTTP/1.1 response
+// (parseResponseFast, in readResponse, which upstream.go's send calls).
+// Each reads only a head that is whole in the buffered reader and that
+// it is sure of, and consumes nothing otherwise: the same bytes then go
+// to http.ReadRequest (readRequestSlow, conn.go) or http.ReadResponse.
 
 const http11 = "HTTP/1.1"
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -411,4 +413,66 @@ func BenchmarkResponseHead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzHeaderBlock drives the fast paths with arbitrary header blocks
+// behind a fixed start line, which FuzzFastRequest and FuzzFastResponse
+// rarely get past: a block parseHeaderBlock reads is read the same by
+// net/textproto, and the request and response around it are read as
+// net/http reads them.
+func FuzzHeaderBlock(f *testing.F) {
+	for _, s := range []string{
+		"Host: a\r\n\r\n",
+		"Host: a\r\nContent-Length: 3\r\n\r\n",
+		"host: a\r\nx-a: 1\r\nX-A: 2 \r\nPragma: no-cache\r\nConnection: close\r\n\r\n",
+		"Host: a\r\ncontent-length: 0010\r\nX-Obs: caf\xc3\xa9\t\r\n\r\n",
+		"Host: a\r\nX: \r\nY:\t\r\n\r\n",
+		"Host: a\r\nX: 1\r\n b\r\n\r\n",
+		"Host: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+	} {
+		f.Add(s, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, block string, method uint8) {
+		// A block as fastHead cuts it: up to the first blank line.
+		switch end := strings.Index(block, "\r\n\r\n"); {
+		case strings.HasPrefix(block, "\r\n"):
+			block = "\r\n"
+		case end >= 0:
+			block = block[:end+4]
+		default:
+			block += "\r\n\r\n"
+		}
+		if hb, ok := parseHeaderBlock(block, nil); ok {
+			tp := textproto.NewReader(bufio.NewReader(strings.NewReader(block)))
+			want, err := tp.ReadMIMEHeader()
+			if err != nil {
+				t.Fatalf("parseHeaderBlock read %q, textproto refused it: %v", block, err)
+			}
+			fixPragmaCacheControl(http.Header(want))
+			cl, hasCL := want["Content-Length"]
+			var n uint64
+			if hasCL {
+				n, err = strconv.ParseUint(cl[0], 10, 63) // as net/http reads it
+			}
+			if !reflect.DeepEqual(hb.header, http.Header(want)) || hb.hosts != len(want["Host"]) ||
+				hb.hasCL != hasCL || err != nil || hasCL && int64(n) != hb.cl {
+				t.Fatalf("parseHeaderBlock read %q as %+v, textproto as %q", block, hb, want)
+			}
+		}
+		for _, body := range []string{"", "0123456789"} {
+			raw := "POST http://a/x HTTP/1.1\r\n" + block + body
+			ours := readRequestView(raw, 1<<20, method&1 != 0, (*clientConn).readRequest)
+			ref := readRequestView(raw, 1<<20, method&1 != 0, (*clientConn).readRequestSlow)
+			if !reflect.DeepEqual(ours, ref) {
+				t.Fatalf("readRequest:\n%+v\nreadRequestSlow:\n%+v", ours, ref)
+			}
+			raw = "HTTP/1.1 200 OK\r\n" + block + body
+			req := &http.Request{Method: []string{http.MethodGet, http.MethodHead}[method>>1&1]}
+			oursResp, oursRest := readResponseViews(raw, req, method&1 != 0, readResponse)
+			refResp, refRest := readResponseViews(raw, req, method&1 != 0, http.ReadResponse)
+			if !reflect.DeepEqual(oursResp, refResp) || oursRest != refRest {
+				t.Fatalf("readResponse:\n%+v %q\nhttp.ReadResponse:\n%+v %q", oursResp, oursRest, refResp, refRest)
+			}
+		}
+	})
 }

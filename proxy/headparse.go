@@ -22,7 +22,8 @@ import (
 // a value byte net/textproto would refuse, Transfer-Encoding, Trailer,
 // more than one Content-Length or one that is not plain digits. Within
 // what it reads it gives exactly what net/textproto and net/http give
-// (FuzzFastRequest and FuzzFastResponse hold it to that): names
+// (FuzzHeaderBlock, FuzzFastRequest and FuzzFastResponse hold it to
+// that): names
 // canonicalised as textproto canonicalises them, values trimmed of spaces
 // and tabs only, repeated names kept in order, and net/http's
 // Pragma: no-cache rule. It never refuses: refusals, with their codes,
