@@ -183,7 +183,15 @@ var commonNames = func() map[string]string {
 }()
 
 // trimOWSString trims spaces and tabs, as net/textproto trims values.
-func trimOWSString(s string) string { return strings.Trim(s, " \t") }
+func trimOWSString(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
 
 // parseFastCL parses a Content-Length of plain digits, as net/http's
 // strconv.ParseUint does for the lengths the fast path reads.
