@@ -28,14 +28,13 @@ const http11 = "HTTP/1.1"
 // A plain head already whole in the buffer is read by the fast path;
 // anything else by readRequestSlow (conn.go), from the same bytes.
 func (c *clientConn) readRequest() (*http.Request, string, string) {
-	// Filled in place and copied by WithContext: one Request allocated.
-	var req http.Request
-	if parseRequestFast(c.br, c.cs.headerLimit, &req) {
+	// As readRequestSlow's, the request gets its context in watchHangup.
+	if req := parseRequestFast(c.br, c.cs.headerLimit); req != nil {
 		if req.Body != http.NoBody {
 			_ = c.conn.SetReadDeadline(time.Time{}) // as readRequestSlow does
 		}
 		req.RemoteAddr = c.remote
-		return req.WithContext(c.ctx), "", ""
+		return req, "", ""
 	}
 	return c.readRequestSlow()
 }
@@ -49,33 +48,33 @@ type reqSpace struct {
 }
 
 // parseRequestFast reads the request head at the start of br's buffer,
-// of at most limit bytes, into req, as http.ReadRequest followed by
-// readRequest's checks would (one Host, valid; header names and values
-// valid; no Transfer-Encoding), and consumes it. It returns false and
-// consumes nothing for anything else: a head not yet whole, HTTP/1.0,
+// of at most limit bytes, as http.ReadRequest followed by readRequest's
+// checks would (one Host, valid; header names and values valid; no
+// Transfer-Encoding), and consumes it. It returns nil and consumes
+// nothing for anything else: a head not yet whole, HTTP/1.0,
 // CONNECT, Transfer-Encoding, any Host problem, and whatever
 // parseHeaderBlock does not read.
-func parseRequestFast(br *bufio.Reader, limit int64, req *http.Request) bool {
+func parseRequestFast(br *bufio.Reader, limit int64) *http.Request {
 	head, line, rest, ok := fastHead(peekBuffered(br), limit)
 	if !ok {
-		return false
+		return nil
 	}
 	method, rest1, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest1, " ")
 	if !ok1 || !ok2 || proto != http11 || method == http.MethodConnect || !httpguts.ValidHeaderFieldName(method) {
-		return false
+		return nil
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return false
+		return nil
 	}
 	space := new(reqSpace)
 	hb, ok := parseHeaderBlock(rest, space.strs[:])
 	if !ok || hb.hosts != 1 || !httpguts.ValidHostHeader(hb.host) {
-		return false
+		return nil
 	}
 	delete(hb.header, "Host")
-	*req = http.Request{
+	req := &http.Request{
 		Method: method, URL: u, Proto: http11, ProtoMajor: 1, ProtoMinor: 1,
 		Header: hb.header, Body: http.NoBody, Host: u.Host, RequestURI: target,
 		Close: httpguts.HeaderValuesContainsToken(hb.header["Connection"], "close"),
@@ -93,7 +92,7 @@ func parseRequestFast(br *bufio.Reader, limit int64, req *http.Request) bool {
 		space.body = sizedBody{src: io.LimitedReader{R: br, N: req.ContentLength}, closing: req.Close}
 		req.Body = &space.body
 	}
-	return true
+	return req
 }
 
 // readResponse reads the response to req from br: by the fast path when
