@@ -22,16 +22,16 @@ import (
 // response body in the echo guard before relay copies it (and
 // Content-Length survives, since redaction keeps lengths).
 type exchange struct {
-	s       *Server
-	grant   *broker.Grant
-	intent  broker.Intent
-	inj     injector   // the intent's kind, resolved with the intent
-	pol     kindPolicy // inj's policy for the intent's settings
-	handle  string
-	secret  broker.Secret
-	forms   *echoForms
-	audit   *auditRecord
-	release func()
+	s      *Server
+	grant  *broker.Grant
+	intent broker.Intent
+	inj    injector   // the intent's kind, resolved with the intent
+	pol    kindPolicy // inj's policy for the intent's settings
+	handle string
+	secret broker.Secret
+	forms  *echoForms
+	audit  *auditRecord
+	slot   slot // the plugin's concurrency slot, given back by release
 
 	canRetry bool
 	// tokenRetry: a token processor's request, replayed once with a
@@ -151,6 +151,9 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true
 }
+
+// release gives the request's concurrency slot back (once).
+func (x *exchange) release() { x.slot.release() }
 
 func (x *exchange) done(d *denial) {
 	x.release()

@@ -22,7 +22,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
 	x, d := s.prepare(r, a)
 	if d != nil {
-		if x != nil && x.release != nil {
+		if x != nil {
 			x.release()
 		}
 		s.answer(w, r, a, d)

@@ -41,19 +41,20 @@ type pluginEntry struct {
 func newLimiter(cfg LimitsConfig) *limiter { return &limiter{cfg: cfg} }
 
 // admit checks g's rates and takes a concurrency slot; the returned
-// release must be called once when the request is over. The local rates
+// slot must be released when the request is over (a second release does
+// nothing). The local rates
 // are a first stage; with a global limiter the request must pass it too.
-func (l *limiter) admit(ctx context.Context, g *broker.Grant, now time.Time) (func(), *denial) {
+func (l *limiter) admit(ctx context.Context, g *broker.Grant, now time.Time) (slot, *denial) {
 	h := l.handleEntry(g.Fingerprint)
 	p := l.pluginEntry(g.PluginID)
 	ns := now.UnixNano()
 	h.last.Store(ns)
 	p.last.Store(ns)
 	if !h.lim.AllowN(now, 1) {
-		return nil, deny(CodeRateLimited, "too many requests for this handle").withReason("per-handle rate")
+		return slot{}, deny(CodeRateLimited, "too many requests for this handle").withReason("per-handle rate")
 	}
 	if !p.lim.AllowN(now, 1) {
-		return nil, deny(CodeRateLimited, "too many requests for this plugin").withReason("per-plugin rate")
+		return slot{}, deny(CodeRateLimited, "too many requests for this plugin").withReason("per-plugin rate")
 	}
 	if l.global != nil {
 		ok, refused, _, err := l.global.AllowRates(ctx,
@@ -61,22 +62,35 @@ func (l *limiter) admit(ctx context.Context, g *broker.Grant, now time.Time) (fu
 			broker.Rate{Key: "p:" + g.PluginID, RPS: l.cfg.PerPluginRPS, Burst: l.cfg.PerPluginBurst})
 		switch {
 		case err != nil:
-			return nil, deny(CodeLimitsUnavailable, "the shared rate limits cannot be checked; no request was sent").withReason("global limits: store unavailable")
+			return slot{}, deny(CodeLimitsUnavailable, "the shared rate limits cannot be checked; no request was sent").withReason("global limits: store unavailable")
 		case !ok && refused == 0:
-			return nil, deny(CodeRateLimited, "too many requests for this handle").withReason("global per-handle rate")
+			return slot{}, deny(CodeRateLimited, "too many requests for this handle").withReason("global per-handle rate")
 		case !ok:
-			return nil, deny(CodeRateLimited, "too many requests for this plugin").withReason("global per-plugin rate")
+			return slot{}, deny(CodeRateLimited, "too many requests for this plugin").withReason("global per-plugin rate")
 		}
 	}
 	if max := l.cfg.PerPluginConcurrency; max > 0 {
 		if p.inflight.Add(1) > int32(max) {
 			p.inflight.Add(-1)
-			return nil, deny(CodeTooManyConcurrent, "too many requests in flight for this plugin")
+			return slot{}, deny(CodeTooManyConcurrent, "too many requests in flight for this plugin")
 		}
-		var once sync.Once
-		return func() { once.Do(func() { p.inflight.Add(-1) }) }, nil
+		return slot{p: p}, nil
 	}
-	return func() {}, nil
+	return slot{}, nil
+}
+
+// slot is a request's hold on its plugin's concurrency limit, kept by
+// value in the request's exchange (no allocation per request).
+type slot struct {
+	p    *pluginEntry // nil: no limit, nothing to release
+	done uint32
+}
+
+// release gives the slot back, once.
+func (s *slot) release() {
+	if s.p != nil && atomic.CompareAndSwapUint32(&s.done, 0, 1) {
+		s.p.inflight.Add(-1)
+	}
 }
 
 func (l *limiter) handleEntry(fp string) *rateEntry {

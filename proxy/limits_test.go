@@ -77,9 +77,9 @@ func TestConcurrencyCap(t *testing.T) {
 	}
 
 	lim := newLimiter(LimitsConfig{PerHandleRPS: 100, PerHandleBurst: 100, PerPluginRPS: 100, PerPluginBurst: 100, PerPluginConcurrency: 1})
-	release, _ := lim.admit(context.Background(), grantFor("p"), time.Now())
-	release()
-	release() // a second release must not free a slot it does not hold
+	s, _ := lim.admit(context.Background(), grantFor("p"), time.Now())
+	s.release()
+	s.release() // a second release must not free a slot it does not hold
 	if _, d := lim.admit(context.Background(), grantFor("p"), time.Now()); d != nil {
 		t.Fatalf("after release: %v", d)
 	}
@@ -168,10 +168,10 @@ func TestGlobalLimitsAcrossReplicas(t *testing.T) {
 	g := grantFor("p")
 	admitted := 0
 	for i := 0; i < 20; i++ {
-		release, d := replicas[i%2].admit(context.Background(), g, time.Now())
+		s, d := replicas[i%2].admit(context.Background(), g, time.Now())
 		if d == nil {
 			admitted++
-			release()
+			s.release()
 		} else if d.code != CodeRateLimited {
 			t.Fatalf("request %d: %s", i, d.code)
 		}

@@ -149,3 +149,28 @@ func FuzzCleanPathFast(f *testing.F) {
 		}
 	})
 }
+
+// TestUpstreamAuthority: the authority sent upstream is the normalized
+// host and port whatever form the client used; the client's string is
+// reused only when it is exactly that.
+func TestUpstreamAuthority(t *testing.T) {
+	for _, c := range []struct {
+		host      string
+		port      int
+		sent, out string
+	}{
+		{"api.example.com", 443, "api.example.com", "api.example.com"},
+		{"api.example.com", 443, "API.example.com:443", "api.example.com"},
+		{"api.example.com", 8443, "api.example.com:8443", "api.example.com:8443"},
+		{"api.example.com", 8443, "API.EXAMPLE.COM:8443", "api.example.com:8443"},
+		{"api.example.com", 8443, "api.example.com:08443", "api.example.com:8443"},
+		{"api.example.com", 8443, "api.example.com:+8443", "api.example.com:8443"},
+		{"api.example.com", 8443, "api.example.com.:8443", "api.example.com:8443"},
+		{"::1", 8443, "[::1]:8443", "[::1]:8443"},
+		{"::1", 8443, "::1:8443", "[::1]:8443"},
+	} {
+		if got := upstreamAuthority(c.host, c.port, c.sent); got != c.out {
+			t.Errorf("upstreamAuthority(%q, %d, %q) = %q, want %q", c.host, c.port, c.sent, got, c.out)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,11 +307,11 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
 	}
-	release, d := s.limits.admit(r.Context(), g, a.start)
+	sl, d := s.limits.admit(r.Context(), g, a.start)
 	if d != nil {
 		return nil, d
 	}
-	x := &exchange{s: s, grant: g, intent: in, inj: inj, pol: pol, handle: handle, audit: a, release: release}
+	x := &exchange{s: s, grant: g, intent: in, inj: inj, pol: pol, handle: handle, audit: a, slot: sl}
 	if max := s.cfg.Limits.MaxRequestBody; r.ContentLength > max {
 		return x, deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
 	} else if r.Body != nil && r.Body != http.NoBody {
@@ -356,10 +355,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	x.secret, x.forms = sec, forms
 	a.Version = sec.Version
 	r.URL.Scheme = "https"
-	r.URL.Host = t.host
-	if t.port != 443 {
-		r.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
-	}
+	r.URL.Host = upstreamAuthority(t.host, t.port, r.URL.Host)
 	r.Host = r.URL.Host
 	// The path goes upstream byte for byte as the client sent it.
 	r.URL.Opaque = t.raw

@@ -211,3 +211,20 @@ func hasDotOrEmptySegment(p string) bool {
 	return strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../") ||
 		strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")
 }
+
+// upstreamAuthority is the authority a request goes upstream with: the
+// normalized host, and the port unless it is 443. sent, the authority
+// the client sent, is returned as it is when it already has that form
+// (the usual case: no string is built per request).
+func upstreamAuthority(host string, port int, sent string) string {
+	if port == 443 {
+		return host
+	}
+	var buf [8]byte
+	ps := strconv.AppendInt(buf[:0], int64(port), 10)
+	if len(sent) == len(host)+1+len(ps) && strings.HasPrefix(sent, host) && sent[len(host)] == ':' &&
+		sent[len(host)+1:] == string(ps) && !strings.Contains(host, ":") {
+		return sent
+	}
+	return net.JoinHostPort(host, string(ps))
+}

@@ -79,7 +79,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	accept := r.Clone(r.Context())
 	x, d := s.prepare(r, a)
 	if d != nil {
-		if x != nil && x.release != nil {
+		if x != nil {
 			x.release()
 		}
 		s.answer(w, r, a, d)
