@@ -57,23 +57,7 @@ func BenchmarkInterceptRoundTrip(b *testing.B) {
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, TLSClientConfig: &tls.Config{RootCAs: pool},
 		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(h)})}}
 	u := "https://api.example.com:" + strconv.Itoa(f.up.port) + "/ok"
-	b.SetParallelism(8)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := c.Get(u)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
-				return
-			}
-		}
-	})
+	getParallel(b, c, u)
 }
 
 // BenchmarkPlainRoundTrip is one absolute-form GET (plain mode) with 16
@@ -88,23 +72,7 @@ func BenchmarkPlainRoundTrip(b *testing.B) {
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(h)})}}
 	u := "http://api.example.com:" + strconv.Itoa(f.up.port) + "/ok"
-	b.SetParallelism(8)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := c.Get(u)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
-				return
-			}
-		}
-	})
+	getParallel(b, c, u)
 }
 
 // BenchmarkProcessors is the decision path of BenchmarkDecision with each
@@ -149,4 +117,26 @@ func BenchmarkProcessors(b *testing.B) {
 			}
 		})
 	}
+}
+
+// getParallel runs GETs of u with c from 8 goroutines per CPU and
+// reports allocations.
+func getParallel(b *testing.B, c *http.Client, u string) {
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(u)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
 }

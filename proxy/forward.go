@@ -19,16 +19,31 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		s.refuseEarly(w, r, deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY"))
 		return
 	}
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
+	x := s.prepareOrAnswer(w, r, requestRecord(r))
+	if x == nil {
+		return
+	}
+	relay(w, x.send(r))
+}
+
+// requestRecord starts the audit record of an absolute-form request.
+func requestRecord(r *http.Request) *auditRecord {
+	return &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
+}
+
+// prepareOrAnswer runs every check and the injection on r; a refusal is
+// answered (and audited) on w, its concurrency slot given back, and nil
+// returned.
+func (s *Server) prepareOrAnswer(w http.ResponseWriter, r *http.Request, a *auditRecord) *exchange {
 	x, d := s.prepare(r, a)
 	if d != nil {
 		if x != nil {
 			x.release()
 		}
 		s.answer(w, r, a, d)
-		return
+		return nil
 	}
-	relay(w, x.send(r))
+	return x
 }
 
 // relay writes resp to w and closes its body: the upstream's headers

@@ -62,7 +62,7 @@ var wsHandshakeHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", 
 	"Sec-Websocket-Accept", "Sec-Websocket-Protocol", "Host"}
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
+	a := requestRecord(r)
 	rw, ok := w.(*respWriter)
 	if !ok || r.Method != http.MethodGet {
 		s.answer(w, r, a, deny(CodeUpgradeNotSupported, "a WebSocket handshake is a GET on an HTTP/1.1 connection"))
@@ -77,12 +77,8 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// Accept checks the plugin's handshake as it came; prepare strips
 	// Connection and Upgrade from r.
 	accept := r.Clone(r.Context())
-	x, d := s.prepare(r, a)
-	if d != nil {
-		if x != nil {
-			x.release()
-		}
-		s.answer(w, r, a, d)
+	x := s.prepareOrAnswer(w, r, a)
+	if x == nil {
 		return
 	}
 	hdr := r.Header.Clone()

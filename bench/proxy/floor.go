@@ -21,7 +21,12 @@ import (
 // parsing beyond that, no allocation per request; GET only. Its CPU per
 // request is the system-call and scheduling floor Airlock's own work sits
 // on.
-func runFloor(dir, upstream string) {
+func runFloor(dir, upstream string) { serveForwarder(dir, upstream, floorConn) }
+
+// serveForwarder prints the address it listens on and serves each
+// client connection with conn, which opens its own TLS connection to the
+// upstream with the bench CA.
+func serveForwarder(dir, upstream string, conn func(net.Conn, string, *tls.Config)) {
 	cfg := &tls.Config{RootCAs: loadRoots(dir), ServerName: benchHost, NextProtos: []string{"http/1.1"}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
@@ -31,7 +36,7 @@ func runFloor(dir, upstream string) {
 		if err != nil {
 			return
 		}
-		go floorConn(c, upstream, cfg)
+		go conn(c, upstream, cfg)
 	}
 }
 
@@ -107,19 +112,7 @@ func floorConn(c net.Conn, upstream string, cfg *tls.Config) {
 // injection, no audit, no echo guard. The gap between it and the floor is
 // what parsing and writing two heads costs in Go; the gap between
 // Airlock and it is Airlock's own work.
-func runParsingFloor(dir, upstream string) {
-	cfg := &tls.Config{RootCAs: loadRoots(dir), ServerName: benchHost, NextProtos: []string{"http/1.1"}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	check(err)
-	fmt.Println(l.Addr().String())
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go parsingFloorConn(c, upstream, cfg)
-	}
-}
+func runParsingFloor(dir, upstream string) { serveForwarder(dir, upstream, parsingFloorConn) }
 
 func parsingFloorConn(c net.Conn, upstream string, cfg *tls.Config) {
 	defer c.Close()
