@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// rawUpstream is a TLS upstream that answers each request on a
+// connection with the bytes answer returns for it, written as they are:
+// a hostile or broken server's framing, which net/http's server would
+// never produce. answer may write more itself (late bytes) through w.
+func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) string) (*upstreamClient, string, *atomic.Int32) {
+	t.Helper()
+	ca := testenv.NewCA(t)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "up.example.com")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var conns, reqs atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, r.Body)
+					if _, err := io.WriteString(c, answer(int(reqs.Add(1)), r, c)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	res := &staticResolver{}
+	res.set("up.example.com", "127.0.0.1")
+	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile}.WithDefaults()
+	d := &dialer{resolver: res, policy: &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, timeout: time.Second}
+	tc, err := newTLSConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newUpstreamClient(cfg, d, tc), "https://up.example.com:" + port, &conns
+}
+
+// okFor is a well-framed answer naming the request it answers.
+func okFor(r *http.Request) string {
+	body := "real answer to " + r.URL.Path
+	return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// A response the proxy reads to its end but after which the upstream
+// sent more bytes (a 204 or a HEAD answer with a body, a second response
+// to one request, bytes after a Content-Length body) must not leave its
+// connection in the pool: the next request on it would read those
+// bytes as its answer, and every later request on the connection would
+// get the answer to the request before it, so one plugin's answer (an
+// upstream's echo of its credential) would reach another plugin.
+func TestUpstreamLeftoverBytesNeverAnswerTheNextRequest(t *testing.T) {
+	const fake = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"
+	cases := []struct {
+		name   string
+		method string
+		first  string
+		late   bool // the extra bytes come after the response, not with it
+	}{
+		{"204 with a body", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: " + strconv.Itoa(len(fake)) + "\r\n\r\n" + fake, false},
+		{"204 then a response", "GET", "HTTP/1.1 204 No Content\r\n\r\n" + fake, false},
+		{"HEAD answered with a body", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(fake)) + "\r\n\r\n" + fake, false},
+		{"304 with a body", "GET", "HTTP/1.1 304 Not Modified\r\n\r\n" + fake, false},
+		{"bytes after the body", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + fake, false},
+		{"a second response, late", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true},
+		{"204 then a late response", "GET", "HTTP/1.1 204 No Content\r\n\r\n", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, wrote := make(chan struct{}), make(chan struct{})
+			u, base, _ := rawUpstream(t, func(n int, r *http.Request, w io.Writer) string {
+				if n == 1 {
+					if tc.late {
+						go func() {
+							<-sent
+							_, _ = io.WriteString(w, fake)
+							close(wrote)
+						}()
+					}
+					return tc.first
+				}
+				return okFor(r)
+			})
+			req, _ := http.NewRequest(tc.method, base+"/first", nil)
+			resp, err := u.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			close(sent)
+			if tc.late {
+				<-wrote // on loopback, in the proxy's socket once written
+			}
+			for _, p := range []string{"/second", "/third"} {
+				_, body := get(t, u, "GET", base+p, nil)
+				if body != "real answer to "+p {
+					t.Fatalf("GET %s got %q: the upstream connection was reused with bytes left on it", p, body)
+				}
+			}
+		})
+	}
+}
