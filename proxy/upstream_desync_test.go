@@ -15,26 +15,25 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// rawUpstream is a TLS upstream that answers each request on a
-// connection with the bytes answer returns for it, written as they are:
-// a hostile or broken server's framing, which net/http's server would
-// never produce. answer may write more itself (late bytes) through w.
-func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) string) (*upstreamClient, string, *atomic.Int32) {
+// rawServer is a TLS server for name, with a certificate from ca, that
+// answers each request on a connection with the bytes answer returns
+// for it, written as they are: a hostile or broken server's framing,
+// which net/http's server would never produce. answer may write more
+// itself (late bytes) through w. It returns the server's port.
+func rawServer(t *testing.T, ca *testenv.CA, name string, answer func(n int, r *http.Request, w io.Writer) string) int {
 	t.Helper()
-	ca := testenv.NewCA(t)
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "up.example.com")}})
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, name)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	var conns, reqs atomic.Int32
+	var reqs atomic.Int32
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			conns.Add(1)
 			go func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
@@ -51,7 +50,14 @@ func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) 
 			}()
 		}
 	}()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// rawUpstream is the upstream client against a rawServer.
+func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) string) (*upstreamClient, string) {
+	t.Helper()
+	ca := testenv.NewCA(t)
+	port := rawServer(t, ca, "up.example.com", answer)
 	res := &staticResolver{}
 	res.set("up.example.com", "127.0.0.1")
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile}.WithDefaults()
@@ -60,7 +66,7 @@ func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newUpstreamClient(cfg, d, tc), "https://up.example.com:" + port, &conns
+	return newUpstreamClient(cfg, d, tc), "https://up.example.com:" + strconv.Itoa(port)
 }
 
 // okFor is a well-framed answer naming the request it answers.
@@ -95,7 +101,7 @@ func TestUpstreamLeftoverBytesNeverAnswerTheNextRequest(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sent, wrote := make(chan struct{}), make(chan struct{})
-			u, base, _ := rawUpstream(t, func(n int, r *http.Request, w io.Writer) string {
+			u, base := rawUpstream(t, func(n int, r *http.Request, w io.Writer) string {
 				if n == 1 {
 					if tc.late {
 						go func() {
