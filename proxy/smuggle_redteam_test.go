@@ -40,6 +40,10 @@ func TestPipelinedFramingGames(t *testing.T) {
 		{"bare LF header line", "X-A: 1\nContent-Length: 5\r\n", "hello", 200, "hello"},
 		{"bare CR in a value", "X-A: 1\rContent-Length: 9\r\nContent-Length: 5\r\n", "hello", 400, ""},
 		{"NUL in a value", "X-A: 1\x00\r\nContent-Length: 5\r\n", "hello", 400, ""},
+		{"a second Host", "Host: other.example.com\r\n", "hello", 400, ""},
+		{"header name with DEL", "X\x7fA: 1\r\nContent-Length: 5\r\n", "hello", 400, ""},
+		{"header name with a space", "X A: 1\r\nContent-Length: 5\r\n", "hello", 400, ""},
+		{"header name with a non-ASCII byte", "X\xc3\xa9: 1\r\nContent-Length: 5\r\n", "hello", 400, ""},
 		{"TE spelled in lower case with a length", "transfer-encoding: chunked\r\nContent-Length: 5\r\n", "0\r\n\r\n", 400, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,4 +116,42 @@ func (u *upstream) since(n int) []seenRequest {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return slices.Clone(u.seen[n:])
+}
+
+// The Host header of an absolute-form request must name the target's
+// host and port, whichever parser read the head: a plugin cannot send
+// a request checked against one host to another (the fast path keeps the
+// header's Host for parseTarget to compare, as the slow path does).
+func TestAbsoluteFormHostMismatch(t *testing.T) {
+	f := newFixture(t, nil)
+	h := f.issue(t, "api.write", "inv-host")
+	port := f.url("")[len("http://api.example.com:"):]
+	for _, tc := range []struct {
+		name, target, host string
+		status             int
+		code               string
+	}{
+		{"other host", "http://api.example.com:" + port + "/x", "b.a.example.org:" + port, 400, CodeHostMismatch},
+		{"other port", "http://api.example.com:" + port + "/x", "api.example.com:1", 400, CodeHostMismatch},
+		{"port left out", "http://api.example.com:" + port + "/x", "api.example.com", 400, CodeHostMismatch},
+		{"case and trailing dot", "http://api.example.com:" + port + "/x", "API.Example.COM.:" + port, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := f.up.count()
+			rc := dialRaw(t, f)
+			rc.send("GET " + tc.target + " HTTP/1.1\r\nHost: " + tc.host + "\r\nProxy-Authorization: Bearer " + h + "\r\n\r\n")
+			resp, _ := rc.response("GET")
+			if resp.StatusCode != tc.status || resp.Header.Get(HeaderError) != tc.code {
+				t.Fatalf("%d %q, want %d %q", resp.StatusCode, resp.Header.Get(HeaderError), tc.status, tc.code)
+			}
+			if tc.status != 200 && f.up.count() != n {
+				t.Fatal("a refused request reached the upstream")
+			}
+			if tc.status == 200 {
+				if got := f.up.since(n); len(got) != 1 || got[0].Host != "api.example.com:"+port {
+					t.Fatalf("the upstream got %+v, want Host api.example.com:%s", got, port)
+				}
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 // rawServer is a TLS server for name, with a certificate from ca, that
 // answers each request on a connection with the bytes answer returns
 // for it, written as they are: a hostile or broken server's framing,
-// which net/http's server would never produce. answer may write more
+// which net/http's server would never produce; an HTTP/1.0 answer
+// closes the connection. answer may write more
 // itself (late bytes) through w. It returns the server's port.
 func rawServer(t *testing.T, ca *testenv.CA, name string, answer func(n int, r *http.Request, w io.Writer) string) int {
 	t.Helper()
@@ -43,8 +45,9 @@ func rawServer(t *testing.T, ca *testenv.CA, name string, answer func(n int, r *
 						return
 					}
 					_, _ = io.Copy(io.Discard, r.Body)
-					if _, err := io.WriteString(c, answer(int(reqs.Add(1)), r, c)); err != nil {
-						return
+					a := answer(int(reqs.Add(1)), r, c)
+					if _, err := io.WriteString(c, a); err != nil || strings.HasPrefix(a, "HTTP/1.0") {
+						return // an HTTP/1.0 answer ends with the connection
 					}
 				}
 			}()
