@@ -18,7 +18,7 @@ import (
 func TestLongGetOutlastsHeadDeadline(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Limits.ReadHeaderTimeout = 300 * time.Millisecond })
 	h := f.issue(t, "api.write", "inv-long-get")
-	c := dialProxy(t, f)
+	c := dialRaw(t, f).c
 	port := strconv.Itoa(f.up.port)
 	io.WriteString(c, "GET http://api.example.com:"+port+"/events HTTP/1.1\r\nHost: api.example.com:"+port+"\r\n"+
 		"Proxy-Authorization: Bearer "+h+"\r\n\r\n")

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,11 +36,11 @@ func TestConcurrencySlotMixedOutcomes(t *testing.T) {
 	chunk := strconv.FormatInt(int64(len(big)), 16) + "\r\n" + big + "\r\n0\r\n\r\n"
 	outcomes := map[string]func(t *testing.T){
 		"success": func(t *testing.T) {
-			status, _ := rawRequest(t, dialProxy(t, f), head("GET", "api.example.com", "/x"))
+			status, _ := rawRequest(t, dialRaw(t, f).c, head("GET", "api.example.com", "/x"))
 			wantStatus(t, status, 200)
 		},
 		"pipelined successes": func(t *testing.T) {
-			c := dialProxy(t, f)
+			c := dialRaw(t, f).c
 			io.WriteString(c, head("GET", "api.example.com", "/a")+head("GET", "api.example.com", "/b"))
 			br := bufio.NewReader(c)
 			for range 2 {
@@ -55,30 +54,30 @@ func TestConcurrencySlotMixedOutcomes(t *testing.T) {
 			}
 		},
 		"body over the limit, with its length": func(t *testing.T) {
-			status, _ := rawRequest(t, dialProxy(t, f), head("POST", "api.example.com", "/x", "Content-Length: 2048\r\n")+big)
+			status, _ := rawRequest(t, dialRaw(t, f).c, head("POST", "api.example.com", "/x", "Content-Length: 2048\r\n")+big)
 			wantStatus(t, status, http.StatusRequestEntityTooLarge)
 		},
 		"body over the limit, streamed": func(t *testing.T) {
-			status, _ := rawRequest(t, dialProxy(t, f), head("POST", "api.example.com", "/x", "Transfer-Encoding: chunked\r\n")+chunk)
+			status, _ := rawRequest(t, dialRaw(t, f).c, head("POST", "api.example.com", "/x", "Transfer-Encoding: chunked\r\n")+chunk)
 			if status < 400 {
 				t.Fatalf("status %d for a body over the limit", status)
 			}
 		},
 		"handle left in a header": func(t *testing.T) {
-			status, _ := rawRequest(t, dialProxy(t, f), head("GET", "api.example.com", "/x", "X-Note: "+h+"\r\n"))
+			status, _ := rawRequest(t, dialRaw(t, f).c, head("GET", "api.example.com", "/x", "X-Note: "+h+"\r\n"))
 			wantStatus(t, status, http.StatusForbidden)
 		},
 		"upstream unreachable": func(t *testing.T) {
-			status, _ := rawRequest(t, dialProxy(t, f), head("GET", "down.example.org", "/x"))
+			status, _ := rawRequest(t, dialRaw(t, f).c, head("GET", "down.example.org", "/x"))
 			wantStatus(t, status, http.StatusBadGateway)
 		},
 		"client gone mid-request": func(t *testing.T) {
-			c := dialProxy(t, f)
+			c := dialRaw(t, f).c
 			io.WriteString(c, head("POST", "api.example.com", "/x", "Content-Length: 100\r\n")+"half")
 			c.Close()
 		},
 		"client gone mid-response": func(t *testing.T) {
-			c := dialProxy(t, f)
+			c := dialRaw(t, f).c
 			io.WriteString(c, head("GET", "api.example.com", "/stream"))
 			c.Read(make([]byte, 1))
 			c.Close()
@@ -103,16 +102,6 @@ func TestConcurrencySlotMixedOutcomes(t *testing.T) {
 	if n := p.inflight.Load(); n != 0 {
 		t.Fatalf("%d slots held after every request ended, want 0", n)
 	}
-}
-
-func dialProxy(t *testing.T, f *fixture) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 func wantStatus(t *testing.T, got, want int) {

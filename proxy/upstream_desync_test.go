@@ -6,12 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -61,15 +59,7 @@ func rawUpstream(t *testing.T, answer func(n int, r *http.Request, w io.Writer) 
 	t.Helper()
 	ca := testenv.NewCA(t)
 	port := rawServer(t, ca, "up.example.com", answer)
-	res := &staticResolver{}
-	res.set("up.example.com", "127.0.0.1")
-	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile}.WithDefaults()
-	d := &dialer{resolver: res, policy: &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, timeout: time.Second}
-	tc, err := newTLSConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newUpstreamClient(cfg, d, tc), "https://up.example.com:" + strconv.Itoa(port)
+	return loopbackUpstreamClient(t, ca), "https://up.example.com:" + strconv.Itoa(port)
 }
 
 // okFor is a well-framed answer naming the request it answers.
