@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -174,10 +176,16 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 // arrive on an idle connection, so any byte waiting (a close_notify, junk)
 // or the end of the stream means it must not carry a request.
 func (pc *upConn) alive() bool {
-	if pc.br.Buffered() > 0 {
+	if pc.br.Buffered() > 0 || !socketIdle(pc.conn.NetConn()) {
 		return false
 	}
-	return socketIdle(pc.conn.NetConn())
+	// Plaintext the TLS layer decrypted but br did not take (a record
+	// split at a response's end) is in neither place: a read that
+	// cannot wait finds it. A read timeout leaves tls.Conn usable.
+	_ = pc.conn.SetReadDeadline(aLongTimeAgo)
+	_, err := pc.br.Peek(1)
+	_ = pc.conn.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (u *upstreamClient) get(key string) *upConn {

@@ -22,7 +22,10 @@ import (
 // itself (late bytes) through w. It returns the server's port.
 func rawServer(t *testing.T, ca *testenv.CA, name string, answer func(n int, r *http.Request, w io.Writer) string) int {
 	t.Helper()
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, name)}})
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, name)},
+		// Full-size records from the first byte, so that a test can
+		// place record boundaries.
+		DynamicRecordSizingDisabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +128,43 @@ func TestUpstreamLeftoverBytesNeverAnswerTheNextRequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Bytes past a response can also wait inside the TLS layer, decrypted
+// but not yet taken by the connection's buffered reader, with nothing
+// buffered and nothing on the socket: a TLS record longer than the
+// reader's free space, split at the response's end. Here a trailer line
+// straddles two full records, so the reader's refill takes exactly the
+// rest of the response from the second record and leaves a whole
+// response in the TLS layer.
+func TestUpstreamLeftoverInsideTLSRecord(t *testing.T) {
+	const record = 16384 // TLS's maximum plaintext per record
+	fake := "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"
+	head := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	// Record one: head, one chunk, the last chunk, and the start of a
+	// trailer line as long as the fake response.
+	n := record - len(head) - len("XXXX\r\n") - len("\r\n0\r\n") - len(fake)
+	first := head + strconv.FormatInt(int64(n), 16) + "\r\n" + strings.Repeat("d", n) + "\r\n0\r\n" +
+		"X: " + strings.Repeat("t", len(fake)-3)
+	// Record two: the rest of the trailer line and the end of the
+	// trailers, then the fake response.
+	second := strings.Repeat("t", record-len(fake)-4) + "\r\n\r\n" + fake
+	if len(first) != record || len(second) != record {
+		t.Fatalf("records of %d and %d bytes, want %d", len(first), len(second), record)
+	}
+	u, base := rawUpstream(t, func(n int, r *http.Request, _ io.Writer) string {
+		if n == 1 {
+			return first + second
+		}
+		return okFor(r)
+	})
+	if _, body := get(t, u, "GET", base+"/first", nil); len(body) != len(first)-len(head)-len("XXXX\r\n\r\n0\r\n")-len(fake) {
+		t.Fatalf("first body: %d bytes", len(body))
+	}
+	for _, p := range []string{"/second", "/third"} {
+		if _, body := get(t, u, "GET", base+p, nil); body != "real answer to "+p {
+			t.Fatalf("GET %s got %q: the connection was reused with a response waiting in its TLS layer", p, body)
+		}
 	}
 }
