@@ -29,6 +29,13 @@ func echoUpstream(t *testing.T, f *fixture, answer func(auth string) string) (ha
 	return iss.Handle, "http://evil.example.org:" + strconv.Itoa(port)
 }
 
+// getHead is an absolute-form GET of path under base (http://host:port)
+// with handle h.
+func getHead(base, path, h string) string {
+	return "GET " + base + path + " HTTP/1.1\r\nHost: " + strings.TrimPrefix(base, "http://") + "\r\n" +
+		"Proxy-Authorization: Bearer " + h + "\r\n\r\n"
+}
+
 // An upstream that reflects the credential into a header or trailer
 // NAME (which must be a token, as most API keys are) does not get it
 // past the echo guard: the relay copies names as they are, and the
@@ -45,8 +52,7 @@ func TestEchoGuardHeaderAndTrailerNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, base := echoUpstream(t, f, func(secret string) string { return strings.ReplaceAll(tc.answer, "{s}", secret) })
 			rc := dialRaw(t, f)
-			host := strings.TrimPrefix(base, "http://")
-			rc.send("GET " + base + "/x HTTP/1.1\r\nHost: " + host + "\r\nProxy-Authorization: Bearer " + h + "\r\n\r\n")
+			rc.send(getHead(base, "/x", h))
 			resp, body := rc.response("GET")
 			if resp.StatusCode != 200 || body != "ok" {
 				t.Fatalf("%d %q", resp.StatusCode, body)

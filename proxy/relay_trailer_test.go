@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -21,8 +20,7 @@ func TestRelayDropsFramingTrailers(t *testing.T) {
 					"X-Ok: 1\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\nHost: evil.example.net\r\nContent-Type: text/evil\r\n\r\n"
 			})
 			rc := dialRaw(t, f)
-			host := strings.TrimPrefix(base, "http://")
-			rc.send("GET " + base + "/x HTTP/1.1\r\nHost: " + host + "\r\nProxy-Authorization: Bearer " + h + "\r\n\r\n")
+			rc.send(getHead(base, "/x", h))
 			resp, body := rc.response("GET")
 			if resp.StatusCode != 200 || body != "ok" {
 				t.Fatalf("%d %q", resp.StatusCode, body)
@@ -36,7 +34,7 @@ func TestRelayDropsFramingTrailers(t *testing.T) {
 				}
 			}
 			// The connection still carries the next request.
-			rc.send("GET " + base + "/y HTTP/1.1\r\nHost: " + host + "\r\nProxy-Authorization: Bearer " + h + "\r\n\r\n")
+			rc.send(getHead(base, "/y", h))
 			if resp, _ := rc.response("GET"); resp.StatusCode != 200 {
 				t.Fatalf("next request: %d", resp.StatusCode)
 			}

@@ -47,8 +47,7 @@ func TestHostileUpstreamResponses(t *testing.T) {
 			}
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			host := strings.TrimPrefix(base, "http://")
-			io.WriteString(c, "GET "+base+"/x HTTP/1.1\r\nHost: "+host+"\r\nProxy-Authorization: Bearer "+h+"\r\n\r\n")
+			io.WriteString(c, getHead(base, "/x", h))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatal(err)
