@@ -59,13 +59,22 @@ func redactInPlace(b []byte, pats [][]byte) int {
 	return hits
 }
 
-// redactHeaders replaces secret forms in header values.
+// redactHeaders replaces secret forms in header values and drops a
+// header whose name holds one.
 func redactHeaders(h http.Header, ef *echoForms) int {
 	if ef == nil {
 		return 0
 	}
 	hits := 0
 	for k, vals := range h {
+		if nameHoldsForm(k, ef) {
+			// A name cannot be rewritten into a token that still
+			// means something, and the parsers change its case: the
+			// header goes.
+			delete(h, k)
+			hits++
+			continue
+		}
 		for i, v := range vals {
 			for _, f := range ef.strs {
 				if len(f) >= minEchoLen && strings.Contains(v, f) {
@@ -77,6 +86,20 @@ func redactHeaders(h http.Header, ef *echoForms) int {
 		}
 	}
 	return hits
+}
+
+// nameHoldsForm reports whether the header name k holds one of ef's
+// forms in any case: names are canonicalised as they are parsed
+// ("x-sk-abc" becomes "X-Sk-Abc"), so an exact match would miss them.
+func nameHoldsForm(k string, ef *echoForms) bool {
+	for _, f := range ef.strs {
+		for i := 0; i+len(f) <= len(k); i++ {
+			if strings.EqualFold(k[i:i+len(f)], f) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unscannableEncoding refuses a response compressed although the proxy

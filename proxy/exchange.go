@@ -78,6 +78,9 @@ func (x *exchange) send(req *http.Request) *http.Response {
 			return d.response(req)
 		}
 		x.audit.Redactions += redactHeaders(resp.Header, x.forms)
+		// The announced trailers' names, which relay sends in the
+		// head; their values are redacted when they arrive (Close).
+		x.audit.Redactions += redactHeaders(resp.Trailer, x.forms)
 		src, forms := io.Reader(resp.Body), x.forms
 		if isGRPCResponse(req, resp) {
 			// Message by message (grpcguard.go).

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // forward serves one absolute-form request: every check and the
@@ -51,7 +53,11 @@ func (s *Server) prepareOrAnswer(w http.ResponseWriter, r *http.Request, a *audi
 // the body. Trailers are announced in a Trailer header, sorted so the
 // head does not depend on map order; a trailer the upstream did not
 // announce is sent under http.TrailerPrefix, which the HTTP/1.1 and
-// HTTP/2 response writers both understand. A response with trailers is
+// HTTP/2 response writers both understand. A field RFC 9110 §6.5.1
+// forbids in trailers (Content-Length, Transfer-Encoding, Host,
+// Authorization, …) is dropped, announced or not: net/http reads
+// whatever the upstream sends after the last chunk, and a client that
+// merges trailers would take it for framing. A response with trailers is
 // flushed before they are set, so that even a short body goes chunked
 // (HTTP/1.1) and the trailers are not lost.
 func relay(w http.ResponseWriter, resp *http.Response) {
@@ -65,10 +71,14 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 	if n := len(resp.Trailer); n > 0 {
 		names := make([]string, 0, n)
 		for k := range resp.Trailer {
-			names = append(names, k)
+			if httpguts.ValidTrailerHeader(k) {
+				names = append(names, k)
+			}
 		}
-		slices.Sort(names)
-		h["Trailer"] = append(h["Trailer"], strings.Join(names, ", "))
+		if len(names) > 0 {
+			slices.Sort(names)
+			h["Trailer"] = append(h["Trailer"], strings.Join(names, ", "))
+		}
 		announced = n
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -84,6 +94,9 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 		f.Flush()
 	}
 	for k, vv := range resp.Trailer {
+		if !httpguts.ValidTrailerHeader(k) {
+			continue
+		}
 		if len(resp.Trailer) != announced {
 			k = http.TrailerPrefix + k
 		}

@@ -87,6 +87,12 @@ func (w *hangupWatch) start() {
 		w.timer.Reset(hangupAfter)
 		return
 	}
+	// The deadline the head was read under (read_header_timeout or
+	// idle_timeout) may still be set: a request without a body clears
+	// none. The read waits on the client, not on a clock: a timeout
+	// would be taken for a hangup and cut a long request off. Cleared
+	// here, under mu, so that stop's interrupting deadline comes after.
+	_ = w.c.conn.SetReadDeadline(time.Time{})
 	w.reading, w.done = true, make(chan struct{})
 	go w.read()
 }

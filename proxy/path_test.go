@@ -83,21 +83,29 @@ func TestPathSentAsIs(t *testing.T) {
 				}
 				head := "GET " + target + " HTTP/1.1\r\nHost: api.example.com:" + port + "\r\n" +
 					"Proxy-Authorization: Bearer " + h + "\r\n\r\n"
-				status, code := rawRequest(t, open(t), head)
-				if status != tc.status || code != tc.code {
-					t.Fatalf("%d %q, want %d %q", status, code, tc.status, tc.code)
-				}
-				if tc.status != 200 {
-					if f.up.count() != before {
-						t.Fatal("a refused request reached the upstream")
-					}
-					return
-				}
-				if got := f.up.last(t).Target; got != tc.target {
-					t.Fatalf("the upstream received %q, the client sent %q", got, tc.target)
-				}
+				checkPathSent(t, f, open(t), head, before, tc.target, tc.status, tc.code)
 			})
 		}
+	}
+}
+
+// checkPathSent sends head on c and checks the answer: status and code,
+// and then either nothing sent upstream since before requests (a
+// refusal) or the path sent exactly as target.
+func checkPathSent(t *testing.T, f *fixture, c net.Conn, head string, before int, target string, status int, code string) {
+	t.Helper()
+	gotStatus, gotCode := rawRequest(t, c, head)
+	if gotStatus != status || gotCode != code {
+		t.Fatalf("%d %q, want %d %q", gotStatus, gotCode, status, code)
+	}
+	if status != 200 {
+		if f.up.count() != before {
+			t.Fatal("a refused request reached the upstream")
+		}
+		return
+	}
+	if got := f.up.last(t).Target; got != target {
+		t.Fatalf("the upstream received %q, the client sent %q", got, target)
 	}
 }
 

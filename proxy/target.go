@@ -62,6 +62,9 @@ func parseTarget(r *http.Request) (target, *denial) {
 	if !ok {
 		return target{}, deny(CodePathNotAllowed, "the request path holds a backslash, a control character or an invalid escape")
 	}
+	if paramDotSegment(literal) {
+		return target{}, deny(CodePathNotAllowed, "a dot segment of the path carries ';' parameters, which some servers read as the dot segment; send the path without them")
+	}
 	return target{host: host, port: port, path: p, literal: literal, raw: raw}, nil
 }
 
@@ -202,6 +205,30 @@ func resolveSegments(p string) string {
 		cleaned = "/" + cleaned
 	}
 	return cleaned
+}
+
+// paramDotSegment reports whether the decoded path p has a segment that
+// is "." or ".." or empty before ';' parameters ("..;", "..;x=1",
+// ";x"). Servlet containers (Tomcat, Jetty) and Spring drop a segment's
+// parameters before they resolve dot and empty segments, so
+// "/v1/..;/admin" and "/v1/;/../admin" are "/admin" to them, while
+// cleanPath keeps "..;" as a name inside "/v1/" and lets ".." take ";".
+func paramDotSegment(p string) bool {
+	for i := strings.Index(p, ";"); i >= 0; {
+		seg := p[:i]
+		if j := strings.LastIndexByte(seg, '/'); j >= 0 {
+			seg = seg[j+1:]
+		}
+		if seg == "" || seg == "." || seg == ".." {
+			return true
+		}
+		next := strings.Index(p[i+1:], ";")
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 // hasDotOrEmptySegment reports whether the path p (starting with "/")

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -20,13 +22,15 @@ import (
 // proxy's request rates those hand-offs were a quarter of the CPU.
 //
 // Reuse rules: a connection goes back to the pool only after its response
-// body was read to the end and neither side asked to close. A request that
-// fails on a reused connection before any response arrives is retried once
-// on a new connection if its body can be replayed. A request whose body
-// cannot be replayed (a streamed POST) is never retried; it takes a pooled
-// connection only after a liveness check shows the upstream has not
-// closed it, so it pays no new TLS handshake and runs no higher risk than
-// a fresh connection of failing before its response.
+// body was read to the end, neither side asked to close, and nothing was
+// read past that end. A request takes a pooled connection only after a
+// liveness check shows nothing arrived on it while idle (the upstream's
+// close, or bytes of an answer to no request, which would otherwise be
+// read as this request's answer: one plugin's response given to another).
+// A request that fails on a reused connection before any response arrives
+// is retried once on a new connection if its body can be replayed. A
+// request whose body cannot be replayed (a streamed POST) is never
+// retried.
 type upstreamClient struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConfig   *tls.Config
@@ -73,7 +77,10 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 		var pc *upConn
 		if attempt == 0 {
 			pc = u.get(key)
-			if pc != nil && !replayable && !pc.alive() {
+			// Any pooled connection, not only one for a body that
+			// cannot be replayed: bytes that came after its last
+			// response would be read as this request's answer.
+			if pc != nil && !pc.alive() {
 				pc.conn.Close()
 				pc = nil
 			}
@@ -169,10 +176,16 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 // arrive on an idle connection, so any byte waiting (a close_notify, junk)
 // or the end of the stream means it must not carry a request.
 func (pc *upConn) alive() bool {
-	if pc.br.Buffered() > 0 {
+	if pc.br.Buffered() > 0 || !socketIdle(pc.conn.NetConn()) {
 		return false
 	}
-	return socketIdle(pc.conn.NetConn())
+	// Plaintext the TLS layer decrypted but br did not take (a record
+	// split at a response's end) is in neither place: a read that
+	// cannot wait finds it. A read timeout leaves tls.Conn usable.
+	_ = pc.conn.SetReadDeadline(aLongTimeAgo)
+	_, err := pc.br.Peek(1)
+	_ = pc.conn.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (u *upstreamClient) get(key string) *upConn {
@@ -196,7 +209,10 @@ func (u *upstreamClient) put(pc *upConn) {
 	pc.lastUsed = time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.idle[pc.key]) >= u.maxIdle {
+	// Bytes already read past the response's end (a 204 or a HEAD
+	// answer with a body, a second response): the upstream's framing
+	// and the proxy's disagree, so the connection carries nothing more.
+	if pc.br.Buffered() > 0 || len(u.idle[pc.key]) >= u.maxIdle {
 		pc.conn.Close()
 		return
 	}

@@ -37,6 +37,13 @@ func upstreamFixture(t *testing.T, h http.HandlerFunc) (*upstreamClient, string,
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	return loopbackUpstreamClient(t, ca), "https://up.example.com:" + port, &conns, srv
+}
+
+// loopbackUpstreamClient is an upstream client that trusts ca and finds
+// up.example.com on 127.0.0.1.
+func loopbackUpstreamClient(t *testing.T, ca *testenv.CA) *upstreamClient {
+	t.Helper()
 	res := &staticResolver{}
 	res.set("up.example.com", "127.0.0.1")
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile}.WithDefaults()
@@ -45,7 +52,7 @@ func upstreamFixture(t *testing.T, h http.HandlerFunc) (*upstreamClient, string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newUpstreamClient(cfg, d, tc), "https://up.example.com:" + port, &conns, srv
+	return newUpstreamClient(cfg, d, tc)
 }
 
 func get(t *testing.T, u *upstreamClient, method, url string, body io.Reader) (*http.Response, string) {
