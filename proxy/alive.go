@@ -6,24 +6,41 @@ import (
 	"syscall"
 )
 
-// socketIdle peeks at c's socket without blocking or consuming anything:
-// true when no byte is waiting and the peer has not closed it. A
-// connection whose state cannot be read this way counts as not idle.
-func socketIdle(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	idle := false
-	var buf [1]byte
-	cerr := rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		idle = errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
-		return true // never wait for readiness
-	})
-	return cerr == nil && idle
+// idleProbe peeks at a connection's socket without blocking or consuming
+// anything. It is made once per connection, so that a check allocates
+// nothing: every reuse of a pooled upstream connection runs one.
+type idleProbe struct {
+	rc   syscall.RawConn // nil: the state cannot be read, never idle
+	fn   func(fd uintptr) bool
+	idle bool
+	buf  [1]byte
 }
+
+func newIdleProbe(c net.Conn) *idleProbe {
+	p := &idleProbe{}
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			p.rc = rc
+		}
+	}
+	p.fn = func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		p.idle = errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
+		return true // never wait for readiness
+	}
+	return p
+}
+
+// check reports whether no byte is waiting on the socket and the peer has
+// not closed it. A connection whose state cannot be read this way counts
+// as not idle.
+func (p *idleProbe) check() bool {
+	if p.rc == nil {
+		return false
+	}
+	p.idle = false
+	return p.rc.Read(p.fn) == nil && p.idle
+}
+
+// socketIdle is a one-off idleProbe check of c.
+func socketIdle(c net.Conn) bool { return newIdleProbe(c).check() }

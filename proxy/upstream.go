@@ -49,6 +49,7 @@ type upConn struct {
 	bw       *bufio.Writer
 	key      string
 	lastUsed time.Time
+	probe    *idleProbe // the socket under conn, checked before each reuse
 }
 
 func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClient {
@@ -129,7 +130,8 @@ func (u *upstreamClient) connect(ctx context.Context, addr, key, serverName stri
 		raw.Close()
 		return nil, err
 	}
-	return &upConn{conn: tc, br: bufio.NewReaderSize(tc, 16<<10), bw: bufio.NewWriterSize(tc, 16<<10), key: key}, nil
+	return &upConn{conn: tc, br: bufio.NewReaderSize(tc, 16<<10), bw: bufio.NewWriterSize(tc, 16<<10), key: key,
+		probe: newIdleProbe(raw)}, nil
 }
 
 // send writes req and reads the response head on pc.
@@ -176,7 +178,7 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 // arrive on an idle connection, so any byte waiting (a close_notify, junk)
 // or the end of the stream means it must not carry a request.
 func (pc *upConn) alive() bool {
-	if pc.br.Buffered() > 0 || !socketIdle(pc.conn.NetConn()) {
+	if pc.br.Buffered() > 0 || !pc.probe.check() {
 		return false
 	}
 	// Plaintext the TLS layer decrypted but br did not take (a record
