@@ -219,15 +219,16 @@ func appendHeader(b []byte, k, v string) []byte {
 }
 
 func appendHeaderValue(b []byte, v string) []byte {
-	for {
-		i := strings.IndexAny(v, "\r\n\x00")
-		if i < 0 {
-			return append(b, v...)
+	// A byte loop: strings.IndexAny builds its byte set on every call,
+	// and this runs for every header of every request and response.
+	start := 0
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' || c == 0 {
+			b = append(append(b, v[start:i]...), ' ')
+			start = i + 1
 		}
-		b = append(b, v[:i]...)
-		b = append(b, ' ')
-		v = v[i+1:]
 	}
+	return append(b, v[start:]...)
 }
 
 func (w *respWriter) write(p []byte) {
