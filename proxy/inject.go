@@ -9,32 +9,37 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 )
 
-// hopHeaders are the hop-by-hop headers of RFC 9110 section 7.6.1, plus
-// Proxy-Connection (sent by some clients). Every header named in
-// Connection is hop-by-hop too.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // stripHopByHop removes hop-by-hop headers, the headers Connection names,
 // and every Proxy-* header.
 func stripHopByHop(h http.Header) {
 	for _, v := range h["Connection"] {
-		for _, name := range strings.Split(v, ",") {
+		for rest := v; rest != ""; {
+			var name string
+			name, rest, _ = strings.Cut(rest, ",")
 			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
+	// One pass over the header (a few names) instead of a lookup per
+	// hop-by-hop name: this runs on every request and response.
 	for k := range h {
-		if strings.HasPrefix(k, "Proxy-") {
+		if isHopHeader(k) || strings.HasPrefix(k, "Proxy-") {
 			delete(h, k)
 		}
 	}
+}
+
+// isHopHeader reports whether the canonical name k is a hop-by-hop
+// header of RFC 9110 section 7.6.1, or Proxy-Connection (sent by some
+// clients). Every header named in Connection is hop-by-hop too.
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // badHeaderValue reports a value that could split or smuggle a header.

@@ -311,8 +311,9 @@ func TestHopByHopStripped(t *testing.T) {
 }
 
 func TestStripHopByHopResponse(t *testing.T) {
-	h := http.Header{"Connection": {"X-A, x-b"}, "X-A": {"1"}, "X-B": {"2"}, "Keep-Alive": {"t"}, "Trailer": {"X"},
-		"Proxy-Authenticate": {"Basic"}, "Content-Type": {"text/plain"}, "Upgrade": {"h2c"}}
+	h := http.Header{"Connection": {"X-A, x-b", " ,x-c,"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"}, "Keep-Alive": {"t"},
+		"Trailer": {"X"}, "Proxy-Authenticate": {"Basic"}, "Content-Type": {"text/plain"}, "Upgrade": {"h2c"},
+		"Te": {"trailers"}, "Transfer-Encoding": {"chunked"}, "Proxy-Connection": {"keep-alive"}, "Proxy-X": {"y"}}
 	stripHopByHop(h)
 	if len(h) != 1 || h.Get("Content-Type") != "text/plain" {
 		t.Fatalf("left %v", h)
