@@ -41,6 +41,3 @@ func (p *idleProbe) check() bool {
 	p.idle = false
 	return p.rc.Read(p.fn) == nil && p.idle
 }
-
-// socketIdle is a one-off idleProbe check of c.
-func socketIdle(c net.Conn) bool { return newIdleProbe(c).check() }

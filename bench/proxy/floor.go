@@ -24,9 +24,9 @@ import (
 func runFloor(dir, upstream string) { serveForwarder(dir, upstream, floorConn) }
 
 // serveForwarder prints the address it listens on and serves each
-// client connection with conn, which opens its own TLS connection to the
-// upstream with the bench CA.
-func serveForwarder(dir, upstream string, conn func(net.Conn, string, *tls.Config)) {
+// client connection with conn, on a TLS connection of its own to the
+// upstream (verified with the bench CA).
+func serveForwarder(dir, upstream string, conn func(c net.Conn, tc *tls.Conn)) {
 	cfg := &tls.Config{RootCAs: loadRoots(dir), ServerName: benchHost, NextProtos: []string{"http/1.1"}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
@@ -36,18 +36,20 @@ func serveForwarder(dir, upstream string, conn func(net.Conn, string, *tls.Confi
 		if err != nil {
 			return
 		}
-		go conn(c, upstream, cfg)
+		go func() {
+			defer c.Close()
+			raw, err := net.Dial("tcp", upstream)
+			if err != nil {
+				return
+			}
+			tc := tls.Client(raw, cfg)
+			defer tc.Close()
+			conn(c, tc)
+		}()
 	}
 }
 
-func floorConn(c net.Conn, upstream string, cfg *tls.Config) {
-	defer c.Close()
-	raw, err := net.Dial("tcp", upstream)
-	if err != nil {
-		return
-	}
-	tc := tls.Client(raw, cfg)
-	defer tc.Close()
+func floorConn(c net.Conn, tc *tls.Conn) {
 	br, ubr := bufio.NewReaderSize(c, 4<<10), bufio.NewReaderSize(tc, 16<<10)
 	buf := make([]byte, 0, 4<<10)
 	for {
@@ -114,14 +116,7 @@ func floorConn(c net.Conn, upstream string, cfg *tls.Config) {
 // Airlock and it is Airlock's own work.
 func runParsingFloor(dir, upstream string) { serveForwarder(dir, upstream, parsingFloorConn) }
 
-func parsingFloorConn(c net.Conn, upstream string, cfg *tls.Config) {
-	defer c.Close()
-	raw, err := net.Dial("tcp", upstream)
-	if err != nil {
-		return
-	}
-	tc := tls.Client(raw, cfg)
-	defer tc.Close()
+func parsingFloorConn(c net.Conn, tc *tls.Conn) {
 	br, ubr := bufio.NewReaderSize(c, 4<<10), bufio.NewReaderSize(tc, 16<<10)
 	bw, ubw := bufio.NewWriterSize(c, 4<<10), bufio.NewWriterSize(tc, 4<<10)
 	for {
