@@ -43,7 +43,20 @@ func isHopHeader(k string) bool {
 }
 
 // badHeaderValue reports a value that could split or smuggle a header.
-func badHeaderValue(s string) bool { return strings.ContainsAny(s, "\r\n\x00") }
+func badHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if splitsHead(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitsHead reports the bytes that would end a header line or a head
+// if written in a value: CR, LF and NUL. A byte test, not
+// strings.ContainsAny, which builds its set on every call: this runs on
+// every injected and written header.
+func splitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
 
 // The static kinds: the secret is sent as it is.
 func init() {

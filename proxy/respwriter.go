@@ -219,11 +219,9 @@ func appendHeader(b []byte, k, v string) []byte {
 }
 
 func appendHeaderValue(b []byte, v string) []byte {
-	// A byte loop: strings.IndexAny builds its byte set on every call,
-	// and this runs for every header of every request and response.
 	start := 0
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; c == '\r' || c == '\n' || c == 0 {
+		if splitsHead(v[i]) {
 			b = append(append(b, v[start:i]...), ' ')
 			start = i + 1
 		}

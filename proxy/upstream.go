@@ -65,12 +65,10 @@ func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClie
 // body hands the connection back to the pool when read to the end.
 func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	addr := req.URL.Host
-	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "443")
-	}
-	// Connections are pooled per destination and client certificate.
-	key, cc := addr, clientCertOf(req.Context())
+	// Connections are pooled per destination (the URL's authority: a
+	// host without a port is port 443, as prepare writes it) and client
+	// certificate. The dial address is built only for a new connection.
+	key, cc := req.URL.Host, clientCertOf(req.Context())
 	if cc != nil {
 		key += "#" + cc.id
 	}
@@ -89,6 +87,10 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 		reused := pc != nil
 		if pc == nil {
 			var err error
+			addr := req.URL.Host
+			if req.URL.Port() == "" {
+				addr = net.JoinHostPort(req.URL.Hostname(), "443")
+			}
 			if pc, err = u.connect(req.Context(), addr, key, req.URL.Hostname(), cc); err != nil {
 				return nil, err
 			}
