@@ -61,41 +61,74 @@ func pss(pid int) int64 {
 
 // tasks lists the sandbox's processes but the init: at the namespaces
 // level every process /proc shows (the pid namespace is the sandbox's);
-// at the landlock level the init's descendants.
+// at the landlock level the init's descendants, found from the init down
+// (descendants), so that a check costs what the sandbox holds and not
+// what the host runs.
 func tasks(ns bool) []task {
+	if !ns {
+		return descendants(os.Getpid())
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	self := os.Getpid()
-	all := map[int]task{}
+	var out []task
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
 		if t, ok := readTask(pid); ok {
-			all[pid] = t
-		}
-	}
-	if ns {
-		out := make([]task, 0, len(all))
-		for _, t := range all {
 			out = append(out, t)
-		}
-		return out
-	}
-	var out []task
-	for _, t := range all {
-		for p, hops := t.ppid, 0; p > 1 && hops < 64; hops++ {
-			if p == self {
-				out = append(out, t)
-				break
-			}
-			p = all[p].ppid
 		}
 	}
 	return out
+}
+
+// descendants lists every process below root, at any depth, from the
+// children files of each of their threads (a child is listed under the
+// thread that started it). The init is a subreaper, so an orphan is
+// still below it. A process started while the walk runs may be missed:
+// the watcher looks again at its next tick, and the sweep until the init
+// has no child left.
+func descendants(root int) []task {
+	var out []task
+	seen := map[int]bool{root: true}
+	buf := make([]byte, 64<<10)
+	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+		dir := "/proc/" + strconv.Itoa(queue[0]) + "/task/"
+		threads, err := os.ReadDir(dir)
+		if err != nil {
+			continue // gone since its parent listed it
+		}
+		for _, th := range threads {
+			for _, f := range bytes.Fields(readSmall(dir+th.Name()+"/children", buf)) {
+				pid, err := strconv.Atoi(string(f))
+				if err != nil || seen[pid] {
+					continue
+				}
+				seen[pid] = true
+				if t, ok := readTask(pid); ok {
+					out = append(out, t)
+					queue = append(queue, pid)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readSmall reads a proc file with one read into buf, large enough for
+// any children list the process limits allow.
+func readSmall(name string, buf []byte) []byte {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	n, _ := f.Read(buf)
+	return buf[:n]
 }
 
 // memfdSizes adds the sizes of pid's open memfd files to seen, by device

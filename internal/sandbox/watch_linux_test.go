@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// byScan lists root's descendants the slow way, from every process the
+// host has and its parent chain: what descendants must agree with.
+func byScan(root int) []int {
+	ents, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if t, ok := readTask(pid); ok {
+				parent[pid] = t.ppid
+			}
+		}
+	}
+	var out []int
+	for pid := range parent {
+		for p := parent[pid]; p > 1; p = parent[p] {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func pids(ts []task) []int {
+	var out []int
+	for _, t := range ts {
+		out = append(out, t.pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The landlock-level watcher finds a sandbox's processes from the init
+// down: every one of a tree, at any depth (here deeper than 64), and
+// nothing else — the same set a scan of the whole host finds.
+func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
+	// Chains of shells, each the child of the one before (the trailing
+	// true keeps a shell from replacing itself with the next), the last
+	// of which starts two sleeps: depth+3 processes a chain.
+	script := `n=$1; if [ "$n" -gt 0 ]; then sh -c "$0" "$0" $((n-1)); else sleep 60 & sleep 60; fi; true`
+	var cmds []*exec.Cmd
+	for _, depth := range []string{"0", "3", "70"} {
+		c := exec.Command("sh", "-c", script, script, depth)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range cmds {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			_ = c.Wait()
+		}
+	})
+	self := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, want := pids(descendants(self)), byScan(self)
+		if slices.Equal(got, want) && len(got) == 3+6+73 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("descendants %v, a scan of the host %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkTasks is what one look of the watcher costs at each level's
+// way of listing: from the init down, and by scanning the host (how the
+// landlock level listed before; its cost grows with every process the
+// host runs, sandboxed or not).
+func BenchmarkTasks(b *testing.B) {
+	c := exec.Command("sh", "-c", "sleep 60 & sleep 60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() }()
+	b.Run("descendants", func(b *testing.B) {
+		for b.Loop() {
+			descendants(os.Getpid())
+		}
+	})
+	b.Run("host-scan", func(b *testing.B) {
+		for b.Loop() {
+			byScan(os.Getpid())
+		}
+	})
+}
