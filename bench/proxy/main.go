@@ -280,6 +280,7 @@ type result struct {
 	p50, p99 time.Duration
 	errors   int
 	cpu      [3]float64 // CPU µs per request of the proxy, the upstream and the client
+	user     float64    // the proxy's share of cpu[0] in user space (the rest is the kernel's)
 }
 
 // sample is what one or more measuring windows of a cell saw.
@@ -288,9 +289,11 @@ type sample struct {
 	errors int
 	dur    time.Duration
 	cpu    [3]time.Duration
+	user   time.Duration // the proxy's user-space CPU
 }
 
 func (s *sample) add(o sample) {
+	s.user += o.user
 	s.lats = append(s.lats, o.lats...)
 	s.errors += o.errors
 	s.dur += o.dur
@@ -309,6 +312,7 @@ func (s *sample) result() result {
 		for i := range s.cpu {
 			r.cpu[i] = float64(s.cpu[i].Microseconds()) / float64(n)
 		}
+		r.user = float64(s.user.Microseconds()) / float64(n)
 	}
 	return r
 }
@@ -316,21 +320,28 @@ func (s *sample) result() result {
 // cpuTime is a process's user plus system CPU time so far (Linux; zero
 // elsewhere).
 func cpuTime(pid int) time.Duration {
+	u, s := cpuTimes(pid)
+	return u + s
+}
+
+// cpuTimes is a process's user and system CPU time so far.
+func cpuTimes(pid int) (user, sys time.Duration) {
 	if pid == 0 {
-		return 0
+		return 0, 0
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the command name, which is in parentheses and may hold spaces.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	if len(f) < 13 {
-		return 0
+		return 0, 0
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+	const tick = time.Second / 100 // USER_HZ is 100 on Linux
+	return time.Duration(ut) * tick, time.Duration(st) * tick
 }
 
 // load runs c workers against url: warm-up, then measure. mark is called
@@ -386,11 +397,18 @@ func load(client *http.Client, u string, c int, warmup, dur time.Duration, mark 
 }
 
 // cpuMeter measures the CPU time of pids over a window (a negative pid:
-// that process and its descendants): mark starts and ends it, fill writes
-// it into a sample.
+// that process and its descendants), and the user-space part of the
+// first's (the proxy's): mark starts and ends it, fill writes it into a
+// sample.
 func cpuMeter(pids []int) (mark func(start bool), fill func(*sample)) {
 	var cpu0, cpu1 [3]time.Duration
+	var user0, user1 time.Duration
 	mark = func(start bool) {
+		if u, _ := cpuTimes(pids[0]); start {
+			user0 = u
+		} else {
+			user1 = u
+		}
 		for i, p := range pids {
 			t := cpuTime(p)
 			if p < 0 { // a process tree
@@ -407,6 +425,7 @@ func cpuMeter(pids []int) (mark func(start bool), fill func(*sample)) {
 		for i := range pids {
 			s.cpu[i] = cpu1[i] - cpu0[i]
 		}
+		s.user = user1 - user0
 	}
 	return mark, fill
 }

@@ -21,16 +21,16 @@ const (
 
 // report prints every cell, then the ratios: the serve binary's first.
 func report(names []string, cs []int, results map[string]map[int]result, direct map[string]bool) {
-	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms | proxy CPU µs/req | upstream | client |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms | proxy CPU µs/req | of it user | upstream | client |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range names {
 		for _, c := range cs {
 			r := results[name][c]
-			proxyCPU := "—"
+			proxyCPU, user := "—", "—"
 			if !direct[name] {
-				proxyCPU = fmt.Sprintf("%.1f", r.cpu[0])
+				proxyCPU, user = fmt.Sprintf("%.1f", r.cpu[0]), fmt.Sprintf("%.1f", r.user)
 			}
-			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %s | %.1f | %.1f |\n", name, c, r.rps, ms(r.p50), ms(r.p99),
-				proxyCPU, r.cpu[1], r.cpu[2])
+			fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %s | %s | %.1f | %.1f |\n", name, c, r.rps, ms(r.p50), ms(r.p99),
+				proxyCPU, user, r.cpu[1], r.cpu[2])
 		}
 	}
 	fmt.Printf("\n| ratio | %s |\n|---|%s\n", joinInts(cs, " | c=", "c="), strings.Repeat("---|", len(cs)))
@@ -48,12 +48,19 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	proxyCPU := func(r result) float64 { return r.cpu[0] }
 	ratio := func(label, a, b string) { ratioOf(label, a, b, rps) }
 	cpuRatio := func(label, a, b string) { ratioOf(label, a, b, proxyCPU) }
+	userRatio := func(label, a, b string) { ratioOf(label, a, b, func(r result) float64 { return r.user }) }
+	sysRatio := func(label, a, b string) { ratioOf(label, a, b, func(r result) float64 { return r.cpu[0] - r.user }) }
 
 	// The binary users run.
 	ratio("serve binary / smokescreen", serveName, smokescreenName)
 	ratio("serve CONNECT intercept / smokescreen CONNECT", serveInterceptName, smokescreenName)
 	cpuRatio("proxy CPU per request, serve binary / floor", serveName, floorName)
 	cpuRatio("proxy CPU per request, serve intercept / floor", serveInterceptName, floorName)
+	// Where the CPU goes: the kernel's share (system calls, loopback TCP)
+	// against the user-space share (Go: parsing, checks, TLS, GC).
+	sysRatio("proxy system CPU per request, serve binary / floor", serveName, floorName)
+	userRatio("proxy user CPU per request, serve binary / floor", serveName, floorName)
+	userRatio("proxy user CPU per request, floor + net/http parsing / floor", parsingFloorName, floorName)
 	for _, level := range []string{"namespaces", "landlock"} {
 		ratio("sandboxed plugin ("+level+") / unconfined plugin", pluginName(level), pluginName("off"))
 	}
