@@ -56,6 +56,8 @@ func main() {
 	processors := flag.Bool("processors", false, "also measure Airlock with each credential processor (hmac, aws_sigv4, oauth2 with a cached token)")
 	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
 	profile := flag.String("profile", "", "a directory: save a CPU profile of `airlock serve` (from its admin listener) for each of its cells in the first round")
+	pluginRounds := flag.Int("plugin-rounds", 8, "interleave the plugin targets (sandbox levels) this many times, after the others")
+	pluginDuration := flag.Duration("plugin-duration", 16*time.Second, "measuring time per plugin cell, split over its rounds")
 	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
 
@@ -234,31 +236,46 @@ func main() {
 			samples[t.name][c] = &sample{}
 		}
 	}
-	slice := *duration / time.Duration(max(*rounds, 1))
-	for round := range max(*rounds, 1) {
-		for _, c := range cs {
-			for _, t := range targets {
-				var saved func()
-				if *profile != "" && t.admin != "" && round == 0 {
-					saved = saveProfile(*profile, t.admin, fmt.Sprintf("%s-c%d", slug(t.name), c), *warmup, slice)
+	// The plugin targets are compared with each other, a few percent
+	// apart, so they get a phase of their own with more and longer
+	// slices: one slice of a cell varies by a tenth or more on this VM.
+	var mainTargets, plugTargets []target
+	for _, t := range targets {
+		if t.plugin != nil {
+			plugTargets = append(plugTargets, t)
+		} else {
+			mainTargets = append(mainTargets, t)
+		}
+	}
+	measure := func(targets []target, rounds int, duration time.Duration) {
+		slice := duration / time.Duration(rounds)
+		for round := range rounds {
+			for _, c := range cs {
+				for _, t := range targets {
+					var saved func()
+					if *profile != "" && t.admin != "" && round == 0 {
+						saved = saveProfile(*profile, t.admin, fmt.Sprintf("%s-c%d", slug(t.name), c), *warmup, slice)
+					}
+					var s sample
+					if t.plugin != nil {
+						s = t.plugin(c, *warmup, slice, upPid)
+					} else {
+						mark, fill := cpuMeter([]int{t.pid, upPid, os.Getpid()})
+						s = load(t.client(c), t.url, c, *warmup, slice, mark)
+						fill(&s)
+					}
+					if saved != nil {
+						saved()
+					}
+					samples[t.name][c].add(s)
+					fmt.Fprintf(os.Stderr, "round %d  %-26s c=%-3d %8.0f req/s  errors %d\n", round+1, t.name, c,
+						float64(len(s.lats))/s.dur.Seconds(), s.errors)
 				}
-				var s sample
-				if t.plugin != nil {
-					s = t.plugin(c, *warmup, slice, upPid)
-				} else {
-					mark, fill := cpuMeter([]int{t.pid, upPid, os.Getpid()})
-					s = load(t.client(c), t.url, c, *warmup, slice, mark)
-					fill(&s)
-				}
-				if saved != nil {
-					saved()
-				}
-				samples[t.name][c].add(s)
-				fmt.Fprintf(os.Stderr, "round %d  %-26s c=%-3d %8.0f req/s  errors %d\n", round+1, t.name, c,
-					float64(len(s.lats))/s.dur.Seconds(), s.errors)
 			}
 		}
 	}
+	measure(mainTargets, max(*rounds, 1), *duration)
+	measure(plugTargets, max(*pluginRounds, 1), *pluginDuration)
 	for _, t := range targets {
 		results[t.name] = map[int]result{}
 		for _, c := range cs {
