@@ -58,6 +58,7 @@ func main() {
 	profile := flag.String("profile", "", "a directory: save a CPU profile of `airlock serve` (from its admin listener) for each of its cells in the first round")
 	pluginRounds := flag.Int("plugin-rounds", 8, "interleave the plugin targets (sandbox levels) this many times, after the others")
 	pluginDuration := flag.Duration("plugin-duration", 16*time.Second, "measuring time per plugin cell, split over its rounds")
+	pluginWarmup := flag.Duration("plugin-warmup", 300*time.Millisecond, "warm-up time per plugin cell and round")
 	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
 
@@ -179,6 +180,7 @@ func main() {
 		}
 	}
 	var binTargets []target
+	var plugs []pluginTarget
 	if *airlockBin != "" {
 		sp := startServeBinary(*airlockBin, work, up)
 		children = append(children, sp.cmd)
@@ -189,8 +191,12 @@ func main() {
 			target{name: serveInterceptName, url: "https://" + benchHost + ":" + upPort + "/", client: func(c int) *http.Client { return pinned(c, proxyURL) },
 				pid: sp.cmd.Process.Pid, admin: sp.admin})
 		if *sandboxed {
-			for _, pt := range pluginTargets(sp, work, "http://"+benchHost+":"+upPort+"/") {
-				binTargets = append(binTargets, target{name: pt.name, pid: sp.cmd.Process.Pid, admin: sp.admin, plugin: pt.measure})
+			plugs = pluginTargets(sp, work, "http://"+benchHost+":"+upPort+"/")
+			for _, pt := range plugs {
+				binTargets = append(binTargets, target{name: pt.name, pid: sp.cmd.Process.Pid, admin: sp.admin,
+					plugin: func(c int, warmup, window time.Duration, upPid int) sample {
+						return pt.measure(c, warmup, window, upPid, time.Time{})
+					}})
 			}
 		}
 		defer func() { fmt.Fprintf(os.Stderr, "airlock serve wrote %d audit lines\n", auditLines(work)) }()
@@ -247,21 +253,24 @@ func main() {
 			mainTargets = append(mainTargets, t)
 		}
 	}
-	measure := func(targets []target, rounds int, duration time.Duration) {
+	measure := func(targets []target, rounds int, duration, warmup time.Duration) {
 		slice := duration / time.Duration(rounds)
 		for round := range rounds {
 			for _, c := range cs {
-				for _, t := range targets {
+				// Each round starts one target further on, so that no
+				// target always follows the same one.
+				for i := range targets {
+					t := targets[(i+round)%len(targets)]
 					var saved func()
 					if *profile != "" && t.admin != "" && round == 0 {
-						saved = saveProfile(*profile, t.admin, fmt.Sprintf("%s-c%d", slug(t.name), c), *warmup, slice)
+						saved = saveProfile(*profile, t.admin, fmt.Sprintf("%s-c%d", slug(t.name), c), warmup, slice)
 					}
 					var s sample
 					if t.plugin != nil {
-						s = t.plugin(c, *warmup, slice, upPid)
+						s = t.plugin(c, warmup, slice, upPid)
 					} else {
 						mark, fill := cpuMeter([]int{t.pid, upPid, os.Getpid()})
-						s = load(t.client(c), t.url, c, *warmup, slice, mark)
+						s = load(t.client(c), t.url, c, warmup, slice, mark)
 						fill(&s)
 					}
 					if saved != nil {
@@ -274,8 +283,12 @@ func main() {
 			}
 		}
 	}
-	measure(mainTargets, max(*rounds, 1), *duration)
-	measure(plugTargets, max(*pluginRounds, 1), *pluginDuration)
+	measure(mainTargets, max(*rounds, 1), *duration, *warmup)
+	measure(plugTargets, max(*pluginRounds, 1), *pluginDuration, *pluginWarmup)
+	var pairs map[sandbox.Level]map[int][2]int
+	if len(plugTargets) > 0 {
+		pairs = measurePairs(plugs, cs, max(*pluginRounds, 1), *pluginDuration, *pluginWarmup, upPid)
+	}
 	for _, t := range targets {
 		results[t.name] = map[int]result{}
 		for _, c := range cs {
@@ -289,7 +302,7 @@ func main() {
 		names[i] = t.name
 		direct[t.name] = t.pid == 0
 	}
-	report(names, cs, results, direct)
+	report(names, cs, results, direct, pairs)
 }
 
 type result struct {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/handoff"
@@ -23,8 +24,12 @@ import (
 // pluginTarget is the load generator run as a plugin of airlock serve at
 // one sandbox level.
 type pluginTarget struct {
-	name    string
-	measure func(c int, warmup, window time.Duration, upPid int) sample
+	name  string
+	level sandbox.Level
+	// measure runs one cell; a zero startAt starts its window after
+	// warmup, another starts it then (so that two plugins measure the
+	// same window).
+	measure func(c int, warmup, window time.Duration, upPid int, startAt time.Time) sample
 }
 
 // pluginTargets run this program as a plugin (role plugin-load) through
@@ -47,19 +52,24 @@ func pluginTargets(sp serveProc, dir, u string) []pluginTarget {
 		if level == sandbox.LevelNamespaces {
 			serve = func(l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, l) }
 		}
-		out = append(out, pluginTarget{name: pluginName(string(level)), measure: func(c int, warmup, window time.Duration, upPid int) sample {
-			return runPluginCell(exe, sp, level, serve, u, c, warmup, window, upPid)
-		}})
+		out = append(out, pluginTarget{name: pluginName(string(level)), level: level,
+			measure: func(c int, warmup, window time.Duration, upPid int, startAt time.Time) sample {
+				return runPluginCell(exe, sp, level, serve, u, c, warmup, window, upPid, startAt)
+			}})
 	}
 	return out
 }
 
 func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(net.Listener) (io.Closer, error), u string,
-	c int, warmup, window time.Duration, upPid int) sample {
+	c int, warmup, window time.Duration, upPid int, startAt time.Time) sample {
 	nice := 0
+	env := []string{"BENCH_URL=" + u, "BENCH_HANDLE=" + sp.handle}
+	if !startAt.IsZero() {
+		env = append(env, "BENCH_START="+strconv.FormatInt(startAt.UnixNano(), 10))
+	}
 	p, err := launch.Start(context.Background(), launch.Request{Plugin: "bench-load", Path: exe,
 		Args: []string{"-role", "plugin-load", "-c", strconv.Itoa(c), "-warmup", warmup.String(), "-duration", window.String()},
-		Env:  []string{"BENCH_URL=" + u, "BENCH_HANDLE=" + sp.handle}, NoHTTPS: true},
+		Env:  env, NoHTTPS: true},
 		launch.Options{EgressProxy: sp.addr, ProxyServe: serve, Sandbox: sandbox.Config{Level: level,
 			ReadOnly: []string{filepath.Dir(exe)}, Limits: sandbox.Limits{Nice: &nice}}})
 	check(err)
@@ -101,6 +111,11 @@ func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(net
 func runPluginLoad(concs string, warmup, window time.Duration) {
 	c, err := strconv.Atoi(concs)
 	check(err)
+	if v := os.Getenv("BENCH_START"); v != "" {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		check(err)
+		warmup = time.Until(time.Unix(0, ns))
+	}
 	pu, err := url.Parse(os.Getenv("HTTP_PROXY"))
 	check(err)
 	pu.User = url.User(os.Getenv("BENCH_HANDLE"))
@@ -121,6 +136,46 @@ func runPluginLoad(concs string, warmup, window time.Duration) {
 	}
 	fmt.Fprintln(out)
 	check(out.Flush())
+}
+
+// measurePairs runs each sandboxed level side by side with the unconfined
+// plugin: both at concurrency c at once, measuring the same window, so
+// that whatever slows the machine down (this VM's speed drifts by a tenth
+// within seconds) slows both alike. It returns, per level and
+// concurrency, the requests the sandboxed and the unconfined plugin
+// completed; the plugins share the CPU, so the sandboxed one completes
+// fewer exactly when each of its requests costs the machine more.
+func measurePairs(plugs []pluginTarget, cs []int, rounds int, duration, warmup time.Duration, upPid int) map[sandbox.Level]map[int][2]int {
+	out := map[sandbox.Level]map[int][2]int{}
+	if len(plugs) < 2 || plugs[0].level != sandbox.LevelOff {
+		return out
+	}
+	slice := duration / time.Duration(rounds)
+	for round := range rounds {
+		for _, c := range cs {
+			for _, pt := range plugs[1:] {
+				// Launching takes a few to tens of milliseconds: both
+				// windows start after the later launch.
+				startAt := time.Now().Add(warmup + 200*time.Millisecond)
+				var pair [2]sample
+				var wg sync.WaitGroup
+				for i, t := range []pluginTarget{pt, plugs[0]} {
+					wg.Go(func() { pair[i] = t.measure(c, warmup, slice, upPid, startAt) })
+				}
+				wg.Wait()
+				if out[pt.level] == nil {
+					out[pt.level] = map[int][2]int{}
+				}
+				n := out[pt.level][c]
+				n[0] += len(pair[0].lats)
+				n[1] += len(pair[1].lats)
+				out[pt.level][c] = n
+				fmt.Fprintf(os.Stderr, "round %d  side by side, %-10s c=%-3d %8.0f / %.0f req/s\n", round+1, pt.level, c,
+					float64(len(pair[0].lats))/slice.Seconds(), float64(len(pair[1].lats))/slice.Seconds())
+			}
+		}
+	}
+	return out
 }
 
 // treeCPU is the CPU time of pid and every process below it (a sandbox's

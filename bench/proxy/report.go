@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
 // The serve binary's targets: the binary users run, reported first.
@@ -20,7 +22,7 @@ const (
 )
 
 // report prints every cell, then the ratios: the serve binary's first.
-func report(names []string, cs []int, results map[string]map[int]result, direct map[string]bool) {
+func report(names []string, cs []int, results map[string]map[int]result, direct map[string]bool, pairs map[sandbox.Level]map[int][2]int) {
 	fmt.Printf("\n| target | c | req/s | p50 ms | p99 ms | proxy CPU µs/req | of it user | upstream | client |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, name := range names {
 		for _, c := range cs {
@@ -61,8 +63,15 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	sysRatio("proxy system CPU per request, serve binary / floor", serveName, floorName)
 	userRatio("proxy user CPU per request, serve binary / floor", serveName, floorName)
 	userRatio("proxy user CPU per request, floor + net/http parsing / floor", parsingFloorName, floorName)
-	for _, level := range []string{"namespaces", "landlock"} {
-		ratio("sandboxed plugin ("+level+") / unconfined plugin", pluginName(level), pluginName("off"))
+	for _, level := range []sandbox.Level{sandbox.LevelNamespaces, sandbox.LevelLandlock} {
+		ratio("sandboxed plugin ("+string(level)+") / unconfined plugin", pluginName(string(level)), pluginName("off"))
+		if n := pairs[level]; n != nil {
+			var parts []string
+			for _, c := range cs {
+				parts = append(parts, fmt.Sprintf("%.2f×", float64(n[c][0])/float64(max(n[c][1], 1))))
+			}
+			fmt.Printf("| sandboxed plugin (%s) / unconfined plugin, side by side | %s |\n", level, strings.Join(parts, " | "))
+		}
 	}
 	ratio("serve binary / tokenizer", serveName, "tokenizer")
 	ratio("serve intercept / tokenizer", serveInterceptName, "tokenizer")
