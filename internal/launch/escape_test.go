@@ -318,6 +318,29 @@ func TestEscapeLimits(t *testing.T) {
 	}
 }
 
+// A plugin that spreads its processes wide, more children of one thread
+// than a page of its children file lists, is still killed at its process
+// limit: the watcher counts the children past the first page.
+func TestEscapeWideTree(t *testing.T) {
+	for _, level := range levels(t) {
+		t.Run(string(level), func(t *testing.T) {
+			argv := attackers(t)["python"]
+			cfg := sandbox.Config{Level: level, ReadOnly: []string{attackerDir},
+				Limits: sandbox.Limits{Processes: 900, MemoryMB: 2048}}
+			p, err := Start(context.Background(), Request{Plugin: "attacker", Path: argv[0], Args: append(argv[1:], "wide")},
+				Options{Sandbox: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+			<-p.Exited()
+			if err := p.Err(); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "processes") {
+				t.Fatalf("exit: %v, want the processes limit", err)
+			}
+		})
+	}
+}
+
 // A plugin dies with its init even when the init is killed outright (the
 // host's last resort), at every level and whatever uid the plugin runs
 // as: a uid change clears the death signal, so the exec stage sets it

@@ -95,7 +95,7 @@ func tasks(ns bool) []task {
 func descendants(root int) []task {
 	var out []task
 	seen := map[int]bool{root: true}
-	buf := make([]byte, 64<<10)
+	var buf bytes.Buffer
 	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
 		dir := "/proc/" + strconv.Itoa(queue[0]) + "/task/"
 		threads, err := os.ReadDir(dir)
@@ -103,7 +103,7 @@ func descendants(root int) []task {
 			continue // gone since its parent listed it
 		}
 		for _, th := range threads {
-			for _, f := range bytes.Fields(readSmall(dir+th.Name()+"/children", buf)) {
+			for _, f := range bytes.Fields(readAll(dir+th.Name()+"/children", &buf)) {
 				pid, err := strconv.Atoi(string(f))
 				if err != nil || seen[pid] {
 					continue
@@ -119,16 +119,18 @@ func descendants(root int) []task {
 	return out
 }
 
-// readSmall reads a proc file with one read into buf, large enough for
-// any children list the process limits allow.
-func readSmall(name string, buf []byte) []byte {
+// readAll reads a proc file to its end into buf. A children file must
+// be read so: the kernel hands it out a page (4 KiB) a read, about 680
+// pids, and a thread may have more children than that.
+func readAll(name string, buf *bytes.Buffer) []byte {
+	buf.Reset()
 	f, err := os.Open(name)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	n, _ := f.Read(buf)
-	return buf[:n]
+	_, _ = buf.ReadFrom(f)
+	return buf.Bytes()
 }
 
 // memfdSizes adds the sizes of pid's open memfd files to seen, by device

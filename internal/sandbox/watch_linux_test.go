@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // byScan lists root's descendants the slow way, from every process the
@@ -76,6 +78,42 @@ func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("descendants %v, a scan of the host %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A thread with more children than one page of its children file holds
+// (the kernel hands the file out a page at a time, 4 KiB: about 680
+// five-digit pids) has them all found, the last ones too: a plugin must
+// not hide processes, and their memory, behind a thousand sleepers.
+func TestDescendantsOfAThreadWithManyChildren(t *testing.T) {
+	const n = 1200
+	script := `import os, signal, sys
+for _ in range(int(sys.argv[1])):
+    if os.fork() == 0:
+        signal.pause()
+        os._exit(0)
+signal.pause()
+`
+	c := exec.Command(testenv.Python(), "-c", script, strconv.Itoa(n))
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = c.Wait()
+	})
+	self := os.Getpid()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, want := pids(descendants(self)), byScan(self)
+		if slices.Equal(got, want) && len(got) == 1+n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("descendants found %d, a scan of the host %d, want %d", len(got), len(want), 1+n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -103,6 +103,20 @@ elif mode == "forkbomb":
                 os._exit(0)
         except OSError:
             pass
+elif mode == "wide":
+    # More children than one read of a children file lists (a page, about
+    # 680 pids), then a wait: a watcher that reads one page counts too few.
+    import signal
+    import time
+    for _ in range(1200):
+        try:
+            if os.fork() == 0:
+                signal.pause()
+                os._exit(0)
+        except OSError:
+            break
+    report("wide", True)
+    time.sleep(10)
 elif mode == "memhog":
     keep = []
     while True:
