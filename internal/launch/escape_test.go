@@ -296,6 +296,8 @@ func TestEscapeLimits(t *testing.T) {
 			modes := []struct{ mode, limit string }{{"forkbomb", "processes"}, {"memhog", "memory"}}
 			if lang == "go" {
 				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"})
+			} else {
+				modes = append(modes, struct{ mode, limit string }{"nodump", "memory"})
 			}
 			for _, tc := range modes {
 				t.Run(string(level)+"/"+lang+"/"+tc.mode, func(t *testing.T) {

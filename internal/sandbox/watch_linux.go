@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -41,22 +43,33 @@ func readTask(pid int) (task, bool) {
 
 // pss is a process's proportional share of resident memory in KiB: a
 // page shared by n processes (a fork's copy-on-write pages) counts 1/n
-// for each, so the sum over the sandbox is what it really holds.
-func pss(pid int) int64 {
+// for each, so the sum over the sandbox is what it really holds. ok is
+// false when the process hides it (hidden).
+func pss(pid int) (kib int64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
-		return 0
+		return 0, !hidden(err)
 	}
 	i := bytes.Index(b, []byte("\nPss:"))
 	if i < 0 {
-		return 0
+		return 0, true
 	}
 	f := bytes.Fields(b[i+5:])
 	if len(f) == 0 {
-		return 0
+		return 0, true
 	}
 	n, _ := strconv.ParseInt(string(f[0]), 10, 64)
-	return n
+	return n, true
+}
+
+// hidden tells a process that keeps its memory maps (and descriptors)
+// from the init from one that is gone or going: a process that is not
+// dumpable (by prctl, or by executing a file it may not read) is readable
+// only with CAP_SYS_PTRACE, which an unprivileged host's init lacks,
+// while one that has released its memory reads as empty. (Its fd
+// directory is no test: an exiting process's is root's too.)
+func hidden(err error) bool {
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // tasks lists the sandbox's processes but the init: at the namespaces
@@ -173,7 +186,12 @@ func (w watcher) check() (string, string) {
 	var kib int64
 	memfds := map[[2]uint64]int64{}
 	for _, t := range ts {
-		kib += pss(t.pid)
+		n, ok := pss(t.pid)
+		if !ok {
+			// Fail closed: memory the init cannot count is over the limit.
+			return "memory", "a process of the plugin hides its memory from the init (it is not dumpable)"
+		}
+		kib += n
 		memfdSizes(t.pid, memfds)
 	}
 	for _, n := range memfds {

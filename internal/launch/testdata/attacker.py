@@ -117,6 +117,16 @@ elif mode == "wide":
             break
     report("wide", True)
     time.sleep(10)
+elif mode == "nodump":
+    # Not dumpable: a process of another uid, or one without
+    # CAP_SYS_PTRACE, may no longer read this one's memory maps or
+    # descriptors. Then hold more than the limit, below RLIMIT_DATA.
+    import ctypes
+    import time
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    keep = [bytearray(b"\x01" * (8 << 20)) for _ in range(24)]
+    report("nodump", True)
+    time.sleep(10)
 elif mode == "memhog":
     keep = []
     while True:
