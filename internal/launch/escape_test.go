@@ -295,7 +295,7 @@ func TestEscapeLimits(t *testing.T) {
 		for lang, argv := range attackers(t) {
 			modes := []struct{ mode, limit string }{{"forkbomb", "processes"}, {"memhog", "memory"}}
 			if lang == "go" {
-				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"})
+				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"}, struct{ mode, limit string }{"memfdinflight", "memory"})
 			} else {
 				modes = append(modes, struct{ mode, limit string }{"nodump", "memory"})
 			}

@@ -119,6 +119,44 @@ signal.pause()
 	}
 }
 
+// A descriptor sent over a unix socket and not received is in no
+// process's descriptors (a memfd there holds memory no look can size):
+// one look that finds one is a descriptor being passed, two in a row is
+// the memory limit.
+func TestWatcherDescriptorsInFlight(t *testing.T) {
+	script := `import array, os, socket, sys
+a, b = socket.socketpair()
+fd = os.memfd_create("held")
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+os.close(fd)
+print("sent", flush=True)
+sys.stdin.read()
+`
+	c := exec.Command(testenv.Python(), "-c", script)
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = c.Wait() })
+	if _, err := out.Read(make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{limits: Limits{MemoryMB: 1024, Processes: 100}}
+	if lim, detail := w.check(); lim != "" {
+		t.Fatalf("the first look: %s: %s", lim, detail)
+	}
+	if lim, _ := w.check(); lim != "memory" {
+		t.Fatalf("the second look: %q, want the memory limit", lim)
+	}
+}
+
 // BenchmarkTasks is what one look of the watcher costs at each level's
 // way of listing: from the init down, and by scanning the host (how the
 // landlock level listed before; its cost grows with every process the

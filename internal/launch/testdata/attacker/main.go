@@ -79,6 +79,30 @@ func main() {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
+	case "memfdinflight":
+		// Memory in no process's descriptors: a memfd sent over a unix
+		// socket and never received, then closed.
+		fd, err := unix.MemfdCreate("hog", 0)
+		if err != nil {
+			os.Exit(4)
+		}
+		chunk := make([]byte, 8<<20)
+		for i := range chunk {
+			chunk[i] = 1
+		}
+		for range 24 {
+			if _, err := unix.Write(fd, chunk); err != nil {
+				os.Exit(5)
+			}
+		}
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil || unix.Sendmsg(pair[0], []byte{0}, unix.UnixRights(fd), nil, 0) != nil {
+			os.Exit(6)
+		}
+		unix.Close(fd)
+		chunk = nil
+		report("memfdinflight", true, "")
+		time.Sleep(10 * time.Second)
 	case "memhog":
 		var keep [][]byte
 		for {
