@@ -343,6 +343,60 @@ func TestEscapeWideTree(t *testing.T) {
 	}
 }
 
+// A plugin whose processes fork and exit faster than a walk lists them
+// neither stalls its init (which would then enforce nothing, forward no
+// stop and sweep nothing) nor outlives its sweep: a look ends at the
+// process limit, and the sweep stops each process as it finds it.
+func TestEscapeChurn(t *testing.T) {
+	p, err := Start(context.Background(), Request{Plugin: "attacker", Path: filepath.Join(attackerDir, "attacker"), Args: []string{"churn"}},
+		Options{Sandbox: sandbox.Config{Level: sandbox.LevelLandlock, ReadOnly: []string{attackerDir},
+			Limits: sandbox.Limits{Processes: 400}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's pid is its process group's, which every lineage
+	// keeps.
+	sc := bufio.NewScanner(p.Stdout)
+	var at attempt
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &at) != nil || at.Attack != "churn" {
+		t.Fatalf("the attacker did not start churning: %q", sc.Text())
+	}
+	plugin, _ := strconv.Atoi(at.Detail)
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+	select {
+	case <-p.Exited():
+	case <-time.After(2 * time.Minute):
+		// A hang guard, not a timing: the init is stuck. End what we
+		// started: the plugin's process group holds every lineage.
+		_ = syscall.Kill(-plugin, syscall.SIGKILL)
+		t.Fatal("the init did not end a churning plugin")
+	}
+	// It exits after a while, unless a look found the limit first.
+	if err := p.Err(); err != nil && (!errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "processes")) {
+		t.Errorf("exit: %v, want success or the processes limit", err)
+	}
+	if left := inGroup(plugin); len(left) > 0 {
+		_ = syscall.Kill(-plugin, syscall.SIGKILL)
+		t.Fatalf("%d processes outlived the sweep", len(left))
+	}
+}
+
+// inGroup lists the live processes of process group pgid.
+func inGroup(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && testenv.ProcessAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // A plugin dies with its init even when the init is killed outright (the
 // host's last resort), at every level and whatever uid the plugin runs
 // as: a uid change clears the death signal, so the exec stage sets it

@@ -76,10 +76,10 @@ func hidden(err error) bool {
 // level every process /proc shows (the pid namespace is the sandbox's);
 // at the landlock level the init's descendants, found from the init down
 // (descendants), so that a check costs what the sandbox holds and not
-// what the host runs.
-func tasks(ns bool) []task {
+// what the host runs, and at most limit of them (0: walkBound).
+func tasks(ns bool, limit int) []task {
 	if !ns {
-		return descendants(os.Getpid())
+		return descendants(os.Getpid(), limit, nil)
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -99,13 +99,26 @@ func tasks(ns bool) []task {
 	return out
 }
 
+// walkBound bounds a walk from the init down where no process limit
+// does: the process limit's own bound (config.go).
+const walkBound = 1 << 16
+
 // descendants lists every process below root, at any depth, from the
 // children files of each of their threads (a child is listed under the
-// thread that started it). The init is a subreaper, so an orphan is
-// still below it. A process started while the walk runs may be missed:
-// the watcher looks again at its next tick, and the sweep until the init
-// has no child left.
-func descendants(root int) []task {
+// thread that started it), calling found (if not nil) with each as it is
+// first seen. The init is a subreaper, so an orphan is still below it. A
+// process started while the walk runs may be missed: the watcher looks
+// again at its next tick, and the sweep until the init has no child left.
+//
+// The walk ends at limit processes (0: walkBound): processes that fork
+// and exit at once keep showing new ones, and a walk that lists each
+// until none is new never ends while they outrun it (the watcher then
+// stalls and nothing is enforced). A check sees the limit reached; the
+// sweep stops each process as found, so that none forks again.
+func descendants(root, limit int, found func(pid int)) []task {
+	if limit <= 0 {
+		limit = walkBound
+	}
 	var out []task
 	seen := map[int]bool{root: true}
 	var buf bytes.Buffer
@@ -122,9 +135,15 @@ func descendants(root int) []task {
 					continue
 				}
 				seen[pid] = true
+				if found != nil {
+					found(pid)
+				}
 				if t, ok := readTask(pid); ok {
 					out = append(out, t)
 					queue = append(queue, pid)
+					if len(out) >= limit {
+						return out
+					}
 				}
 			}
 		}
@@ -206,7 +225,7 @@ type watcher struct {
 
 // check returns the limit reached, if any, with a detail.
 func (w *watcher) check() (string, string) {
-	ts := tasks(w.ns)
+	ts := tasks(w.ns, w.limits.Processes)
 	threads := 0
 	for _, t := range ts {
 		threads += max(t.threads, 1)
@@ -246,13 +265,11 @@ func sweep(ns bool) {
 		if ns {
 			_ = unix.Kill(-1, unix.SIGKILL)
 		} else {
-			// Stop them all first: a stopped process forks no more,
-			// so no new one appears between the scan and the kill.
-			ts := tasks(false)
-			for _, t := range ts {
-				_ = unix.Kill(t.pid, unix.SIGSTOP)
-			}
-			for _, t := range tasks(false) {
+			// Stop them all first, each as soon as found: a stopped
+			// process forks no more, so none outruns the walk and no
+			// new one appears between the scan and the kill.
+			descendants(os.Getpid(), 0, func(pid int) { _ = unix.Kill(pid, unix.SIGSTOP) })
+			for _, t := range tasks(false, 0) {
 				_ = unix.Kill(t.pid, unix.SIGKILL)
 			}
 		}

@@ -72,7 +72,7 @@ func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
 	self := os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, want := pids(descendants(self)), byScan(self)
+		got, want := pids(descendants(self, 0, nil)), byScan(self)
 		if slices.Equal(got, want) && len(got) == 3+6+73 {
 			break
 		}
@@ -108,7 +108,7 @@ signal.pause()
 	self := os.Getpid()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got, want := pids(descendants(self)), byScan(self)
+		got, want := pids(descendants(self, 0, nil)), byScan(self)
 		if slices.Equal(got, want) && len(got) == 1+n {
 			break
 		}
@@ -116,6 +116,38 @@ signal.pause()
 			t.Fatalf("descendants found %d, a scan of the host %d, want %d", len(got), len(want), 1+n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A walk ends at its limit, whatever is left: processes that fork and
+// exit at once keep showing new ones, and a walk that went on until
+// none was new would never end while they outran it (the init then
+// enforces nothing). Each process is handed to found as it is seen.
+func TestDescendantsStopAtTheLimit(t *testing.T) {
+	c := exec.Command("sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 60 & done; sleep 60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = c.Wait()
+	})
+	self := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(descendants(self, 0, nil)) < 12 {
+		if time.Now().After(deadline) {
+			t.Fatal("the tree did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var seen []int
+	got := descendants(self, 4, func(pid int) { seen = append(seen, pid) })
+	if len(got) != 4 {
+		t.Fatalf("a walk limited to 4 found %d", len(got))
+	}
+	if !slices.Equal(pids(got), slices.Sorted(slices.Values(seen))) {
+		t.Fatalf("found saw %v, the walk listed %v", seen, pids(got))
 	}
 }
 
@@ -170,7 +202,7 @@ func BenchmarkTasks(b *testing.B) {
 	defer func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() }()
 	b.Run("descendants", func(b *testing.B) {
 		for b.Loop() {
-			descendants(os.Getpid())
+			descendants(os.Getpid(), 0, nil)
 		}
 	})
 	b.Run("host-scan", func(b *testing.B) {
