@@ -273,15 +273,18 @@ func TestEscapeGrandchild(t *testing.T) {
 
 // marked lists live processes whose command line starts with marker.
 func marked(marker string) []int {
+	return live(func(pid int) bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return err == nil && strings.HasPrefix(string(b), marker)
+	})
+}
+
+// live lists the live processes for which keep is true.
+func live(keep func(pid int) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.HasPrefix(string(b), marker) && testenv.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && keep(pid) && testenv.ProcessAlive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -383,18 +386,10 @@ func TestEscapeChurn(t *testing.T) {
 
 // inGroup lists the live processes of process group pgid.
 func inGroup(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && testenv.ProcessAlive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return live(func(pid int) bool {
+		g, err := syscall.Getpgid(pid)
+		return err == nil && g == pgid
+	})
 }
 
 // A plugin dies with its init even when the init is killed outright (the

@@ -83,6 +83,21 @@ func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
 	}
 }
 
+// startGroup starts a command in a process group of its own, killed
+// whole when the test ends.
+func startGroup(t *testing.T, name string, args ...string) {
+	t.Helper()
+	c := exec.Command(name, args...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = c.Wait()
+	})
+}
+
 // A thread with more children than one page of its children file holds
 // (the kernel hands the file out a page at a time, 4 KiB: about 680
 // five-digit pids) has them all found, the last ones too: a plugin must
@@ -96,15 +111,7 @@ for _ in range(int(sys.argv[1])):
         os._exit(0)
 signal.pause()
 `
-	c := exec.Command(testenv.Python(), "-c", script, strconv.Itoa(n))
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		_ = c.Wait()
-	})
+	startGroup(t, testenv.Python(), "-c", script, strconv.Itoa(n))
 	self := os.Getpid()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -124,15 +131,7 @@ signal.pause()
 // none was new would never end while they outran it (the init then
 // enforces nothing). Each process is handed to found as it is seen.
 func TestDescendantsStopAtTheLimit(t *testing.T) {
-	c := exec.Command("sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 60 & done; sleep 60")
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		_ = c.Wait()
-	})
+	startGroup(t, "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 60 & done; sleep 60")
 	self := os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(descendants(self, 0, nil)) < 12 {
