@@ -273,15 +273,18 @@ func TestEscapeGrandchild(t *testing.T) {
 
 // marked lists live processes whose command line starts with marker.
 func marked(marker string) []int {
+	return live(func(pid int) bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return err == nil && strings.HasPrefix(string(b), marker)
+	})
+}
+
+// live lists the live processes for which keep is true.
+func live(keep func(pid int) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.HasPrefix(string(b), marker) && testenv.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && keep(pid) && testenv.ProcessAlive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -295,7 +298,9 @@ func TestEscapeLimits(t *testing.T) {
 		for lang, argv := range attackers(t) {
 			modes := []struct{ mode, limit string }{{"forkbomb", "processes"}, {"memhog", "memory"}}
 			if lang == "go" {
-				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"})
+				modes = append(modes, struct{ mode, limit string }{"memfd", "memory"}, struct{ mode, limit string }{"memfdinflight", "memory"})
+			} else {
+				modes = append(modes, struct{ mode, limit string }{"nodump", "memory"})
 			}
 			for _, tc := range modes {
 				t.Run(string(level)+"/"+lang+"/"+tc.mode, func(t *testing.T) {
@@ -316,6 +321,75 @@ func TestEscapeLimits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A plugin that spreads its processes wide, more children of one thread
+// than a page of its children file lists, is still killed at its process
+// limit: the watcher counts the children past the first page.
+func TestEscapeWideTree(t *testing.T) {
+	for _, level := range levels(t) {
+		t.Run(string(level), func(t *testing.T) {
+			argv := attackers(t)["python"]
+			cfg := sandbox.Config{Level: level, ReadOnly: []string{attackerDir},
+				Limits: sandbox.Limits{Processes: 900, MemoryMB: 2048}}
+			p, err := Start(context.Background(), Request{Plugin: "attacker", Path: argv[0], Args: append(argv[1:], "wide")},
+				Options{Sandbox: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+			<-p.Exited()
+			if err := p.Err(); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "processes") {
+				t.Fatalf("exit: %v, want the processes limit", err)
+			}
+		})
+	}
+}
+
+// A plugin whose processes fork and exit faster than a walk lists them
+// neither stalls its init (which would then enforce nothing, forward no
+// stop and sweep nothing) nor outlives its sweep: a look ends at the
+// process limit, and the sweep stops each process as it finds it.
+func TestEscapeChurn(t *testing.T) {
+	p, err := Start(context.Background(), Request{Plugin: "attacker", Path: filepath.Join(attackerDir, "attacker"), Args: []string{"churn"}},
+		Options{Sandbox: sandbox.Config{Level: sandbox.LevelLandlock, ReadOnly: []string{attackerDir},
+			Limits: sandbox.Limits{Processes: 400}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's pid is its process group's, which every lineage
+	// keeps.
+	sc := bufio.NewScanner(p.Stdout)
+	var at attempt
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &at) != nil || at.Attack != "churn" {
+		t.Fatalf("the attacker did not start churning: %q", sc.Text())
+	}
+	plugin, _ := strconv.Atoi(at.Detail)
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+	select {
+	case <-p.Exited():
+	case <-time.After(2 * time.Minute):
+		// A hang guard, not a timing: the init is stuck. End what we
+		// started: the plugin's process group holds every lineage.
+		_ = syscall.Kill(-plugin, syscall.SIGKILL)
+		t.Fatal("the init did not end a churning plugin")
+	}
+	// It exits after a while, unless a look found the limit first.
+	if err := p.Err(); err != nil && (!errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "processes")) {
+		t.Errorf("exit: %v, want success or the processes limit", err)
+	}
+	if left := inGroup(plugin); len(left) > 0 {
+		_ = syscall.Kill(-plugin, syscall.SIGKILL)
+		t.Fatalf("%d processes outlived the sweep", len(left))
+	}
+}
+
+// inGroup lists the live processes of process group pgid.
+func inGroup(pgid int) []int {
+	return live(func(pid int) bool {
+		g, err := syscall.Getpgid(pid)
+		return err == nil && g == pgid
+	})
 }
 
 // A plugin dies with its init even when the init is killed outright (the

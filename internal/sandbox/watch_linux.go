@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -41,32 +43,43 @@ func readTask(pid int) (task, bool) {
 
 // pss is a process's proportional share of resident memory in KiB: a
 // page shared by n processes (a fork's copy-on-write pages) counts 1/n
-// for each, so the sum over the sandbox is what it really holds.
-func pss(pid int) int64 {
+// for each, so the sum over the sandbox is what it really holds. ok is
+// false when the process hides it (hidden).
+func pss(pid int) (kib int64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
-		return 0
+		return 0, !hidden(err)
 	}
 	i := bytes.Index(b, []byte("\nPss:"))
 	if i < 0 {
-		return 0
+		return 0, true
 	}
 	f := bytes.Fields(b[i+5:])
 	if len(f) == 0 {
-		return 0
+		return 0, true
 	}
 	n, _ := strconv.ParseInt(string(f[0]), 10, 64)
-	return n
+	return n, true
+}
+
+// hidden tells a process that keeps its memory maps (and descriptors)
+// from the init from one that is gone or going: a process that is not
+// dumpable (by prctl, or by executing a file it may not read) is readable
+// only with CAP_SYS_PTRACE, which an unprivileged host's init lacks,
+// while one that has released its memory reads as empty. (Its fd
+// directory is no test: an exiting process's is root's too.)
+func hidden(err error) bool {
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // tasks lists the sandbox's processes but the init: at the namespaces
 // level every process /proc shows (the pid namespace is the sandbox's);
 // at the landlock level the init's descendants, found from the init down
 // (descendants), so that a check costs what the sandbox holds and not
-// what the host runs.
-func tasks(ns bool) []task {
+// what the host runs, and at most limit of them (0: walkBound).
+func tasks(ns bool, limit int) []task {
 	if !ns {
-		return descendants(os.Getpid())
+		return descendants(os.Getpid(), limit, nil)
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -86,16 +99,29 @@ func tasks(ns bool) []task {
 	return out
 }
 
+// walkBound bounds a walk from the init down where no process limit
+// does: the process limit's own bound (config.go).
+const walkBound = 1 << 16
+
 // descendants lists every process below root, at any depth, from the
 // children files of each of their threads (a child is listed under the
-// thread that started it). The init is a subreaper, so an orphan is
-// still below it. A process started while the walk runs may be missed:
-// the watcher looks again at its next tick, and the sweep until the init
-// has no child left.
-func descendants(root int) []task {
+// thread that started it), calling found (if not nil) with each as it is
+// first seen. The init is a subreaper, so an orphan is still below it. A
+// process started while the walk runs may be missed: the watcher looks
+// again at its next tick, and the sweep until the init has no child left.
+//
+// The walk ends at limit processes (0: walkBound): processes that fork
+// and exit at once keep showing new ones, and a walk that lists each
+// until none is new never ends while they outrun it (the watcher then
+// stalls and nothing is enforced). A check sees the limit reached; the
+// sweep stops each process as found, so that none forks again.
+func descendants(root, limit int, found func(pid int)) []task {
+	if limit <= 0 {
+		limit = walkBound
+	}
 	var out []task
 	seen := map[int]bool{root: true}
-	buf := make([]byte, 64<<10)
+	var buf bytes.Buffer
 	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
 		dir := "/proc/" + strconv.Itoa(queue[0]) + "/task/"
 		threads, err := os.ReadDir(dir)
@@ -103,15 +129,21 @@ func descendants(root int) []task {
 			continue // gone since its parent listed it
 		}
 		for _, th := range threads {
-			for _, f := range bytes.Fields(readSmall(dir+th.Name()+"/children", buf)) {
+			for _, f := range bytes.Fields(readAll(dir+th.Name()+"/children", &buf)) {
 				pid, err := strconv.Atoi(string(f))
 				if err != nil || seen[pid] {
 					continue
 				}
 				seen[pid] = true
+				if found != nil {
+					found(pid)
+				}
 				if t, ok := readTask(pid); ok {
 					out = append(out, t)
 					queue = append(queue, pid)
+					if len(out) >= limit {
+						return out
+					}
 				}
 			}
 		}
@@ -119,48 +151,81 @@ func descendants(root int) []task {
 	return out
 }
 
-// readSmall reads a proc file with one read into buf, large enough for
-// any children list the process limits allow.
-func readSmall(name string, buf []byte) []byte {
+// readAll reads a proc file to its end into buf. A children file must
+// be read so: the kernel hands it out a page (4 KiB) a read, about 680
+// pids, and a thread may have more children than that.
+func readAll(name string, buf *bytes.Buffer) []byte {
+	buf.Reset()
 	f, err := os.Open(name)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	n, _ := f.Read(buf)
-	return buf[:n]
+	_, _ = buf.ReadFrom(f)
+	return buf.Bytes()
 }
 
-// memfdSizes adds the sizes of pid's open memfd files to seen, by device
+// fdMemory adds the sizes of pid's open memfd files to memfds, by device
 // and inode (a memfd shared by processes counts once): their pages are
 // no process's resident memory until mapped, and no tmpfs bounds them.
-func memfdSizes(pid int, seen map[[2]uint64]int64) {
+// It returns how many descriptors wait in flight on pid's unix sockets
+// (each socket counted once in socks): a memfd sent and never received
+// is in no process's descriptors, and its size is no one's to read.
+func fdMemory(pid int, memfds map[[2]uint64]int64, socks map[string]bool) (inflight int) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return 0
 	}
 	for _, e := range ents {
 		target, err := os.Readlink(dir + e.Name())
-		if err != nil || !strings.HasPrefix(target, "/memfd:") {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(dir+e.Name(), &st) == nil {
-			seen[[2]uint64{st.Dev, st.Ino}] = st.Size
+		switch {
+		case err != nil:
+		case strings.HasPrefix(target, "/memfd:"):
+			var st unix.Stat_t
+			if unix.Stat(dir+e.Name(), &st) == nil {
+				memfds[[2]uint64{st.Dev, st.Ino}] = st.Size
+			}
+		case strings.HasPrefix(target, "socket:") && !socks[target]:
+			socks[target] = true
+			inflight += scmFDs("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + e.Name())
 		}
 	}
+	return inflight
+}
+
+// scmFDs is the scm_fds line of a unix socket's fdinfo: the descriptors
+// queued on it, sent and not yet received.
+func scmFDs(name string) int {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("\nscm_fds:"))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+9:])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(f[0]))
+	return n
 }
 
 // watcher enforces the limits that span processes.
 type watcher struct {
 	ns     bool
 	limits Limits
+	// inflight: the last look found descriptors in flight. Passing one
+	// takes a moment; two looks in a row finding some is memory kept
+	// where the init cannot count it.
+	inflight bool
 }
 
 // check returns the limit reached, if any, with a detail.
-func (w watcher) check() (string, string) {
-	ts := tasks(w.ns)
+func (w *watcher) check() (string, string) {
+	ts := tasks(w.ns, w.limits.Processes)
 	threads := 0
 	for _, t := range ts {
 		threads += max(t.threads, 1)
@@ -169,11 +234,20 @@ func (w watcher) check() (string, string) {
 		return "processes", fmt.Sprintf("processes and threads reached the limit of %d", w.limits.Processes)
 	}
 	var kib int64
-	memfds := map[[2]uint64]int64{}
+	memfds, socks, inflight := map[[2]uint64]int64{}, map[string]bool{}, 0
 	for _, t := range ts {
-		kib += pss(t.pid)
-		memfdSizes(t.pid, memfds)
+		n, ok := pss(t.pid)
+		if !ok {
+			// Fail closed: memory the init cannot count is over the limit.
+			return "memory", "a process of the plugin hides its memory from the init (it is not dumpable)"
+		}
+		kib += n
+		inflight += fdMemory(t.pid, memfds, socks)
 	}
+	if inflight > 0 && w.inflight {
+		return "memory", "descriptors stayed in flight on the plugin's sockets, where the init cannot count their memory"
+	}
+	w.inflight = inflight > 0
 	for _, n := range memfds {
 		kib += n >> 10
 	}
@@ -191,13 +265,11 @@ func sweep(ns bool) {
 		if ns {
 			_ = unix.Kill(-1, unix.SIGKILL)
 		} else {
-			// Stop them all first: a stopped process forks no more,
-			// so no new one appears between the scan and the kill.
-			ts := tasks(false)
-			for _, t := range ts {
-				_ = unix.Kill(t.pid, unix.SIGSTOP)
-			}
-			for _, t := range tasks(false) {
+			// Stop them all first, each as soon as found: a stopped
+			// process forks no more, so none outruns the walk and no
+			// new one appears between the scan and the kill.
+			descendants(os.Getpid(), 0, func(pid int) { _ = unix.Kill(pid, unix.SIGSTOP) })
+			for _, t := range tasks(false, 0) {
 				_ = unix.Kill(t.pid, unix.SIGKILL)
 			}
 		}

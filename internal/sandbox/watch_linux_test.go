@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // byScan lists root's descendants the slow way, from every process the
@@ -70,7 +72,7 @@ func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
 	self := os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, want := pids(descendants(self)), byScan(self)
+		got, want := pids(descendants(self, 0, nil)), byScan(self)
 		if slices.Equal(got, want) && len(got) == 3+6+73 {
 			break
 		}
@@ -78,6 +80,111 @@ func TestDescendantsMatchAScanOfTheHost(t *testing.T) {
 			t.Fatalf("descendants %v, a scan of the host %v", got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startGroup starts a command in a process group of its own, killed
+// whole when the test ends.
+func startGroup(t *testing.T, name string, args ...string) {
+	t.Helper()
+	c := exec.Command(name, args...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = c.Wait()
+	})
+}
+
+// A thread with more children than one page of its children file holds
+// (the kernel hands the file out a page at a time, 4 KiB: about 680
+// five-digit pids) has them all found, the last ones too: a plugin must
+// not hide processes, and their memory, behind a thousand sleepers.
+func TestDescendantsOfAThreadWithManyChildren(t *testing.T) {
+	const n = 1200
+	script := `import os, signal, sys
+for _ in range(int(sys.argv[1])):
+    if os.fork() == 0:
+        signal.pause()
+        os._exit(0)
+signal.pause()
+`
+	startGroup(t, testenv.Python(), "-c", script, strconv.Itoa(n))
+	self := os.Getpid()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, want := pids(descendants(self, 0, nil)), byScan(self)
+		if slices.Equal(got, want) && len(got) == 1+n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("descendants found %d, a scan of the host %d, want %d", len(got), len(want), 1+n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A walk ends at its limit, whatever is left: processes that fork and
+// exit at once keep showing new ones, and a walk that went on until
+// none was new would never end while they outran it (the init then
+// enforces nothing). Each process is handed to found as it is seen.
+func TestDescendantsStopAtTheLimit(t *testing.T) {
+	startGroup(t, "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 60 & done; sleep 60")
+	self := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(descendants(self, 0, nil)) < 12 {
+		if time.Now().After(deadline) {
+			t.Fatal("the tree did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var seen []int
+	got := descendants(self, 4, func(pid int) { seen = append(seen, pid) })
+	if len(got) != 4 {
+		t.Fatalf("a walk limited to 4 found %d", len(got))
+	}
+	if !slices.Equal(pids(got), slices.Sorted(slices.Values(seen))) {
+		t.Fatalf("found saw %v, the walk listed %v", seen, pids(got))
+	}
+}
+
+// A descriptor sent over a unix socket and not received is in no
+// process's descriptors (a memfd there holds memory no look can size):
+// one look that finds one is a descriptor being passed, two in a row is
+// the memory limit.
+func TestWatcherDescriptorsInFlight(t *testing.T) {
+	script := `import array, os, socket, sys
+a, b = socket.socketpair()
+fd = os.memfd_create("held")
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+os.close(fd)
+print("sent", flush=True)
+sys.stdin.read()
+`
+	c := exec.Command(testenv.Python(), "-c", script)
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = c.Wait() })
+	if _, err := out.Read(make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{limits: Limits{MemoryMB: 1024, Processes: 100}}
+	if lim, detail := w.check(); lim != "" {
+		t.Fatalf("the first look: %s: %s", lim, detail)
+	}
+	if lim, _ := w.check(); lim != "memory" {
+		t.Fatalf("the second look: %q, want the memory limit", lim)
 	}
 }
 
@@ -94,7 +201,7 @@ func BenchmarkTasks(b *testing.B) {
 	defer func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL); _ = c.Wait() }()
 	b.Run("descendants", func(b *testing.B) {
 		for b.Loop() {
-			descendants(os.Getpid())
+			descendants(os.Getpid(), 0, nil)
 		}
 	})
 	b.Run("host-scan", func(b *testing.B) {

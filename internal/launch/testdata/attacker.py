@@ -103,6 +103,30 @@ elif mode == "forkbomb":
                 os._exit(0)
         except OSError:
             pass
+elif mode == "wide":
+    # More children than one read of a children file lists (a page, about
+    # 680 pids), then a wait: a watcher that reads one page counts too few.
+    import signal
+    import time
+    for _ in range(1200):
+        try:
+            if os.fork() == 0:
+                signal.pause()
+                os._exit(0)
+        except OSError:
+            break
+    report("wide", True)
+    time.sleep(10)
+elif mode == "nodump":
+    # Not dumpable: a process of another uid, or one without
+    # CAP_SYS_PTRACE, may no longer read this one's memory maps or
+    # descriptors. Then hold more than the limit, below RLIMIT_DATA.
+    import ctypes
+    import time
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    keep = [bytearray(b"\x01" * (8 << 20)) for _ in range(24)]
+    report("nodump", True)
+    time.sleep(10)
 elif mode == "memhog":
     keep = []
     while True:

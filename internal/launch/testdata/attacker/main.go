@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,6 +80,48 @@ func main() {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
+	case "memfdinflight":
+		// Memory in no process's descriptors: a memfd sent over a unix
+		// socket and never received, then closed.
+		fd, err := unix.MemfdCreate("hog", 0)
+		if err != nil {
+			os.Exit(4)
+		}
+		chunk := make([]byte, 8<<20)
+		for i := range chunk {
+			chunk[i] = 1
+		}
+		for range 24 {
+			if _, err := unix.Write(fd, chunk); err != nil {
+				os.Exit(5)
+			}
+		}
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil || unix.Sendmsg(pair[0], []byte{0}, unix.UnixRights(fd), nil, 0) != nil {
+			os.Exit(6)
+		}
+		unix.Close(fd)
+		chunk = nil
+		report("memfdinflight", true, "")
+		time.Sleep(10 * time.Second)
+	case "churn":
+		// Lineages of processes that fork twice and exit at once, as
+		// many as RLIMIT_NPROC lets them be: a walk that lists new ones
+		// until none is new never ends. We reap the orphans (so no
+		// zombie counts) and exit after a while, or are killed.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		for range 32 {
+			churn()
+		}
+		go func() {
+			for {
+				if _, err := syscall.Wait4(-1, nil, 0, nil); err == syscall.ECHILD {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+		report("churn", true, strconv.Itoa(os.Getpid()))
+		time.Sleep(3 * time.Second)
 	case "memhog":
 		var keep [][]byte
 		for {
@@ -88,6 +131,34 @@ func main() {
 			}
 			keep = append(keep, b)
 		}
+	}
+}
+
+// churn starts one lineage: a child that forks twice and exits, each of
+// its children the same, forever. The child runs raw system calls only
+// (no Go runtime after a fork).
+//
+//go:norace
+//go:nosplit
+func churn() {
+	if pid, _, _ := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0); pid != 0 {
+		return
+	}
+	pause := syscall.Timespec{Nsec: 100_000}
+	for {
+		pid, _, errno := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0)
+		if errno != 0 {
+			// No room yet (RLIMIT_NPROC): wait a little and go on.
+			syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&pause)), 0, 0)
+			continue
+		}
+		if pid == 0 {
+			continue // the child goes on
+		}
+		if pid, _, _ := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0); pid == 0 {
+			continue
+		}
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
 	}
 }
 
