@@ -221,6 +221,12 @@ type watcher struct {
 	// takes a moment; two looks in a row finding some is memory kept
 	// where the init cannot count it.
 	inflight bool
+	// hidden: the last look found a process whose memory it may not
+	// read. A process is so for a moment between a uid change and its
+	// exec; two looks in a row finding one is memory kept out of sight.
+	hidden bool
+	// mem reads a process's memory in KiB (false: hidden); nil is pss.
+	mem func(pid int) (int64, bool)
 }
 
 // check returns the limit reached, if any, with a detail.
@@ -234,20 +240,26 @@ func (w *watcher) check() (string, string) {
 		return "processes", fmt.Sprintf("processes and threads reached the limit of %d", w.limits.Processes)
 	}
 	var kib int64
-	memfds, socks, inflight := map[[2]uint64]int64{}, map[string]bool{}, 0
+	memfds, socks, inflight, hidden := map[[2]uint64]int64{}, map[string]bool{}, 0, false
+	mem := w.mem
+	if mem == nil {
+		mem = pss
+	}
 	for _, t := range ts {
-		n, ok := pss(t.pid)
-		if !ok {
-			// Fail closed: memory the init cannot count is over the limit.
-			return "memory", "a process of the plugin hides its memory from the init (it is not dumpable)"
-		}
+		n, ok := mem(t.pid)
+		hidden = hidden || !ok
 		kib += n
 		inflight += fdMemory(t.pid, memfds, socks)
 	}
-	if inflight > 0 && w.inflight {
+	wasHidden, wasInflight := w.hidden, w.inflight
+	w.hidden, w.inflight = hidden, inflight > 0
+	if hidden && wasHidden {
+		// Fail closed: memory the init cannot count is over the limit.
+		return "memory", "a process of the plugin hid its memory from the init at two looks in a row (it is not dumpable)"
+	}
+	if inflight > 0 && wasInflight {
 		return "memory", "descriptors stayed in flight on the plugin's sockets, where the init cannot count their memory"
 	}
-	w.inflight = inflight > 0
 	for _, n := range memfds {
 		kib += n >> 10
 	}

@@ -188,6 +188,38 @@ sys.stdin.read()
 	}
 }
 
+// A process whose memory the init may not read ends the plugin at the
+// memory limit when two looks in a row find one, not at one: a process
+// is so for a moment between a uid change and its exec at every start.
+func TestWatcherHiddenMemoryTwoLooksInARow(t *testing.T) {
+	c := exec.Command("sleep", "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	var hide bool
+	w := &watcher{limits: Limits{MemoryMB: 1024, Processes: 100}, mem: func(pid int) (int64, bool) {
+		if pid == c.Process.Pid && hide {
+			return 0, false
+		}
+		return pss(pid)
+	}}
+	for i, h := range []bool{true, false, true, false} {
+		hide = h
+		if lim, detail := w.check(); lim != "" {
+			t.Fatalf("look %d (hidden %v): %s: %s", i, h, lim, detail)
+		}
+	}
+	hide = true
+	if lim, _ := w.check(); lim != "" {
+		t.Fatalf("the first look of a hidden process: %q", lim)
+	}
+	if lim, _ := w.check(); lim != "memory" {
+		t.Fatalf("the second look in a row: %q, want the memory limit", lim)
+	}
+}
+
 // BenchmarkTasks is what one look of the watcher costs at each level's
 // way of listing: from the init down, and by scanning the host (how the
 // landlock level listed before; its cost grows with every process the
