@@ -15,9 +15,10 @@ import (
 // root, so that file permissions protect whatever the sandbox shows.
 const pluginUID = 65534
 
-// confineAndStart confines this thread — Landlock (landlock level), CPU
-// priority, no_new_privs, seccomp, no capabilities — and starts the plugin
-// from it, so the plugin inherits all of it.
+// confineAndStart confines this thread — Landlock (landlock level),
+// no_new_privs, seccomp, no capabilities — and starts the plugin from it,
+// so the plugin inherits all of it; the exec stage adds the rlimits and
+// the CPU priority.
 func (ip *initProc) confineAndStart() (*os.Process, error) {
 	s := &ip.spec
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -52,13 +53,6 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 			setUID = pluginUID
 		} else {
 			attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
-		}
-	}
-	if n := s.Limits.Nice; n != nil && *n > 0 {
-		// PRIO_PROCESS with who 0 is this thread on Linux: the plugin
-		// inherits it.
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, *n); err != nil {
-			return nil, fmt.Errorf("setting the CPU priority: %w", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -212,9 +206,19 @@ func limitValues(l Limits, level Level) []rlimit {
 	// RLIMIT_FSIZE bounds each file the plugin writes — a memfd, which
 	// is memory, as much as a file in its private directory — between
 	// two of the watcher's looks.
-	return []rlimit{{unix.RLIMIT_DATA, backstop}, {unix.RLIMIT_FSIZE, backstop}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+	out := []rlimit{{unix.RLIMIT_DATA, backstop}, {unix.RLIMIT_FSIZE, backstop}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
 		{unix.RLIMIT_NPROC, uint64(nproc)}, {unix.RLIMIT_CORE, 0}}
+	if l.Nice != nil && *l.Nice > 0 {
+		out = append(out, rlimit{niceRes, uint64(*l.Nice)})
+	}
+	return out
 }
+
+// niceRes stands for the CPU priority among the rlimits the exec stage
+// applies: the plugin gets it there, and not the init's thread it is
+// forked from, which runs the watcher and the sweep and must not be
+// slowed to a busy plugin's priority.
+const niceRes = -1
 
 // encodeLimits is the exec stage's argument: "res=val,…".
 func encodeLimits(ls []rlimit) string {
@@ -243,6 +247,14 @@ func decodeLimits(s string) ([]rlimit, error) {
 // already set lower).
 func applyLimits(ls []rlimit) error {
 	for _, l := range ls {
+		if l.res == niceRes {
+			// PRIO_PROCESS with who 0 is this thread on Linux; the
+			// plugin's program runs on it after exec.
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, int(l.val)); err != nil {
+				return fmt.Errorf("setting the CPU priority: %w", err)
+			}
+			continue
+		}
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(l.res, &cur); err != nil {
 			return err
