@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/airlock-dev/airlock/internal/sandbox"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // niceOf is the nice field of a /proc stat file (after the command
@@ -44,26 +44,11 @@ func TestPriorityIsThePluginsOnly(t *testing.T) {
 			}
 			go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
 			t.Cleanup(func() { p.Kill(); <-p.Exited() })
-			init := strconv.Itoa(p.Pid())
-			plugin := ""
-			for deadline := time.Now().Add(10 * time.Second); plugin == ""; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the plugin did not start")
-				}
-				tasks, _ := filepath.Glob("/proc/" + init + "/task/*/children")
-				for _, f := range tasks {
-					b, _ := os.ReadFile(f)
-					for _, c := range bytes.Fields(b) {
-						if comm, _ := os.ReadFile("/proc/" + string(c) + "/comm"); string(bytes.TrimSpace(comm)) == "attacker" {
-							plugin = string(c)
-						}
-					}
-				}
-			}
+			plugin := strconv.Itoa(testenv.Descendant(t, p.Pid(), "attacker"))
 			if got := niceOf(t, "/proc/"+plugin+"/stat"); got != nice {
 				t.Errorf("the plugin's nice: %d, want %d", got, nice)
 			}
-			threads, _ := filepath.Glob("/proc/" + init + "/task/*/stat")
+			threads, _ := filepath.Glob("/proc/" + strconv.Itoa(p.Pid()) + "/task/*/stat")
 			for _, th := range threads {
 				if got := niceOf(t, th); got != host {
 					t.Errorf("a thread of the init (%s) runs at nice %d, not the host's %d", th, got, host)

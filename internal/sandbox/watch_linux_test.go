@@ -15,24 +15,7 @@ import (
 // byScan lists root's descendants the slow way, from every process the
 // host has and its parent chain: what descendants must agree with.
 func byScan(root int) []int {
-	ents, _ := os.ReadDir("/proc")
-	parent := map[int]int{}
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			if t, ok := readTask(pid); ok {
-				parent[pid] = t.ppid
-			}
-		}
-	}
-	var out []int
-	for pid := range parent {
-		for p := parent[pid]; p > 1; p = parent[p] {
-			if p == root {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
+	out := testenv.Descendants(root)
 	slices.Sort(out)
 	return out
 }

@@ -131,7 +131,8 @@ func Descendant(tb testing.TB, root int, comm string) int {
 	return 0
 }
 
-// Descendants lists the processes below root, from /proc.
+// Descendants lists the processes below root, at any depth, from a scan
+// of every process in /proc and its parent chain.
 func Descendants(root int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -159,7 +160,8 @@ func Descendants(root int) []int {
 	}
 	var out []int
 	for pid := range parent {
-		for p, hops := parent[pid], 0; p > 0 && hops < 64; p, hops = parent[p], hops+1 {
+		// A parent chain is at most as long as there are processes.
+		for p, hops := parent[pid], 0; p > 0 && hops < len(parent); p, hops = parent[p], hops+1 {
 			if p == root {
 				out = append(out, pid)
 				break
