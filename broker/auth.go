@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -35,7 +36,14 @@ func AuthOptions(auth Authenticator, log *slog.Logger) []grpc.ServerOption {
 	check := func(ctx context.Context, method string) error {
 		err := authenticate(ctx, auth)
 		if err != nil {
-			log.Warn("broker API: call refused: "+status.Convert(err).Message(), "method", method)
+			args := []any{"method", method}
+			if p, ok := peer.FromContext(ctx); ok {
+				if who, ok := peerauth.PeerOf(p.Addr); ok {
+					args = append(args, who.LogAttrs()...)
+				}
+			}
+			log.Warn("broker API: call refused: "+status.Convert(err).Message(), args...)
+			peerauth.Refused("broker API", "token")
 		}
 		return err
 	}

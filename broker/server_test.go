@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -218,4 +222,87 @@ func serveAPI(t *testing.T, b *Broker, ring *tokens.Ring, allowed []int) *Client
 		t.Fatalf("socket dir mode %v %v", st.Mode().Perm(), err)
 	}
 	return c
+}
+
+// A call refused for its token is attributed: the log line names the
+// caller's uid and pid (never what it presented), and the refusal is
+// counted.
+func TestAuthRefusalNamesCaller(t *testing.T) {
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
+	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{GID: peerauth.NoGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := peerauth.EnsureToken("broker.api.token_file", filepath.Join(filepath.Dir(sock), DefaultTokenFile), peerauth.NoGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	f := newMemFixture(t)
+	g := grpc.NewServer(AuthOptions(tok, log)...)
+	(&Server{Broker: f.b}).Register(g)
+	go g.Serve(l)
+	defer g.Stop()
+	other := filepath.Join(t.TempDir(), "other.token")
+	if _, err := peerauth.EnsureToken("t", other, peerauth.NoGroup); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial("unix://"+sock, DialOptions{TokenFile: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := prometheus.NewRegistry()
+	if err := peerauth.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	before := refusalCount(t, reg, "broker API")
+	if _, err := c.Status(ctx); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("wrong token: %v, want ErrUnauthenticated", err)
+	}
+	var line struct {
+		Msg     string `json:"msg"`
+		PeerUID *int   `json:"peer_uid"`
+		PeerPID *int   `json:"peer_pid"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(logs.Bytes()), &line); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	if line.PeerUID == nil || *line.PeerUID != os.Getuid() || line.PeerPID == nil || *line.PeerPID != os.Getpid() {
+		t.Fatalf("refusal log does not name the caller: %s", logs.String())
+	}
+	raw, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(logs.Bytes(), bytes.TrimSpace(raw)) {
+		t.Fatal("the refusal log carries the presented token")
+	}
+	if after := refusalCount(t, reg, "broker API"); after != before+1 {
+		t.Fatalf("refusals counted %v -> %v, want one more", before, after)
+	}
+}
+
+func refusalCount(t *testing.T, reg *prometheus.Registry, socket string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "airlock_local_api_refusals_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "socket" && lp.GetValue() == socket {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

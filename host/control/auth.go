@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
 // Authenticator says whether a presented token is the control API's
@@ -32,8 +34,14 @@ func RequireToken(next http.Handler, auth Authenticator, log *slog.Logger) http.
 		if len(vals) > 0 {
 			detail = "the token presented is not the one in host.control_token_file"
 		}
-		log.Warn("control API: request refused: " + detail)
+		log.Warn("control API: request refused: "+detail, callerAttrs(r)...)
+		peerauth.Refused("control API", "token")
 		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock-control"`)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", detail)
 	})
 }
+
+// callerAttrs name who sent r in a refusal's log line: on the control
+// socket RemoteAddr is the peer's "uid=U pid=P" (peerauth.Peer), over TCP
+// its address.
+func callerAttrs(r *http.Request) []any { return []any{"peer", r.RemoteAddr} }

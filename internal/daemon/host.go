@@ -240,6 +240,7 @@ func hostRegistry(deps hostDeps) (reg prometheus.Registerer, own *prometheus.Reg
 	}
 	own = prometheus.NewRegistry()
 	own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	_ = peerauth.RegisterMetrics(own) // a fresh registry: nothing to clash with
 	return own, own
 }
 

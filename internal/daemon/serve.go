@@ -204,6 +204,7 @@ func (n *serveNode) newRegistry(version string) *prometheus.Registry {
 	n.registry = reg
 	ring := n.ring
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	_ = peerauth.RegisterMetrics(reg) // a fresh registry: nothing to clash with
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": version},
 	}, func() float64 { return 1 }))

@@ -83,7 +83,10 @@ func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func
 
 func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func(context.Context, net.Listener) error, log *slog.Logger) {
 	defer c.Close()
-	uc, ok := c.(*net.UnixConn)
+	// A unix connection, as peerauth.ListenUnix hands it (or a bare one).
+	uc, ok := c.(interface {
+		ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error)
+	})
 	if !ok {
 		return
 	}
@@ -97,7 +100,8 @@ func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func
 	fds := rights(oob[:oobn])
 	if !token.Match(string(buf[:n])) {
 		closeAll(fds)
-		log.Warn("proxy handoff refused: the token is not broker.api.token_file's")
+		log.Warn("proxy handoff refused: the token is not broker.api.token_file's", "peer", c.RemoteAddr().String())
+		peerauth.Refused("proxy handoff", "token")
 		_, _ = io.WriteString(c, "unauthenticated: present the token of broker.api.token_file\n")
 		return
 	}

@@ -134,21 +134,69 @@ func (l *peerCredListener) Accept() (net.Conn, error) {
 		uid, pid, err := PeerCred(c)
 		if err != nil {
 			l.log.Warn(l.name+": cannot read peer credentials; connection closed", "err", err)
+			Refused(l.name, "peer_credentials")
 			c.Close()
 			continue
 		}
 		if !slices.Contains(l.allowed, uid) {
 			l.log.Warn(l.name+": peer uid not allowed; connection closed", "uid", uid, "pid", pid)
+			Refused(l.name, "peer_uid")
 			c.Close()
 			continue
 		}
-		return c, nil
+		return &Conn{UnixConn: c.(*net.UnixConn), peer: Peer{UID: uid, PID: pid}}, nil
 	}
+}
+
+// Peer is who connected to a socket of ListenUnix, as the kernel recorded
+// it at connect(): what a refusal after the accept (a wrong token) is
+// logged with.
+type Peer struct {
+	UID, PID int
+}
+
+// String is "uid=U pid=P".
+func (p Peer) String() string { return fmt.Sprintf("uid=%d pid=%d", p.UID, p.PID) }
+
+// Network is "unix": a Peer is the RemoteAddr of a Conn.
+func (Peer) Network() string { return "unix" }
+
+// LogAttrs are the peer's uid and pid as log attributes.
+func (p Peer) LogAttrs() []any { return []any{"peer_uid", p.UID, "peer_pid", p.PID} }
+
+// Conn is a connection ListenUnix accepted: its RemoteAddr is the Peer,
+// so that servers on top (gRPC's peer.Peer, net/http's RemoteAddr) see
+// who called.
+type Conn struct {
+	*net.UnixConn
+	peer Peer
+}
+
+// RemoteAddr is the connection's Peer.
+func (c *Conn) RemoteAddr() net.Addr { return c.peer }
+
+// Peer is who connected.
+func (c *Conn) Peer() Peer { return c.peer }
+
+// PeerOf returns the Peer of a connection ListenUnix accepted, or of a
+// net.Addr such a connection reported as its RemoteAddr; ok is false for
+// anything else.
+func PeerOf(v any) (Peer, bool) {
+	switch x := v.(type) {
+	case *Conn:
+		return x.peer, true
+	case Peer:
+		return x, true
+	}
+	return Peer{}, false
 }
 
 // PeerCred returns the uid and pid of a unix connection's peer, as the
 // kernel recorded them at connect().
 func PeerCred(c net.Conn) (uid, pid int, err error) {
+	if pc, ok := c.(*Conn); ok {
+		return pc.peer.UID, pc.peer.PID, nil
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return 0, 0, errors.New("not a unix connection")

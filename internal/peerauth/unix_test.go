@@ -3,6 +3,7 @@
 package peerauth
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -114,4 +115,37 @@ func acceptAll(l net.Listener, serve func(net.Conn)) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+// A connection ListenUnix accepts names its caller: RemoteAddr is the
+// Peer (uid and pid as the kernel saw them at connect), so that a refusal
+// after the accept — a wrong token — can be attributed.
+func TestListenUnixConnNamesPeer(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "run", "s.sock")
+	l, err := ListenUnix(sock, UnixOptions{GID: NoGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := Peer{UID: os.Getuid(), PID: os.Getpid()}
+	got, ok := PeerOf(c.RemoteAddr())
+	if !ok || got != want {
+		t.Fatalf("RemoteAddr = %v (peer %v), want %v", c.RemoteAddr(), ok, want)
+	}
+	if uid, pid, err := PeerCred(c); err != nil || uid != want.UID || pid != want.PID {
+		t.Fatalf("PeerCred = %d %d %v", uid, pid, err)
+	}
+	if s := c.RemoteAddr().String(); s != fmt.Sprintf("uid=%d pid=%d", want.UID, want.PID) {
+		t.Fatalf("RemoteAddr().String() = %q", s)
+	}
 }
