@@ -147,16 +147,28 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 		}
 	}
 	var relays []sandbox.Relay
-	proxy := ""
 	if o.EgressProxy != "" {
-		r := sandbox.Relay{Target: o.EgressProxy, Serve: o.ProxyServe}
-		relays = append(relays, r)
-		proxy = r.PluginAddr(level)
+		relays = append(relays, sandbox.Relay{Target: o.EgressProxy, Serve: o.ProxyServe})
 	}
-	var direct []string
 	for _, d := range req.Direct {
-		r := sandbox.Relay{Target: d}
-		relays = append(relays, r)
+		relays = append(relays, sandbox.Relay{Target: d})
+	}
+	if relays, err = sandbox.Listen(level, relays); err != nil {
+		return nil, err
+	}
+	boxed := false // the box owns the plugin's own listeners once made
+	defer func() {
+		if !boxed {
+			sandbox.CloseOwn(relays)
+		}
+	}()
+	proxy := ""
+	var direct []string
+	for i, r := range relays {
+		if i == 0 && o.EgressProxy != "" {
+			proxy = r.PluginAddr(level)
+			continue
+		}
 		direct = append(direct, r.PluginAddr(level))
 	}
 	env := slices.DeleteFunc(slices.Clone(req.Env), func(kv string) bool {
@@ -181,6 +193,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	if err != nil {
 		return nil, err
 	}
+	boxed = true
 	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, err

@@ -3,8 +3,10 @@
 package sandbox
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 )
 
@@ -49,13 +51,23 @@ type Relay struct {
 	// listener is Serve's; on failure it is still the caller's, which
 	// relays it.
 	Serve func(net.Listener) (io.Closer, error)
+	// Own is, at the landlock level, a listener of this plugin's own
+	// that Listen bound on the host for a relay with Serve: the proxy
+	// serves it knowing whose connections they are, and the plugin's
+	// Landlock rules allow connecting to its port only, not to the
+	// shared proxy port every plugin would otherwise share.
+	Own net.Listener
 }
 
 // PluginAddr is the address the plugin dials for r at level: at the
 // namespaces level a listener on the sandbox's own loopback with the
-// target's port (the host relays it), elsewhere the target itself.
+// target's port (the host relays it), at the landlock level the
+// plugin's own listener where it has one, elsewhere the target itself.
 func (r Relay) PluginAddr(level Level) string {
 	if level != LevelNamespaces {
+		if r.Own != nil && level == LevelLandlock {
+			return r.Own.Addr().String()
+		}
 		return r.Target
 	}
 	_, port, err := net.SplitHostPort(r.Target)
@@ -65,10 +77,50 @@ func (r Relay) PluginAddr(level Level) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-func (r Relay) port() int {
-	_, p, _ := net.SplitHostPort(r.Target)
+// port is the TCP port the plugin connects to for r at level.
+func (r Relay) port(level Level) int {
+	_, p, _ := net.SplitHostPort(r.PluginAddr(level))
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// Listen gives each relay with Serve a listener of its plugin's own at
+// the landlock level (bound on the host, at the target's address with a
+// port of its own), so that the proxy knows which plugin a connection
+// comes from; at other levels it returns relays as they are. On success
+// the listeners are the box's once Command succeeds; until then, and
+// on error, CloseOwn closes them.
+func Listen(level Level, relays []Relay) ([]Relay, error) {
+	if level != LevelLandlock {
+		return relays, nil
+	}
+	out := slices.Clone(relays)
+	for i, r := range out {
+		if r.Serve == nil {
+			continue
+		}
+		host, _, err := net.SplitHostPort(r.Target)
+		if err != nil {
+			CloseOwn(out)
+			return nil, fmt.Errorf("%w: relay target: %w", ErrSetup, err)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			CloseOwn(out)
+			return nil, fmt.Errorf("%w: the plugin's own proxy listener: %w", ErrSetup, err)
+		}
+		out[i].Own = l
+	}
+	return out, nil
+}
+
+// CloseOwn closes the listeners Listen bound.
+func CloseOwn(relays []Relay) {
+	for _, r := range relays {
+		if r.Own != nil {
+			r.Own.Close()
+		}
+	}
 }
 
 // systemDirs are what every interpreter needs, shown read-only where they

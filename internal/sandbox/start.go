@@ -62,6 +62,7 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	spec.Limits = spec.Limits.WithDefaults()
+	spec.Relays = slices.Clone(spec.Relays) // Own listeners become the box's
 	b := &Box{Level: level, spec: spec, log: log, conns: map[net.Conn]struct{}{}, exit: make(chan Exit, 1)}
 	if level == LevelOff {
 		cmd := exec.Command(spec.Path, spec.Args...)
@@ -106,7 +107,7 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 		}
 	} else {
 		for _, r := range spec.Relays {
-			is.Ports = append(is.Ports, r.port())
+			is.Ports = append(is.Ports, r.port(level))
 		}
 		is.Mounts = landlockPaths(spec)
 	}
@@ -202,31 +203,11 @@ func (b *Box) Start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%w: relay listener: %w", ErrSetup, err)
 			}
-			r := b.spec.Relays[i]
-			if r.Serve != nil {
-				c, err := r.Serve(l)
-				if err == nil { // l is the server's now
-					b.mu.Lock()
-					b.served = append(b.served, c)
-					waited := b.waited
-					b.mu.Unlock()
-					if waited {
-						c.Close()
-					}
-					continue
-				}
-				b.log.Warn("the proxy did not take the plugin's listener over; relaying instead", "err", err)
-			}
-			b.mu.Lock()
-			if b.waited {
-				b.mu.Unlock()
-				l.Close()
-				continue
-			}
-			b.listeners = append(b.listeners, l)
-			b.relays.Add(1)
-			b.mu.Unlock()
-			go b.relay(l, r.Target)
+			b.take(l, b.spec.Relays[i])
+		}
+	} else {
+		for _, r := range b.ownRelays() {
+			b.take(r.Own, r)
 		}
 	}
 	b.mu.Lock()
@@ -234,6 +215,51 @@ func (b *Box) Start(ctx context.Context) error {
 	b.mu.Unlock()
 	go b.readExit()
 	return nil
+}
+
+// ownRelays returns the relays with a listener of the plugin's own
+// (Listen) and clears them from the spec: from here take or Wait closes
+// each.
+func (b *Box) ownRelays() []Relay {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Relay
+	for i, r := range b.spec.Relays {
+		if r.Own != nil {
+			out = append(out, r)
+			b.spec.Relays[i].Own = nil
+		}
+	}
+	return out
+}
+
+// take has the proxy serve l, the plugin's listener for r, or relays it
+// to r.Target when the proxy does not take it over.
+func (b *Box) take(l net.Listener, r Relay) {
+	if r.Serve != nil {
+		c, err := r.Serve(l)
+		if err == nil { // l is the server's now
+			b.mu.Lock()
+			b.served = append(b.served, c)
+			waited := b.waited
+			b.mu.Unlock()
+			if waited {
+				c.Close()
+			}
+			return
+		}
+		b.log.Warn("the proxy did not take the plugin's listener over; relaying instead", "err", err)
+	}
+	b.mu.Lock()
+	if b.waited {
+		b.mu.Unlock()
+		l.Close()
+		return
+	}
+	b.listeners = append(b.listeners, l)
+	b.relays.Add(1)
+	b.mu.Unlock()
+	go b.relay(l, r.Target)
 }
 
 // recv reads one control message into v and the descriptors it carries.
@@ -296,6 +322,9 @@ func (b *Box) readExit() {
 // Wait is called once the process has exited: it stops the relays and
 // returns what the init reported of the end.
 func (b *Box) Wait() Exit {
+	for _, r := range b.ownRelays() { // never handed over: the start failed
+		r.Own.Close()
+	}
 	b.mu.Lock()
 	b.waited = true
 	reading := b.reading
