@@ -33,6 +33,9 @@ var (
 	ErrKeysUnavailable = errors.New("token verification keys are unavailable")
 	// ErrBadClaim: a claim is present but has the wrong form; see [ClaimError].
 	ErrBadClaim = errors.New("token claim is invalid")
+	// ErrLifetime: exp is further past iat than the issuer's ttl allows:
+	// a token the issuer would never have minted.
+	ErrLifetime = errors.New("token lifetime is longer than the issuer mints")
 	// ErrBindingMismatch: the token is valid but bound to another invoke.
 	ErrBindingMismatch = errors.New("token is bound to another invoke")
 )

@@ -44,7 +44,11 @@ var (
 type VerifierOptions struct {
 	Issuer string        // required iss; DefaultIssuer
 	Leeway time.Duration // clock-skew tolerance; DefaultLeeway, at most MaxLeeway
-	Now    func() time.Time
+	// MaxLifetime refuses a token whose exp is further than this past
+	// its iat: one the issuer (tokens.ttl) would never have minted, so a
+	// signing key's holder cannot make a long-lived one. Zero: MaxTTL.
+	MaxLifetime time.Duration
+	Now         func() time.Time
 }
 
 // Verifier checks sampling and storage tokens. It parses the compact JWS
@@ -66,6 +70,12 @@ func NewVerifier(keys KeyResolver, opts VerifierOptions) (*Verifier, error) {
 	}
 	if opts.Leeway < 0 || opts.Leeway > MaxLeeway {
 		return nil, fmt.Errorf("verifier leeway must be between 0 and %s", MaxLeeway)
+	}
+	if opts.MaxLifetime == 0 {
+		opts.MaxLifetime = MaxTTL
+	}
+	if opts.MaxLifetime < 0 || opts.MaxLifetime > MaxTTL {
+		return nil, fmt.Errorf("verifier max lifetime must be between 1s and %s", MaxTTL)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -94,6 +104,7 @@ var b64 = base64.RawURLEncoding.Strict()
 type jwsHeader struct {
 	Alg  string          `json:"alg"`
 	Kid  string          `json:"kid"`
+	Typ  *string         `json:"typ"`
 	Crit json.RawMessage `json:"crit"`
 }
 
@@ -125,6 +136,9 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 	if hdr.Alg != EdDSA && hdr.Alg != ES256 || len(hdr.Crit) > 0 {
 		return nil, ErrAlgorithm
 	}
+	if hdr.Typ != nil && *hdr.Typ != "JWT" { // the issuer writes "JWT"
+		return nil, ErrMalformed
+	}
 	if hdr.Kid == "" {
 		return nil, ErrUnknownKey
 	}
@@ -145,6 +159,9 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.ExpiresAt.Sub(c.IssuedAt.Time) > v.opts.MaxLifetime {
+		return nil, ErrLifetime
 	}
 	now, leeway := v.opts.Now(), v.opts.Leeway
 	if !now.Before(c.ExpiresAt.Add(leeway)) {

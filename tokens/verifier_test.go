@@ -84,6 +84,19 @@ func TestRejectionMatrix(t *testing.T) {
 				{name: "issued in the future", token: func() string {
 					return with(func(c map[string]any) { c["iat"] = f.clk.Now().Unix() + 120 })
 				}, audience: AudienceSampling, wantErr: ErrNotYetValid},
+				{name: "lifetime longer than the issuer mints", token: func() string {
+					return with(func(c map[string]any) { c["exp"] = c["iat"].(int64) + int64(MaxTTL/time.Second) + 1 })
+				}, audience: AudienceSampling, wantErr: ErrLifetime},
+				{name: "typ none", token: func() string {
+					h := hdr(active)
+					h["typ"] = "none"
+					return forge(t, active, h, f.validClaims())
+				}, audience: AudienceSampling, wantErr: ErrMalformed},
+				{name: "typ absent is accepted", token: func() string {
+					h := hdr(active)
+					delete(h, "typ")
+					return forge(t, active, h, f.validClaims())
+				}, audience: AudienceSampling},
 				{name: "unknown kid", token: func() string { return forge(t, other, hdr(other), f.validClaims()) },
 					audience: AudienceSampling, wantErr: ErrUnknownKey},
 				{name: "missing kid", token: func() string {
@@ -198,5 +211,30 @@ func TestCheckBinding(t *testing.T) {
 func TestVerifierLeewayBounded(t *testing.T) {
 	if _, err := NewVerifier(&Ring{}, VerifierOptions{Leeway: MaxLeeway + time.Second}); err == nil {
 		t.Fatal("leeway above MaxLeeway accepted")
+	}
+}
+
+// A verifier told the issuer's ttl refuses a token that lives longer —
+// one the issuer would never have minted, though its key signed it —
+// and accepts one that lives exactly that long.
+func TestVerifierRefusesLongerLifetime(t *testing.T) {
+	f := newFixture(t, EdDSA)
+	v, err := NewVerifier(f.rng, VerifierOptions{Now: f.clk.Now, MaxLifetime: 600 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := f.rng.Active()
+	for _, c := range []struct {
+		life int64
+		want error
+	}{{600, nil}, {601, ErrLifetime}, {7200, ErrLifetime}} {
+		claims := f.validClaims()
+		claims["exp"] = claims["iat"].(int64) + c.life
+		if _, err := v.Verify(context.Background(), forge(t, active, hdr(active), claims), AudienceSampling); !errors.Is(err, c.want) {
+			t.Errorf("lifetime %d s: %v, want %v", c.life, err, c.want)
+		}
+	}
+	if _, err := NewVerifier(f.rng, VerifierOptions{MaxLifetime: MaxTTL + time.Second}); err == nil {
+		t.Error("a max lifetime above MaxTTL was accepted")
 	}
 }

@@ -135,7 +135,7 @@ func cmdTokenVerify(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return errors.New("no token on stdin")
 	}
 	keys := &tokens.JWKSClient{URL: *jwks, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
-	v, err := tokens.NewVerifier(keys, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer, Leeway: cfg.Tokens.Leeway})
+	v, err := tokens.NewVerifier(keys, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer, Leeway: cfg.Tokens.Leeway, MaxLifetime: cfg.Tokens.TTL})
 	if err != nil {
 		return err
 	}

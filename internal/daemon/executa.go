@@ -40,7 +40,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 	if len(xc.Plugins) == 0 {
 		return xs, nil
 	}
-	verifier, err := tokens.NewVerifier(deps.keys, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer})
+	verifier, err := tokens.NewVerifier(deps.keys, tokens.VerifierOptions{Issuer: cfg.Tokens.Issuer, MaxLifetime: cfg.Tokens.TTL})
 	if err != nil {
 		return nil, err
 	}
