@@ -90,7 +90,14 @@ func cmdEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // printVerified says what was established, and what was not: what the
 // saved head covers, and the records no signature covers yet.
 func printVerified(w io.Writer, v evidence.Verified, opts evidence.VerifyOptions) {
-	fmt.Fprintf(w, "OK: %d records, head %s\n", v.Records, v.Head)
+	if opts.Head != nil {
+		// The verdict line shows the saved head's age: a replayed old
+		// head verifies, and must be seen to be old at a glance.
+		fmt.Fprintf(w, "OK: %d records, head %s; saved head signed %s (%s ago)\n", v.Records, v.Head,
+			opts.Head.Time.UTC().Format(time.RFC3339), time.Since(opts.Head.Time).Round(time.Second))
+	} else {
+		fmt.Fprintf(w, "OK: %d records, head %s\n", v.Records, v.Head)
+	}
 	signed := "not checked: give --jwks"
 	if opts.Keys != nil {
 		signed = "checked"

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
 )
@@ -90,6 +91,10 @@ func TestEvidenceVerifyCLIReports(t *testing.T) {
 		!strings.Contains(out, "holds it as record 4, and 3 records after it") ||
 		!strings.Contains(out, "WARNING: 3 records (5-7) follow the last checkpoint") {
 		t.Fatalf("saved head: %d %s %s", code, out, stderr)
+	}
+	// The verdict line itself says when the saved head was signed.
+	if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, "saved head signed "+cp.Time.UTC().Format(time.RFC3339)) {
+		t.Fatalf("the verdict line does not show the saved head's signing time: %q", first)
 	}
 
 	empty := filepath.Join(dir, "empty.jsonl")

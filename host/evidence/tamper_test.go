@@ -131,6 +131,15 @@ func TestEvidenceTamperSuite(t *testing.T) {
 			c[3] = string(b)
 			return c
 		})), true, 4, "signed by a key not in the JWKS"},
+		{"id not derived (tail record, hash and link recomputed)", edit(func(c []string) []string {
+			var r Record
+			_ = json.Unmarshal([]byte(c[7]), &r)
+			r.ID = flipBit(r.ID, len(r.ID)-1) // one hex digit of the id changed
+			r.Hash, _ = hashOf(r)
+			b, _ := json.Marshal(r)
+			c[7] = string(b)
+			return c
+		}), false, 8, "id is not derived from the record"},
 		{"edited checkpoint signature", rechain(t, edit(func(c []string) []string {
 			c[3] = strings.Replace(c[3], `"sig":"`, `"sig":"A`, 1)
 			return c

@@ -133,6 +133,9 @@ func VerifyWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 		if err != nil || want != rec.Hash {
 			return fail("hash mismatch (the record was edited)")
 		}
+		if !idDerived(rec) {
+			return fail("id is not derived from the record (ev- and the first 16 hex digits of its hash with the id emptied)")
+		}
 		if n == 1 {
 			logID = rec.ID
 		}
@@ -161,6 +164,16 @@ func VerifyWith(r io.Reader, opts VerifyOptions) (Verified, error) {
 		return v, &VerifyError{Line: v.Records, Reason: "no signed checkpoint: nothing authenticates this chain (it may have been rewritten whole)"}
 	}
 	return v, v.checkHead(opts)
+}
+
+// idDerived says whether rec's id is the one the writer derives: ev- and
+// the first 16 hex digits of the hash of the record with its id (and
+// hash) emptied.
+func idDerived(rec Record) bool {
+	id := rec.ID
+	rec.ID = ""
+	h, err := hashOf(rec)
+	return err == nil && id == "ev-"+h[:16]
 }
 
 // checkHead says whether the saved head, if one was given, was found.
