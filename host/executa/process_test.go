@@ -265,6 +265,10 @@ func TestReverseRPCGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scopeOnly, err := f.start(t, py("scope-only"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name      string
 		p         *Process
@@ -272,6 +276,10 @@ func TestReverseRPCGates(t *testing.T) {
 		code      float64
 		errorCode string
 	}{
+		// aps.scope.* alone is minted a storage_token, so storage/* must
+		// pass the same gate (one predicate): past it, the call reaches
+		// the storage service, which has no store in this fixture.
+		{"storage with aps.scope.* alone passes the gate", scopeOnly, `{"method":"storage/get","params":{"key":"k","scope":"user"}}`, CodeStorageUpstream, "UPSTREAM_ERROR"},
 		{"sampling without llm.sample", bare, `{"method":"sampling/createMessage"}`, CodeNotNegotiated, "NOT_NEGOTIATED"},
 		{"storage without aps.kv", bare, `{"method":"storage/get"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},
 		{"files without aps.files", good, `{"method":"files/list"}`, CodeStorageNotGranted, "STORAGE_NOT_GRANTED"},

@@ -75,8 +75,8 @@ func (p *Process) reverse(m *Message) {
 		}
 		answer(p.sample(inv.ctx, inv, m.Params))
 	case strings.HasPrefix(m.Method, "storage/"):
-		if !p.Manifest.Has(CapKV) {
-			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv declared", "STORAGE_NOT_GRANTED"))
+		if !p.Manifest.wantsStorageToken() { // the mint gate's predicate
+			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv, aps.files or an aps.scope.* capability declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
 		answer(p.storage(inv.ctx, inv, m.Method, m.Params))

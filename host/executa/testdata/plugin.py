@@ -2,7 +2,7 @@
 """An Executa plugin as plain stdin line loop, for the host's tests.
 
 argv[1] picks a behaviour: good, v1, silent-init, noise, exit-after-one,
-crash, ignore-eof, bad-capability.
+crash, ignore-eof, bad-capability, scope-only (aps.scope.* alone).
 """
 import json
 import os
@@ -17,6 +17,8 @@ if behavior == "files":
     caps = ["aps.kv", "aps.files"]
 if behavior == "bad-capability":
     caps = ["storage.user"]
+if behavior == "scope-only":
+    caps = ["aps.scope.app"]
 MANIFEST = {
     "name": "py-tool", "version": "0.2.0", "host_capabilities": caps,
     "tools": [
