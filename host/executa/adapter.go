@@ -183,8 +183,8 @@ func executaReason(err error) string {
 		return te.Error()
 	case errors.Is(err, ErrPluginExited):
 		return "the plugin exited during the call"
-	case errors.Is(err, ErrFileTransportRefused):
-		return ErrFileTransportRefused.Error()
+	case errors.Is(err, ErrFileTransportRefused), errors.Is(err, ErrResponseTooLarge):
+		return err.Error()
 	default:
 		return "the call failed: " + err.Error()
 	}

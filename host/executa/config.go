@@ -169,6 +169,10 @@ var (
 	// ErrFileTransportRefused: the plugin announced its answer in a file
 	// the host may not read (not negotiated, or outside its temp dir).
 	ErrFileTransportRefused = errors.New("file transport refused")
+	// ErrResponseTooLarge: the plugin answered in one frame over 2 MiB
+	// (MaxFrame); the call ends at once. A large answer goes through
+	// __file_transport.
+	ErrResponseTooLarge = errors.New("the plugin's response frame was larger than 2 MiB: a large answer goes through __file_transport")
 	// ErrNotReady: the plugin says it is not ready yet (initializing).
 	ErrNotReady = errors.New("plugin is not ready")
 	// ErrUnhealthy: the plugin gave no valid health answer, said it is in

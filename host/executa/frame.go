@@ -38,6 +38,45 @@ var (
 // duplicateKeyRefused stands in for a response that repeated a key.
 var duplicateKeyRefused = &RPCError{Code: CodeInvalidRequest, Message: ErrDuplicateKey.Error()}
 
+// frameTooLargeRefused answers a call whose response frame was over
+// MaxFrame: the call ends at once instead of waiting out its deadline.
+var frameTooLargeRefused = &RPCError{Code: CodeInvalidRequest, Message: ErrResponseTooLarge.Error()}
+
+// FrameTooLargeError is ErrFrameTooLarge with the id the oversized frame
+// named before its size ran out, when it named one early (responses put
+// "id" before "result"): enough to end the call it answered.
+type FrameTooLargeError struct {
+	ID json.RawMessage // nil when not found in the frame's first bytes
+}
+
+func (e *FrameTooLargeError) Error() string { return ErrFrameTooLarge.Error() }
+
+func (e *FrameTooLargeError) Unwrap() error { return ErrFrameTooLarge }
+
+// leadingID finds a top-level "id" member among the first members of a
+// truncated JSON object, before any member it cannot read whole.
+func leadingID(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for range 8 { // "jsonrpc", "id", maybe a few more: never the payload
+		k, err := dec.Token()
+		key, ok := k.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+			return v
+		}
+	}
+	return nil
+}
+
 // RPCError is a JSON-RPC error object.
 type RPCError struct {
 	Code    int             `json:"code"`
@@ -93,14 +132,18 @@ func (fr *FrameReader) readLine() ([]byte, error) {
 	for {
 		chunk, err := fr.br.ReadSlice('\n')
 		if len(buf)+len(chunk) > MaxFrame+1 {
-			// Drop the rest of this line without keeping it.
+			// Keep the id the frame names early, drop the rest of this
+			// line without keeping it.
+			head := buf[:min(len(buf), 4<<10)]
+			head = append(head[:len(head):len(head)], chunk[:min(len(chunk), 4<<10-len(head))]...)
+			id := leadingID(head)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = fr.br.ReadSlice('\n')
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				return nil, err
 			}
-			return nil, ErrFrameTooLarge
+			return nil, &FrameTooLargeError{ID: id}
 		}
 		buf = append(buf, chunk...)
 		switch {

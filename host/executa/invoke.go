@@ -133,6 +133,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	if m.Error == duplicateKeyRefused {
 		return nil, ErrDuplicateKey
 	}
+	if m.Error == frameTooLargeRefused {
+		return nil, ErrResponseTooLarge
+	}
 	if m.Error != nil {
 		obj, _ := json.Marshal(m.Error)
 		return nil, &ToolError{Code: m.Error.Code, Object: obj}

@@ -125,6 +125,13 @@ func (p *Process) readLoop(stdout io.ReadCloser) {
 			return
 		}
 		if err != nil {
+			var big *FrameTooLargeError
+			if errors.As(err, &big) && big.ID != nil {
+				// End the call it answered now, not at its deadline.
+				p.log.Warn("protocol error from plugin: a response frame over 2 MiB; the call it answers fails", "err", err)
+				p.deliver(&Message{ID: big.ID, Error: frameTooLargeRefused})
+				continue
+			}
 			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrNotJSON) || errors.Is(err, ErrNotJSONRPC) {
 				if !seenFrame && errors.Is(err, ErrNotJSON) {
 					p.log.Warn("stdout noise before the first frame: stdout carries frames only, log to stderr", "err", err)

@@ -312,6 +312,20 @@ func TestBrokenPlugins(t *testing.T) {
 			t.Fatalf("after garbage frames: %v", err)
 		}
 	})
+	t.Run("oversized response ends its call at once", func(t *testing.T) {
+		p, err := f.start(t, py("good"), Timeouts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The tool's timeout is 120 s: an answer that waited for it would
+		// end in ErrTimeout, not in the specific refusal.
+		if _, err = p.Invoke(ctx, InvokeRequest{Tool: "oversized"}); !errors.Is(err, ErrResponseTooLarge) {
+			t.Fatalf("oversized response: %v", err)
+		}
+		if _, err := p.Invoke(ctx, InvokeRequest{Tool: "context"}); err != nil {
+			t.Fatalf("the next call after an oversized frame: %v", err)
+		}
+	})
 	t.Run("bad capability", func(t *testing.T) {
 		_, err := f.start(t, py("bad-capability"), Timeouts{})
 		if err == nil || !strings.Contains(err.Error(), "storage scopes are a platform constant") {

@@ -32,6 +32,7 @@ MANIFEST = {
         {"name": "handle", "parameters": []},
         {"name": "dupkeys", "parameters": [{"name": "where", "type": "string"}]},
         {"name": "hang", "timeout": 120, "parameters": []},
+        {"name": "oversized", "timeout": 120, "parameters": []},
     ],
     "credentials": [{"name": "API_KEY", "sensitive": True}],
 }
@@ -127,6 +128,11 @@ for line in sys.stdin:
             out.append({"result": reply.get("result"), "code": err.get("code"),
                         "errorCode": (err.get("data") or {}).get("errorCode")})
         send({"id": rid, "result": {"success": True, "data": {"calls": out}}})
+    elif tool == "oversized":
+        # One frame past the 2 MiB limit, id first as SDKs write it.
+        sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"success": true, "data": {"big": "%s"}}}\n'
+                         % (json.dumps(rid), "y" * ((2 << 20) + 60)))
+        sys.stdout.flush()
     elif tool == "filetransport":
         import tempfile
         where = params["arguments"].get("where", "tmp")
