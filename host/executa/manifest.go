@@ -163,7 +163,7 @@ func ParseManifest(raw json.RawMessage) (*Manifest, error) {
 		switch {
 		case c == CapSample || c == CapKV || c == CapFiles || strings.HasPrefix(c, "aps.scope."):
 		case c == "storage.user" || c == "storage.app" || c == "storage.tool":
-			add("host_capabilities[%d]: %q is not a valid capability: storage scopes are a platform constant carried by the storage_token; declare aps.kv (and aps.files) instead", i, c)
+			add("host_capabilities[%d]: storage.user, storage.app and storage.tool are not valid capabilities: storage scopes are a platform constant carried by the storage_token; declare aps.kv (and aps.files) instead", i)
 		default:
 			add("host_capabilities[%d]: unknown capability (llm.sample, aps.kv, aps.files, aps.scope.*)", i)
 		}

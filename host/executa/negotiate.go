@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 func (p *Process) initialize(ctx context.Context) error {
@@ -84,7 +85,10 @@ func (p *Process) describe(ctx context.Context) error {
 	}
 	man, err := ParseManifest(m.Result)
 	if err != nil {
-		return fmt.Errorf("describe: %w:\n%w", ErrInvalidManifest, err)
+		// One line, each problem after "; ": it is read in a log line and
+		// in `airlock plugins`, where a newline turned into "; " left a
+		// stray ":;".
+		return fmt.Errorf("describe: %w: %s", ErrInvalidManifest, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	p.Manifest = man
 	return nil

@@ -328,7 +328,8 @@ func TestBrokenPlugins(t *testing.T) {
 	})
 	t.Run("bad capability", func(t *testing.T) {
 		_, err := f.start(t, py("bad-capability"), Timeouts{})
-		if err == nil || !strings.Contains(err.Error(), "storage scopes are a platform constant") {
+		if err == nil || !strings.Contains(err.Error(), "storage scopes are a platform constant") || strings.Contains(err.Error(), ":;") ||
+			strings.Contains(err.Error(), "\n") {
 			t.Fatalf("storage.user: %v", err)
 		}
 	})
