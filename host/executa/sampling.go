@@ -196,7 +196,7 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 		}
 	}
 	if req.MaxTokens < 1 || req.MaxTokens > MaxSamplingTokens || req.MaxTokens > claims.MaxTokensPerCall {
-		return nil, bad("maxTokens: between 1 and the negotiated maxTokensPerCall")
+		return nil, bad(fmt.Sprintf("maxTokens: between 1 and %d (the negotiated maxTokensPerCall)", min(claims.MaxTokensPerCall, MaxSamplingTokens)))
 	}
 	if req.IncludeContext != "" && req.IncludeContext != "none" {
 		return nil, bad(`includeContext: only "none"`)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -42,19 +43,24 @@ func TestSamplingService(t *testing.T) {
 		name, args string
 		code       float64
 		errorCode  string
+		message    string // what the message must contain ("": not checked)
 	}{
-		{"storage token presented for sampling", `{"method":"sampling/createMessage","swap_tokens":true,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingNotGranted, "NOT_GRANTED"},
-		{"maxTokens over the cap", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":99999}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
-		{"bad role", `{"method":"sampling/createMessage","params":{"messages":[{"role":"tool","content":{"type":"text","text":"x"}}],"maxTokens":10}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
-		{"includeContext", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"includeContext":"allServers"}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
-		{"schema name", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"responseFormat":{"type":"json_schema","json_schema":{"name":"bad name!","schema":{}}}}}`, CodeSamplingInvalid, "INVALID_REQUEST"},
-		{"nine calls in one invoke", `{"method":"sampling/createMessage","repeat":9,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingMaxCalls, "MAX_CALLS_EXCEEDED"},
-		{"token budget", `{"method":"sampling/createMessage","repeat":7,"params":{"messages":[{"role":"user","content":{"type":"text","text":"json please"}}],"maxTokens":10}}`, CodeSamplingMaxTokens, "MAX_TOKENS_EXCEEDED"},
+		{"storage token presented for sampling", `{"method":"sampling/createMessage","swap_tokens":true,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingNotGranted, "NOT_GRANTED", ""},
+		{"maxTokens over the cap", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":99999}}`, CodeSamplingInvalid, "INVALID_REQUEST",
+			"between 1 and 8192 (the negotiated maxTokensPerCall)"},
+		{"bad role", `{"method":"sampling/createMessage","params":{"messages":[{"role":"tool","content":{"type":"text","text":"x"}}],"maxTokens":10}}`, CodeSamplingInvalid, "INVALID_REQUEST", ""},
+		{"includeContext", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"includeContext":"allServers"}}`, CodeSamplingInvalid, "INVALID_REQUEST", ""},
+		{"schema name", `{"method":"sampling/createMessage","params":{` + msg + `,"maxTokens":10,"responseFormat":{"type":"json_schema","json_schema":{"name":"bad name!","schema":{}}}}}`, CodeSamplingInvalid, "INVALID_REQUEST", ""},
+		{"nine calls in one invoke", `{"method":"sampling/createMessage","repeat":9,"params":{` + msg + `,"maxTokens":10}}`, CodeSamplingMaxCalls, "MAX_CALLS_EXCEEDED", ""},
+		{"token budget", `{"method":"sampling/createMessage","repeat":7,"params":{"messages":[{"role":"user","content":{"type":"text","text":"json please"}}],"maxTokens":10}}`, CodeSamplingMaxTokens, "MAX_TOKENS_EXCEEDED", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := call(tt.args)
 			if d["code"] != tt.code || d["errorCode"] != tt.errorCode {
 				t.Fatalf("got %v %v, want %v %s", d["code"], d["errorCode"], tt.code, tt.errorCode)
+			}
+			if msg, _ := d["message"].(string); !strings.Contains(msg, tt.message) {
+				t.Fatalf("message %q lacks %q", msg, tt.message)
 			}
 		})
 	}

@@ -323,7 +323,14 @@ func scopeBucket(c *tokens.Claims, scope string) (string, *RPCError) {
 		scope = DefaultStorageScope
 	}
 	if !c.HasScope(scope) {
-		return "", storageErr(CodeStorageNotGranted, "scope "+scope+" is not granted by the storage token", "STORAGE_NOT_GRANTED")
+		// The scope asked for is the plugin's: named only when it is one
+		// the platform knows; the granted ones name the fix.
+		asked := "the scope asked for"
+		if scope == tokens.ScopeUser || scope == tokens.ScopeTool || scope == tokens.ScopeApp {
+			asked = "scope " + scope
+		}
+		return "", storageErr(CodeStorageNotGranted, asked+" is not granted by the storage token; it grants: "+strings.Join(c.Scopes, ", "),
+			"STORAGE_NOT_GRANTED")
 	}
 	switch scope {
 	case tokens.ScopeUser:

@@ -16,6 +16,7 @@ type callResult struct {
 	Result    map[string]any `json:"result"`
 	Code      *float64       `json:"code"`
 	ErrorCode string         `json:"errorCode"`
+	Message   string         `json:"message"`
 }
 
 func rpcs(t *testing.T, p *Process, req InvokeRequest, calls ...string) []callResult {
@@ -79,6 +80,11 @@ func TestStorageService(t *testing.T) {
 		if got := code(res[i]); got != w {
 			t.Errorf("call %d: %s, want %s", i, got, w)
 		}
+	}
+	// The refusal names what the token grants (the fix), never a scope
+	// name the plugin made up.
+	if !strings.Contains(res[7].Message, "it grants: user, tool") {
+		t.Errorf("scope refusal: %q", res[7].Message)
 	}
 	if res[1].Result["exists"] != true || res[1].Result["etag"] != res[0].Result["etag"] || fmt.Sprint(res[1].Result["value"]) != "map[a:1]" {
 		t.Fatalf("get after set: %v", res[1].Result)

@@ -112,7 +112,7 @@ for line in sys.stdin:
             err = last.get("error") or {}
             codes.append(err.get("code"))
         err = last.get("error") or {}
-        send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"), "codes": codes,
+        send({"id": rid, "result": {"success": True, "data": {"code": err.get("code"), "codes": codes, "message": err.get("message"),
                                                               "errorCode": (err.get("data") or {}).get("errorCode"),
                                                               "result": last.get("result")}}})
     elif tool == "rpcs":
@@ -125,7 +125,7 @@ for line in sys.stdin:
             send({"id": "c%d" % i, "method": call["method"], "params": rp})
             reply = json.loads(sys.stdin.readline())
             err = reply.get("error") or {}
-            out.append({"result": reply.get("result"), "code": err.get("code"),
+            out.append({"result": reply.get("result"), "code": err.get("code"), "message": err.get("message"),
                         "errorCode": (err.get("data") or {}).get("errorCode")})
         send({"id": rid, "result": {"success": True, "data": {"calls": out}}})
     elif tool == "oversized":
