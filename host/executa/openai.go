@@ -76,12 +76,21 @@ func (o *OpenAIBackend) SupportsFormat(string) bool { return o.JSON }
 func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Completion, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	inv := "sampling-" + hex.EncodeToString(b[:])
+	// The handle is the calling plugin's, under an invocation id of its
+	// own (revoked below without touching the caller's other handles)
+	// that begins with the caller's: the proxy's audit line credits them.
+	plugin, inv := "airlock.sampling", "sampling-"+hex.EncodeToString(b[:])
+	if req.Caller.Plugin != "" {
+		plugin = req.Caller.Plugin
+	}
+	if c := req.Caller.Invocation; c != "" && len(c) <= broker.MaxIDBytes-len(inv)-1 {
+		inv = c + "/" + inv
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(DefaultSamplingWindow)
 	}
-	iss, err := o.Broker.Issue(ctx, broker.IssueRequest{PluginID: "airlock.sampling", InvocationID: inv, Intent: o.Intent,
+	iss, err := o.Broker.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: inv, Intent: o.Intent,
 		Destinations: o.Destinations, Deadline: deadline})
 	if err != nil {
 		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: fmt.Errorf("sampling credential: %w", err)}

@@ -59,6 +59,17 @@ type SamplingRequest struct {
 	SamplingToken  string          `json:"sampling_token,omitempty"`
 	InvokeID       string          `json:"invoke_id,omitempty"`
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	// Caller is who asked, set by the host (never read from the
+	// plugin's params): a backend that reaches its API through the
+	// proxy names them in the handle it mints, so the audit line credits
+	// the calling plugin and invocation.
+	Caller SamplingCaller `json:"-"`
+}
+
+// SamplingCaller is the plugin and host invocation a sampling call
+// serves.
+type SamplingCaller struct {
+	Plugin, Invocation string
 }
 
 // ResponseFormat asks for structured output.
@@ -271,6 +282,7 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	// ctx is the invoke's: the backend call ends with it at the latest.
 	cctx, cancel := context.WithTimeout(ctx, p.opts.samplingTimeout())
 	defer cancel()
+	req.Caller = SamplingCaller{Plugin: p.cfg.Name, Invocation: inv.id}
 	c, err := p.opts.Sampling.Complete(cctx, &req)
 	if err != nil {
 		return nil, p.samplingFailure(ctx, cctx, err)

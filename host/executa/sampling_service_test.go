@@ -3,10 +3,12 @@ package executa
 import (
 	"context"
 	"encoding/json"
+	"github.com/airlock-dev/airlock/broker"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -71,8 +73,9 @@ func TestSamplingService(t *testing.T) {
 func TestOpenAIBackendThroughProxy(t *testing.T) {
 	f := newFixture(t)
 	in, _ := f.b.Intent("openai")
+	issued := &issueRecorder{API: f.b}
 	f.sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",
-		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
+		Destinations: in.Destinations, Broker: issued, EgressProxy: f.proxy}
 	p, err := f.start(t, py("good"), Timeouts{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,4 +93,26 @@ func TestOpenAIBackendThroughProxy(t *testing.T) {
 	if got := <-f.seen; got != "Bearer sk-openai-in-vault" {
 		t.Fatalf("the API saw %q", got)
 	}
+	// The backend's handle, and so the proxy's audit line, credits the
+	// calling plugin and invocation, not a host-wide "airlock.sampling".
+	issued.mu.Lock()
+	defer issued.mu.Unlock()
+	if len(issued.reqs) != 1 || issued.reqs[0].PluginID != p.cfg.Name ||
+		!strings.HasPrefix(issued.reqs[0].InvocationID, r.InvokeID+"/sampling-") {
+		t.Fatalf("sampling handle issued as %+v, want plugin %s and invocation %s/…", issued.reqs, p.cfg.Name, r.InvokeID)
+	}
+}
+
+// issueRecorder records what is issued through it.
+type issueRecorder struct {
+	broker.API
+	mu   sync.Mutex
+	reqs []broker.IssueRequest
+}
+
+func (r *issueRecorder) Issue(ctx context.Context, req broker.IssueRequest) (broker.Issued, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return r.API.Issue(ctx, req)
 }
