@@ -3,13 +3,14 @@ package executa
 import (
 	"context"
 	"encoding/json"
-	"github.com/airlock-dev/airlock/broker"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 func TestSamplingService(t *testing.T) {
