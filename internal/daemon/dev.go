@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/http"
@@ -187,12 +188,32 @@ func startDemoUpstream(dir string, demo demoSecret, out io.Writer) (*demoUpstrea
 		stop: func() { upSrv.Close(); <-upDone }}, nil
 }
 
+// keepDevLog moves the evidence log of the last dev run, if any, aside
+// as evidence-<its last write, UTC>.jsonl, so that a new run starts a
+// fresh chain without destroying the last one's evidence.
+func keepDevLog(path string) error {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	old := strings.TrimSuffix(path, ".jsonl") + "-" + st.ModTime().UTC().Format("20060102T150405.000000000Z") + ".jsonl"
+	if err := os.Rename(path, old); err != nil {
+		return fmt.Errorf("keeping the last dev run's evidence log: %w", err)
+	}
+	return nil
+}
+
 // startDevHost starts the host beside sn in this process, with a fresh
 // evidence chain printed as it grows, and allow-all unless host.policy
 // names a policy.
 func startDevHost(ctx context.Context, cfg *config.Config, dir string, opts Options, sn *serveNode) (_ *hostNode, evPath string, err error) {
 	evPath = filepath.Join(dir, "evidence.jsonl")
-	_ = os.Remove(evPath) // a fresh chain per dev run
+	if err := keepDevLog(evPath); err != nil { // a fresh chain per dev run; the last one kept
+		return nil, "", err
+	}
 	ev, err := evidence.Open(evPath)
 	if err != nil {
 		return nil, "", err

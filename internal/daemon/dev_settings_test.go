@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -103,5 +105,31 @@ func TestDevSecretsOverlay(t *testing.T) {
 		if err != nil || d.Fields[tt.field] != tt.want {
 			t.Errorf("%s: %+v %v", tt.path, d, err)
 		}
+	}
+}
+
+// A second dev run keeps the last run's evidence log beside the new one
+// instead of deleting it.
+func TestKeepDevLog(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "evidence.jsonl")
+	if err := keepDevLog(p); err != nil {
+		t.Fatalf("no log yet: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("last run\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keepDevLog(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the log is still in place: %v", err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(dir, "evidence-*.jsonl"))
+	if len(kept) != 1 {
+		t.Fatalf("kept: %v", kept)
+	}
+	if b, err := os.ReadFile(kept[0]); err != nil || string(b) != "last run\n" {
+		t.Fatalf("kept log: %q %v", b, err)
 	}
 }
