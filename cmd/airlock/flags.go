@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,12 +14,22 @@ import (
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("airlock "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	// A command that says more sets its own; this one at least says how
+	// to call it and where the rest is, never a bare "Usage of …".
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: airlock %s [flags]\n(airlock help lists every command)\n\nflags:\n", name)
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
-// parse parses args; -h and bad flags become errUsage (already printed).
+// parse parses args; -h becomes errHelp and bad flags errUsage (the usage
+// is already printed either way).
 func parse(fs *flag.FlagSet, args []string) error {
-	if fs.Parse(args) != nil {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return errHelp
+	case err != nil:
 		return errUsage
 	}
 	return nil

@@ -38,6 +38,9 @@ embedded defaults are used. Run 'airlock <command> -h' for its flags.
 // errUsage marks a command-line mistake: exit status 2.
 var errUsage = errors.New("usage")
 
+// errHelp: -h or --help asked for the usage, which is printed; exit 0.
+var errHelp = errors.New("help")
+
 func main() {
 	// A re-executed airlock may be a plugin's sandbox init: it never
 	// returns then.
@@ -78,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "intercept-ca":
 		err = cmdInterceptCA(ctx, rest, stdout, stderr)
 	case "version", "--version":
-		err = cmdVersion(stdout)
+		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -87,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
