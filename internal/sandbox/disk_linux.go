@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,13 +19,16 @@ import (
 // the host reaches the provider's socket and reads Executa's transport
 // files, so no sandbox-only mount can stand in for it), and at the
 // namespaces level its /tmp and /dev/shm (tmpfs, each also sized). The
-// init looks once a second (every diskEvery looks of the watcher):
+// init looks once a second (every diskEvery looks of the watcher), or
+// less often when a look takes long — never more than a tenth of its
+// time walking (diskDue):
 //
 //   - a tmpfs by statfs: exact, files deleted and still open included;
 //   - the private directory by a walk, each entry charged its blocks and
 //     at least fileCharge (an inode is disk too), hard links once, the
 //     walk ending once the limit is reached (so that it costs at most
-//     DiskMB/fileCharge entries);
+//     DiskMB/fileCharge entries: 65,536 at the default limit, about a
+//     quarter of a second on the test machine);
 //   - files of the private directory deleted but still open, from the
 //     plugin's descriptors; deleted but still mapped, from its maps
 //     (their size read through map_files where the init may).
@@ -35,8 +39,31 @@ import (
 // while a directory is made and then opened to its owner).
 const (
 	diskEvery  = 4
-	fileCharge = 4 << 10
+	fileCharge = 16 << 10
+	lookPeriod = 250 * time.Millisecond // the init's ticker
+	walkShare  = 10                     // 1/walkShare of the time at most
 )
+
+// diskDue reports whether this look (counted) looks at the disk too:
+// at the first, then every diskEvery looks, spaced further while a disk
+// look costs more than 1/walkShare of the time between two; final
+// (after the plugin failed) always.
+func (w *watcher) diskDue(final bool) bool {
+	w.looks++
+	if w.dir == "" || w.limits.DiskMB <= 0 {
+		return false
+	}
+	return final || w.looks > w.nextDisk
+}
+
+// timedCheckDisk is checkDisk, scheduling the next disk look by its cost.
+func (w *watcher) timedCheckDisk(ts []task) (string, string) {
+	start := time.Now()
+	lim, detail := w.checkDisk(ts)
+	every := max(diskEvery, int(walkShare*time.Since(start)/lookPeriod)+1)
+	w.nextDisk = w.looks + every - 1
+	return lim, detail
+}
 
 // fileBound is RLIMIT_FSIZE: no file larger than the whole writable
 // space, nor a memfd larger than the memory backstop.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,5 +130,27 @@ func TestWatcherDiskCadence(t *testing.T) {
 	}
 	if lim, _ := (&watcher{limits: Limits{DiskMB: 1, MemoryMB: 1 << 20, Processes: 1 << 16}}).check(); lim != "" {
 		t.Fatalf("no directory: %q", lim)
+	}
+}
+
+// BenchmarkDiskLook is what one look at the disk costs with a private
+// directory of n small files (the walk's cost grows with the entries; at
+// most DiskMB/fileCharge of them are walked).
+func BenchmarkDiskLook(b *testing.B) {
+	for _, n := range []int{10, 1000, 100000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			dir := b.TempDir()
+			for i := range n {
+				if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), []byte("x"), 0o600); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w := &watcher{dir: dir, limits: Limits{DiskMB: 1 << 20}}
+			for b.Loop() {
+				if lim, _ := w.checkDisk(nil); lim != "" {
+					b.Fatal(lim)
+				}
+			}
+		})
 	}
 }

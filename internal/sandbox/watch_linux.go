@@ -233,10 +233,11 @@ type watcher struct {
 	// look without dir.
 	dir   string
 	tmpfs []string
-	// looks counts the looks, for the disk's every diskEvery-th;
-	// diskHidden: the last disk look found what it could not count.
-	looks      int
-	diskHidden bool
+	// looks counts the looks and nextDisk is the one that looks at the
+	// disk next (diskDue); diskHidden: the last disk look found what it
+	// could not count.
+	looks, nextDisk int
+	diskHidden      bool
 }
 
 // newWatcher is the init's watcher of the plugin s describes.
@@ -291,9 +292,8 @@ func (w *watcher) look(final bool) (string, string) {
 	if mem := int64(w.limits.MemoryMB) << 10; mem > 0 && kib >= mem {
 		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)
 	}
-	w.looks++
-	if w.dir != "" && w.limits.DiskMB > 0 && (final || (w.looks-1)%diskEvery == 0) {
-		return w.checkDisk(ts)
+	if w.diskDue(final) {
+		return w.timedCheckDisk(ts)
 	}
 	return "", ""
 }
