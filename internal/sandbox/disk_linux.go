@@ -172,7 +172,12 @@ func (d *diskLook) walkErr(err error) {
 	case errors.Is(err, unix.ENAMETOOLONG):
 		d.hide("a path of the private directory is too long for the init to name")
 	default:
-		d.hide("a part of the private directory could not be read: " + err.Error())
+		// The error's path is the plugin's to name: only the errno.
+		why := "an error"
+		if errno := unix.Errno(0); errors.As(err, &errno) {
+			why = errno.Error()
+		}
+		d.hide("a part of the private directory could not be read (" + why + ")")
 	}
 }
 
