@@ -214,3 +214,42 @@ host:
 		t.Errorf("the operator's grant itself is hidden: %v", hidden)
 	}
 }
+
+// The sandbox's identity and disk settings decode from the config, are
+// validated under their names, and a root host's uid claims are named
+// after its state directory.
+func TestSandboxIdentityAndDiskSettings(t *testing.T) {
+	c, err := Parse([]byte(`version: v1
+state_dir: /var/lib/airlock-test
+host:
+  sandbox:
+    uid_range: {first: 200000, count: 500}
+    limits: {disk_mb: 64}
+    plugins:
+      big: {limits: {disk_mb: 4096}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Host.Sandbox
+	if s.UIDRange != (sandbox.UIDRange{First: 200000, Count: 500}) || s.Owner != "/var/lib/airlock-test" {
+		t.Errorf("uid_range %+v, owner %q", s.UIDRange, s.Owner)
+	}
+	if _, _, l := s.For("small"); l.DiskMB != 64 {
+		t.Errorf("disk_mb of a plugin: %d, want 64", l.DiskMB)
+	}
+	if _, _, l := s.For("big"); l.DiskMB != 4096 {
+		t.Errorf("disk_mb of big: %d, want 4096", l.DiskMB)
+	}
+	c.Host.Sandbox.UIDRange = sandbox.UIDRange{First: 65000, Count: 1000}
+	c.Host.Sandbox.Limits.DiskMB = -1
+	err = c.Validate()
+	for _, want := range []string{"host.sandbox.uid_range: must not hold 65534", "host.sandbox.limits.disk_mb: must be between 1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want %q", err, want)
+		}
+	}
+}
