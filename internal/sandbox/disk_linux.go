@@ -201,7 +201,7 @@ func (d *diskLook) openFile(fdPath, target string) {
 }
 
 // mappings adds the deleted files of the private directory that pid maps
-// and no descriptor counted.
+// and no descriptor counted (call after openFiles for every process).
 func (d *diskLook) mappings(pid int) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
@@ -211,32 +211,49 @@ func (d *diskLook) mappings(pid int) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<16)
 	for sc.Scan() {
-		// addr perms offset dev inode path
-		line := sc.Bytes()
-		if !bytes.HasSuffix(line, []byte(" (deleted)")) {
-			continue
-		}
-		fields := bytes.Fields(line)
-		if len(fields) < 6 {
-			continue
-		}
-		i := bytes.Index(line, []byte(" /"))
-		if i < 0 || !d.deletedPath(string(line[i+1:])) {
+		addr, ino, ok := deletedMapping(sc.Bytes(), d.dir)
+		if !ok {
 			continue
 		}
 		var st unix.Stat_t
-		if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/map_files/"+string(fields[0]), &st); err != nil {
+		err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/map_files/"+addr, &st)
+		switch {
+		case err == nil && st.Nlink == 0:
+			d.charge(&st)
+		case err == nil:
+			// Named like a deleted file, and not one: the walk counts it.
+		case !d.seenIno(ino):
 			// Reading the size of a mapping needs CAP_SYS_ADMIN in the
 			// host's user namespace, which only a root host's init at
 			// the landlock level has.
-			ino, _ := strconv.ParseUint(string(fields[4]), 10, 64)
-			if !d.seenIno(ino) {
-				d.hide("a process of the plugin maps a deleted file of its private directory whose size the init may not read")
-			}
-			continue
+			d.hide("a process of the plugin maps a deleted file of its private directory whose size the init may not read")
 		}
-		d.charge(&st)
 	}
+}
+
+// deletedMapping parses a line of /proc/PID/maps — "addr perms offset
+// dev inode path", the path as the mapping's file was named, which the
+// plugin chose — and reports a mapping of a deleted file below dir: its
+// address range (its name in map_files) and inode.
+func deletedMapping(line []byte, dir string) (addr string, ino uint64, ok bool) {
+	if !bytes.HasSuffix(line, []byte(" (deleted)")) {
+		return "", 0, false
+	}
+	// The path is the first field that starts with '/': no field before
+	// it holds one.
+	i := bytes.Index(line, []byte(" /"))
+	if i < 0 {
+		return "", 0, false
+	}
+	fields := bytes.Fields(line[:i])
+	if len(fields) != 5 || !strings.HasPrefix(strings.TrimSuffix(string(line[i+1:]), " (deleted)"), dir+"/") {
+		return "", 0, false
+	}
+	ino, err := strconv.ParseUint(string(fields[4]), 10, 64)
+	if err != nil || bytes.IndexByte(fields[0], '/') >= 0 {
+		return "", 0, false
+	}
+	return string(fields[0]), ino, true
 }
 
 // seenIno reports whether an inode of that number was counted (its
@@ -271,6 +288,8 @@ func (w *watcher) checkDisk(ts []task) (string, string) {
 	d := newDiskLook(w.dir, w.limits.DiskMB)
 	for _, t := range ts {
 		d.openFiles(t.pid)
+	}
+	for _, t := range ts {
 		d.mappings(t.pid)
 	}
 	for _, p := range w.tmpfs {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,4 +154,35 @@ func BenchmarkDiskLook(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A maps line names a deleted file of the private directory only when
+// its path does, whatever the plugin named its files: a path that merely
+// ends in " (deleted)", or lies beside the directory, or a line whose
+// fields before the path are not the kernel's five, is not one. And a
+// line the kernel writes for such a mapping is always found, with its
+// address range and inode.
+func FuzzDeletedMapping(f *testing.F) {
+	const dir = "/tmp/airlock-0/host-1/airlock-plugin-2"
+	f.Add([]byte("7f0000000000-7f0000001000 rw-s 00000000 fd:01 1234                       "+dir+"/f (deleted)"), uint64(1234), "f")
+	f.Add([]byte("7f0000000000-7f0000001000 r--p 00000000 00:1f 99 /usr/lib/x.so (deleted)"), uint64(99), "x")
+	f.Add([]byte("7f0000000000-7f0000001000 r--p 00000000 00:1f 99 "+dir+"-other/f (deleted)"), uint64(7), "a /b (deleted)")
+	f.Add([]byte(dir+"/f (deleted)"), uint64(0), "\\012")
+	f.Fuzz(func(t *testing.T, line []byte, ino uint64, name string) {
+		if addr, _, ok := deletedMapping(line, dir); ok {
+			s := string(line)
+			i := strings.Index(s, " /")
+			if !strings.HasSuffix(s, " (deleted)") || !strings.HasPrefix(s[i+1:], dir+"/") || strings.Contains(addr, "/") {
+				t.Fatalf("%q: found %q, but it names no deleted file below the directory", line, addr)
+			}
+		}
+		if strings.ContainsAny(name, "\n") || name == "" {
+			return
+		}
+		kernel := fmt.Sprintf("7f0000000000-7f0000001000 rw-s 00000000 fd:01 %d %s/%s (deleted)", ino, dir, name)
+		addr, got, ok := deletedMapping([]byte(kernel), dir)
+		if !ok || addr != "7f0000000000-7f0000001000" || got != ino {
+			t.Fatalf("%q: %q %d %v", kernel, addr, got, ok)
+		}
+	})
 }
