@@ -110,8 +110,9 @@ type Config struct {
 	// (identity_linux.go); zero fields take the defaults.
 	UIDRange UIDRange `yaml:"uid_range"`
 	// Owner names the host that claims uids, the same across its
-	// restarts and different from any other host's on the machine (the
-	// daemon sets the state directory); "" is this program's path.
+	// restarts and different from any other host's on the machine
+	// (internal/config sets the state directory); "" is this program's
+	// path.
 	Owner string `yaml:"-"`
 	// ClaimsDir is the machine-wide directory of uid claims (""
 	// DefaultClaimsDir); every host of a machine must use the same one.
