@@ -157,6 +157,13 @@ func (c *Config) applyDefaults() {
 	if c.Admin.Listen == "" {
 		c.Admin.Listen = DefaultAdminListen
 	}
+	if c.Host.Sandbox.Owner == "" {
+		// A root host's plugins keep their uids across its restarts,
+		// and differ from another host's: the state directory names it.
+		if abs, err := filepath.Abs(c.StateDir); err == nil {
+			c.Host.Sandbox.Owner = abs
+		}
+	}
 	c.Tokens = c.Tokens.WithDefaults()
 	c.Broker = c.Broker.WithDefaults()
 	c.Proxy = c.Proxy.WithDefaults()

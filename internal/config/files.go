@@ -9,6 +9,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -103,6 +104,11 @@ func (c *Config) CheckFiles() error {
 	}
 	if _, err := peerauth.LookupUIDs(c.Host.ControlAllowedUsers); err != nil {
 		errs = append(errs, fmt.Errorf("host.control_allowed_users: %w", err))
+	}
+	// A root host gives each plugin a uid of this range that no user or
+	// group has; a range that holds some is the operator's to fix.
+	if err := sandbox.CheckUIDRange("host.sandbox.uid_range", c.Host.Sandbox.UIDRange); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Host.Policy != "" {
 		if _, err := policy.Load(c.Host.Policy); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -4,6 +4,7 @@ package fsutil
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,4 +84,25 @@ func TryLock(f *os.File) error {
 		return ErrLocked
 	}
 	return err
+}
+
+// CheckOwnDir refuses a directory another user could have planted or
+// may write to: path must be a directory itself (not a symbolic link to
+// one), owned by this process's effective uid, and writable by no one
+// else. Shared places (the temp directory, /run) are checked with it
+// before anything is made or trusted inside them.
+func CheckOwnDir(path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", path)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to another user", path)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by others", path)
+	}
+	return nil
 }

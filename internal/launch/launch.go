@@ -93,7 +93,11 @@ type Process struct {
 	// Dir is the private directory (TMPDIR); removed after the exit.
 	Dir string
 	// Level is the sandbox level the plugin got.
-	Level  sandbox.Level
+	Level sandbox.Level
+	// UID is the plugin's own uid and gid (a root host gives every
+	// plugin one: SO_PEERCRED of its connections names it); 0 when it
+	// runs as the host's uid.
+	UID    int
 	Stdin  io.WriteCloser // nil unless Request.Stdin
 	Stdout io.ReadCloser
 
@@ -180,7 +184,14 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 		env = append(env, "NO_PROXY="+np, "no_proxy="+np)
 	}
 	env = append(env, "TMPDIR="+dir)
-	if uid, ok := sandbox.PluginUID(level); ok {
+	// A root host runs each plugin as a uid of its own: what the plugin
+	// must connect to is handed to that uid alone.
+	uid, ownUID, err := o.Sandbox.PluginUID(req.Plugin, level)
+	if err != nil {
+		return nil, err
+	}
+	if ownUID {
+		p.UID = uid
 		for _, s := range req.Sockets {
 			if err := chownTree(s, uid); err != nil {
 				return nil, fmt.Errorf("handing the plugin its sockets: %w", err)
@@ -188,7 +199,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 		}
 	}
 	spec := sandbox.Spec{Name: req.Plugin, Path: req.Path, Args: req.Args, Env: env, Dir: dir,
-		InstallDir: req.InstallDir, ReadOnly: ro, Sockets: req.Sockets, Hide: o.Hide, Relays: relays, Limits: limits}
+		InstallDir: req.InstallDir, ReadOnly: ro, Sockets: req.Sockets, Hide: o.Hide, Relays: relays, Limits: limits, UID: uid}
 	cmd, box, err := sandbox.Command(spec, level, log)
 	if err != nil {
 		return nil, err
@@ -242,7 +253,11 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 		return nil, err
 	}
 	p.keeper.Keep(proc.Exited(), o.Broker, req.Plugin, pass, log)
-	log.Info("plugin started", "sandbox", string(level), "pid", proc.Pid())
+	attrs := []any{"sandbox", string(level), "pid", proc.Pid()}
+	if ownUID {
+		attrs = append(attrs, "uid", uid)
+	}
+	log.Info("plugin started", attrs...)
 	return p, nil
 }
 

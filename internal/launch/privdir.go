@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // A host removes a plugin's private directory after the plugin exits. A
@@ -49,7 +51,7 @@ func newSession(tmp string) (string, error) {
 	if err := os.Mkdir(base, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
-	if err := checkBase(base); err != nil {
+	if err := fsutil.CheckOwnDir(base); err != nil {
 		return "", err
 	}
 	sweep, err := os.OpenFile(filepath.Join(base, ".sweep"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -82,24 +84,6 @@ func newSession(tmp string) (string, error) {
 	}
 	// fd is never closed: the lock is held until the process exits.
 	return dir, nil
-}
-
-// checkBase refuses a base that another user could have planted or may
-// write to.
-func checkBase(base string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(base, &st); err != nil {
-		return err
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s is not a directory", base)
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s belongs to another user", base)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by others", base)
-	}
-	return nil
 }
 
 // sweepSessions removes the sessions under base whose host is gone

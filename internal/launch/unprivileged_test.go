@@ -29,7 +29,7 @@ func TestEscapeUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-		bin, "-test.run=^(TestEscape(Grandchild|Limits)?|TestPriorityIsThePluginsOnly)$", "-test.v", "-test.count=1")
+		bin, "-test.run=^(TestEscape(Grandchild|Limits|Disk)?|TestPriorityIsThePluginsOnly|TestEachPluginItsOwnIdentity)$", "-test.v", "-test.count=1")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", attackerDirEnv + "=" + attackerDir}
 	cmd.Dir = attackerDir
 	out, err := cmd.CombinedOutput()
@@ -38,7 +38,9 @@ func TestEscapeUnprivileged(t *testing.T) {
 	}
 	for _, want := range []string{"--- PASS: TestEscape/namespaces/go", "--- PASS: TestEscape/landlock/python",
 		"--- PASS: TestEscapeLimits/namespaces/python/forkbomb", "--- PASS: TestEscapeGrandchild/landlock/go",
-		"--- PASS: TestEscapeLimits/landlock/python/nodump", "--- PASS: TestPriorityIsThePluginsOnly/namespaces"} {
+		"--- PASS: TestEscapeLimits/landlock/python/nodump", "--- PASS: TestPriorityIsThePluginsOnly/namespaces",
+		"--- PASS: TestEscapeDisk/namespaces/diskunlinked", "--- PASS: TestEscapeDisk/landlock/diskfill",
+		"--- PASS: TestEachPluginItsOwnIdentity/landlock"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the unprivileged run lacks %q:\n%s", want, out)
 		}

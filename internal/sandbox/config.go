@@ -27,6 +27,9 @@ const (
 	DefaultProcesses = 128
 	DefaultOpenFiles = 1024
 	DefaultNice      = 10
+	// DefaultDiskMB bounds what a plugin writes, all its writable places
+	// together: as much as its memory by default.
+	DefaultDiskMB = 1024
 )
 
 // Limits bound one plugin (all its processes together for Memory and
@@ -44,6 +47,11 @@ type Limits struct {
 	// Nice is the CPU priority of the plugin's processes (0–19; default
 	// 10), so that plugins yield the CPU to the host and the proxy.
 	Nice *int `yaml:"nice"`
+	// DiskMB is the plugin's writable space in MiB: its private
+	// directory, /tmp and /dev/shm together (watched; the plugin is
+	// killed whole when it reaches it), and each file's size
+	// (RLIMIT_FSIZE).
+	DiskMB int `yaml:"disk_mb"`
 }
 
 // WithDefaults fills zero fields.
@@ -60,6 +68,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.Nice == nil {
 		n := DefaultNice
 		l.Nice = &n
+	}
+	if l.DiskMB == 0 {
+		l.DiskMB = DefaultDiskMB
 	}
 	return l
 }
@@ -78,6 +89,9 @@ func (l Limits) over(o Limits) Limits {
 	if o.Nice != nil {
 		l.Nice = o.Nice
 	}
+	if o.DiskMB != 0 {
+		l.DiskMB = o.DiskMB
+	}
 	return l
 }
 
@@ -92,6 +106,17 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// Plugins are per-plugin grants and limits, by plugin name.
 	Plugins map[string]PluginConfig `yaml:"plugins"`
+	// UIDRange is where a root host takes each plugin's own uid and gid
+	// (identity_linux.go); zero fields take the defaults.
+	UIDRange UIDRange `yaml:"uid_range"`
+	// Owner names the host that claims uids, the same across its
+	// restarts and different from any other host's on the machine
+	// (internal/config sets the state directory); "" is this program's
+	// path.
+	Owner string `yaml:"-"`
+	// ClaimsDir is the machine-wide directory of uid claims (""
+	// DefaultClaimsDir); every host of a machine must use the same one.
+	ClaimsDir string `yaml:"-"`
 }
 
 // PluginConfig is one plugin's extra read-only paths and limits.
@@ -121,6 +146,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, checkPaths("host.sandbox.read_only", c.ReadOnly)...)
 	errs = append(errs, c.Limits.check("host.sandbox.limits")...)
+	errs = append(errs, c.UIDRange.check("host.sandbox.uid_range")...)
 	names := make([]string, 0, len(c.Plugins))
 	for n := range c.Plugins {
 		names = append(names, n)
@@ -166,6 +192,9 @@ func (l Limits) check(field string) []error {
 	}
 	if l.Nice != nil && (*l.Nice < 0 || *l.Nice > 19) {
 		errs = append(errs, fmt.Errorf("%s.nice: must be between 0 and 19", field))
+	}
+	if l.DiskMB < 0 || l.DiskMB > 1<<20 {
+		errs = append(errs, fmt.Errorf("%s.disk_mb: must be between 1 and %d", field, 1<<20))
 	}
 	return errs
 }

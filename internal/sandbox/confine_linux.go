@@ -11,10 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pluginUID is who a plugin runs as when the host runs as root: never
-// root, so that file permissions protect whatever the sandbox shows.
-const pluginUID = 65534
-
 // confineAndStart confines this thread — Landlock (landlock level),
 // no_new_privs, seccomp, no capabilities — and starts the plugin from it,
 // so the plugin inherits all of it; the exec stage adds the rlimits and
@@ -44,15 +40,20 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("marking descriptors close-on-exec: %w", err)
 	}
-	// A root host: the plugin gets its own uid, which drops every
-	// capability as it is set; at the landlock level the exec stage sets
-	// it, after reading this binary as root.
+	// A root host: the plugin gets its own uid and gid and no
+	// supplementary group, which drops every capability as they are set;
+	// at the landlock level the exec stage sets them, after reading this
+	// binary as root.
 	setUID := -1
 	if os.Getuid() == 0 {
+		if s.UID <= 0 {
+			return nil, fmt.Errorf("a root host gave the plugin no uid of its own")
+		}
 		if s.Level == LevelLandlock {
-			setUID = pluginUID
+			setUID = s.UID
 		} else {
-			attr.Credential = &syscall.Credential{Uid: pluginUID, Gid: pluginUID}
+			// Groups empty: os.StartProcess calls setgroups(0).
+			attr.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.UID), Groups: []uint32{}}
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -192,21 +193,26 @@ type rlimit struct {
 // twice the memory limit and 256 MiB more, so that a plugin reaches the
 // watched limit (and is reported for it) first, as a runtime maps more
 // than it touches. RLIMIT_NPROC counts every process of the uid in its
-// user namespace: at the landlock level those of the host's uid too, so
-// their count now is added, and the init's threads at every level.
-func limitValues(l Limits, level Level) []rlimit {
+// user namespace: at the landlock level those the uid has already (an
+// unprivileged host's own), so their count now is added, and the init's
+// threads at every level.
+func limitValues(s *initSpec) []rlimit {
+	l := s.Limits
 	nproc := l.Processes + initThreads()
-	if level == LevelLandlock {
-		nproc += uidThreads(os.Getuid())
-		if os.Getuid() == 0 {
-			nproc += uidThreads(pluginUID)
+	if s.Level == LevelLandlock {
+		// The uid's own processes: a root host's plugin's alone (its
+		// uid is its own), an unprivileged host's all of them.
+		uid := os.Getuid()
+		if s.UID > 0 {
+			uid = s.UID
 		}
+		nproc += uidThreads(uid)
 	}
 	backstop := 2*(uint64(l.MemoryMB)<<20) + 256<<20
 	// RLIMIT_FSIZE bounds each file the plugin writes — a memfd, which
 	// is memory, as much as a file in its private directory — between
 	// two of the watcher's looks.
-	out := []rlimit{{unix.RLIMIT_DATA, backstop}, {unix.RLIMIT_FSIZE, backstop}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+	out := []rlimit{{unix.RLIMIT_DATA, backstop}, {unix.RLIMIT_FSIZE, fileBound(l)}, {unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
 		{unix.RLIMIT_NPROC, uint64(nproc)}, {unix.RLIMIT_CORE, 0}}
 	if l.Nice != nil && *l.Nice > 0 {
 		out = append(out, rlimit{niceRes, uint64(*l.Nice)})

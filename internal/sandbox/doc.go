@@ -39,11 +39,22 @@
 //
 // # Security
 //
-// Limits (memory, processes, open files, CPU priority) are applied by the
-// init with setrlimit and watched: a plugin that reaches its memory or
-// process limit is killed whole, and Exit says which limit. The init trusts
-// nothing the plugin does after it starts: it never reads from the plugin
-// and exits as soon as the plugin does.
+// Limits (memory, processes, open files, CPU priority, disk) are applied by
+// the init with setrlimit and watched: a plugin that reaches its memory,
+// process or disk limit is killed whole, and Exit says which limit. The
+// disk limit bounds the plugin's writable places together (its private
+// directory, and its /tmp and /dev/shm at the namespaces level), not only
+// each file. The init trusts nothing the plugin does after it starts: it
+// never reads from the plugin and exits as soon as the plugin does.
+//
+// A root host runs each plugin under a uid and gid of its own, with no
+// supplementary group (Config.PluginUID, Spec.UID): uids of
+// Config.UIDRange, claimed with flock in a directory every host of the
+// machine shares, so that a plugin keeps its uid across its host's
+// restarts and two hosts never share one. An unprivileged host cannot:
+// its plugins run as its uid, with its supplementary groups (a user
+// namespace it creates must deny setgroups), and at the landlock level
+// the kernel separates them only where Landlock does.
 //
 // # Size
 //

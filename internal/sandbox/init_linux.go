@@ -79,7 +79,7 @@ func runInit() int {
 	default:
 		err = fmt.Errorf("unknown level %q", ip.spec.Level)
 	}
-	ip.limits = encodeLimits(limitValues(ip.spec.Limits, ip.spec.Level))
+	ip.limits = encodeLimits(limitValues(&ip.spec))
 	if err != nil {
 		ip.report(setupReport{Err: err.Error()}, nil)
 		return 127
@@ -131,7 +131,7 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 	}()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	w := watcher{ns: ip.spec.Level == LevelNamespaces, limits: ip.spec.Limits}
+	w := newWatcher(&ip.spec)
 	var end Exit
 	code := -1
 	for code < 0 {
@@ -143,8 +143,8 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 				// failed) before the watcher saw it at the limit.
 				end = Exit{Limit: "memory", Detail: fmt.Sprintf("the plugin used %d MiB, over its limit of %d MiB", r.maxRSS>>10, ip.spec.Limits.MemoryMB)}
 			} else if r.status.Signaled() && r.status.Signal() == unix.SIGXFSZ {
-				end = Exit{Limit: "memory", Detail: "a file or memfd of the plugin reached its size bound (RLIMIT_FSIZE, from memory_mb)"}
-			} else if lim, detail := w.check(); code != 0 && lim != "" {
+				end = fsizeExit(ip.spec.Limits)
+			} else if lim, detail := w.final(); code != 0 && lim != "" {
 				// It failed at a limit (a fork or thread past
 				// RLIMIT_NPROC) and what it left shows which.
 				end = Exit{Limit: lim, Detail: detail}

@@ -9,5 +9,11 @@ import (
 
 func TestMain(m *testing.M) {
 	Init()
+	if spec := os.Getenv(claimHostEnv); spec != "" {
+		claimHost(spec) // TestUIDClaims's hosts
+	}
+	if mode := os.Getenv(setgroupsEnv); mode != "" {
+		setgroupsChild(mode) // TestUnprivilegedUserNamespaceKeepsGroups
+	}
 	os.Exit(m.Run())
 }

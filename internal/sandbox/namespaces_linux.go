@@ -25,18 +25,22 @@ var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CH
 // its own uid (the only one it may) and gives the init the capabilities
 // it needs there as ambient ones; the plugin runs as that uid without
 // them. A root host maps root, for the init to reach the host paths it
-// shows, and pluginUID, which the plugin runs as: a plugin never runs as
-// root.
-func nsAttrs(a *syscall.SysProcAttr) {
-	uid, gid := os.Getuid(), os.Getgid()
+// shows, and the plugin's own uid (and gid), which the plugin runs as:
+// a plugin never runs as root. uid 0: root alone (the probe).
+func nsAttrs(a *syscall.SysProcAttr, uid int) {
 	a.Cloneflags = nsFlags
-	if uid == 0 {
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: pluginUID, HostID: pluginUID, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}, {ContainerID: pluginUID, HostID: pluginUID, Size: 1}}
+	if os.Getuid() == 0 {
+		ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+		if uid > 0 {
+			ids = append(ids, syscall.SysProcIDMap{ContainerID: uid, HostID: uid, Size: 1})
+		}
+		a.UidMappings, a.GidMappings = ids, ids
+		// Root's user namespace may set groups: the plugin gets none.
 		a.GidMappingsEnableSetgroups = true
 		return
 	}
-	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	own, gid := os.Getuid(), os.Getgid()
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: own, HostID: own, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	a.AmbientCaps = initCaps
 }
@@ -67,16 +71,19 @@ func setupNamespaces(s *initSpec) ([]int, error) {
 	if err := unix.Chdir("/"); err != nil {
 		return nil, err
 	}
-	memKB := s.Limits.MemoryMB << 10
 	// A private /tmp and /dev/shm, sized at a quarter of the memory limit
-	// each: tmpfs pages are not any process's resident memory.
+	// each (tmpfs pages are not any process's resident memory) and no
+	// more than the disk limit, which bounds them and the private
+	// directory together (disk_linux.go); an inode a block.
+	kb := max(min(s.Limits.MemoryMB<<10/4, s.Limits.DiskMB<<10), 1024)
+	tmpfs := fmt.Sprintf("mode=1777,size=%dk,nr_inodes=%d", kb, kb/4)
 	for _, d := range []struct {
 		path, opts string
 		flags      uintptr
 	}{
-		{"/tmp", fmt.Sprintf("mode=1777,size=%dk", max(memKB/4, 1024)), unix.MS_NOEXEC},
+		{"/tmp", tmpfs, unix.MS_NOEXEC},
 		{"/dev", "mode=0755,size=64k", 0},
-		{"/dev/shm", fmt.Sprintf("mode=1777,size=%dk", max(memKB/4, 1024)), unix.MS_NOEXEC},
+		{"/dev/shm", tmpfs, unix.MS_NOEXEC},
 	} {
 		if err := os.MkdirAll(d.path, 0o755); err != nil {
 			return nil, err
@@ -314,7 +321,7 @@ func listenLoopback(addrs []string) ([]int, error) {
 
 func probeAttrs() *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	nsAttrs(a)
+	nsAttrs(a, 0)
 	return a
 }
 

@@ -39,6 +39,12 @@ type Spec struct {
 	Relays []Relay
 	// Limits bound the plugin (zero fields: defaults).
 	Limits Limits
+	// UID is the uid, and gid, the plugin runs as when the host runs as
+	// root: its own, from Config.PluginUID. A root host starts no
+	// sandboxed plugin without one (never as root, nor as a uid shared
+	// with another plugin); an unprivileged host's plugins run as its
+	// own uid and UID is ignored.
+	UID int
 }
 
 // Relay is a TCP endpoint the plugin may reach: the egress proxy, the
@@ -147,6 +153,8 @@ type initSpec struct {
 	// Ports are the TCP ports the plugin may connect to (landlock).
 	Ports  []int  `json:"ports"`
 	Limits Limits `json:"limits"`
+	// UID is the plugin's own uid and gid (a root host), 0 none.
+	UID int `json:"uid,omitempty"`
 }
 
 // mount is one bind of a host path at the same path inside.

@@ -30,6 +30,9 @@ var (
 	ErrUnavailable = errors.New("the sandbox level asked for is not available on this machine")
 	ErrNotVisible  = errors.New("the plugin's program is not visible inside the sandbox")
 	ErrSetup       = errors.New("the sandbox could not be set up")
+	// ErrNoUID: a root host found no uid of host.sandbox.uid_range to
+	// give the plugin.
+	ErrNoUID = errors.New("no uid of host.sandbox.uid_range is free for the plugin")
 )
 
 // Box is the host's side of one sandboxed plugin process: the relays
@@ -75,6 +78,12 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 	}
 	is := initSpec{Level: level, Name: spec.Name, Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir,
 		Hide: spec.Hide, Limits: spec.Limits}
+	if os.Geteuid() == 0 {
+		if spec.UID <= 0 {
+			return nil, nil, fmt.Errorf("%w: a root host runs a plugin only under a uid of its own (Config.PluginUID)", ErrSetup)
+		}
+		is.UID = spec.UID
+	}
 	var files []*os.File
 	fail := func(err error) (*exec.Cmd, *Box, error) {
 		for _, f := range files {
@@ -120,9 +129,9 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 		b.ctrl.Close()
 		return fail(err)
 	}
-	if uid, ok := PluginUID(level); ok {
-		// The plugin runs as uid: its directory must be its own.
-		if err := os.Chown(spec.Dir, uid, uid); err != nil {
+	if is.UID > 0 {
+		// The plugin runs as its own uid: its directory must be its own.
+		if err := os.Chown(spec.Dir, is.UID, is.UID); err != nil {
 			b.ctrl.Close()
 			return fail(fmt.Errorf("%w: handing the private directory to the plugin's uid: %w", ErrSetup, err))
 		}
@@ -134,7 +143,7 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if level == LevelNamespaces {
-		nsAttrs(cmd.SysProcAttr)
+		nsAttrs(cmd.SysProcAttr, is.UID)
 	}
 	b.close = files
 	return cmd, b, nil
@@ -423,14 +432,3 @@ func (b *Box) untrack(c net.Conn) {
 // Kill asks the init of a sandbox (its process id) to kill every process
 // of the sandbox and exit; for supervise.ProcOptions.Kill.
 func Kill(pid int) { _ = syscall.Kill(pid, killSignal) }
-
-// PluginUID is the uid sandboxed plugins run as when it is not the
-// host's (a root host runs them as an unprivileged uid), so that the
-// host can hand them what they must write or connect to; ok is false
-// when they run as the host's uid.
-func PluginUID(level Level) (uid int, ok bool) {
-	if level == LevelOff || os.Getuid() != 0 {
-		return 0, false
-	}
-	return pluginUID, true
-}

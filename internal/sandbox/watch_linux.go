@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -227,10 +228,35 @@ type watcher struct {
 	hidden bool
 	// mem reads a process's memory in KiB (false: hidden); nil is pss.
 	mem func(pid int) (int64, bool)
+	// dir is the private directory and tmpfs the sandbox's own tmpfs
+	// mounts, whose total the disk limit bounds (disk_linux.go); no disk
+	// look without dir.
+	dir   string
+	tmpfs []string
+	// looks counts the looks and nextDisk is the one that looks at the
+	// disk next (diskDue); diskHidden: the last disk look found what it
+	// could not count.
+	looks, nextDisk int
+	diskHidden      bool
+}
+
+// newWatcher is the init's watcher of the plugin s describes.
+func newWatcher(s *initSpec) *watcher {
+	w := &watcher{ns: s.Level == LevelNamespaces, limits: s.Limits, dir: filepath.Clean(s.Dir)}
+	if w.ns {
+		w.tmpfs = []string{"/tmp", "/dev/shm"}
+	}
+	return w
 }
 
 // check returns the limit reached, if any, with a detail.
-func (w *watcher) check() (string, string) {
+func (w *watcher) check() (string, string) { return w.look(false) }
+
+// final is the look after the plugin failed, to tell which limit it
+// failed at: the disk is looked at whatever the cadence.
+func (w *watcher) final() (string, string) { return w.look(true) }
+
+func (w *watcher) look(final bool) (string, string) {
 	ts := tasks(w.ns, w.limits.Processes)
 	threads := 0
 	for _, t := range ts {
@@ -265,6 +291,9 @@ func (w *watcher) check() (string, string) {
 	}
 	if mem := int64(w.limits.MemoryMB) << 10; mem > 0 && kib >= mem {
 		return "memory", fmt.Sprintf("resident memory reached the limit of %d MiB", w.limits.MemoryMB)
+	}
+	if w.diskDue(final) {
+		return w.timedCheckDisk(ts)
 	}
 	return "", ""
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,17 @@ func main() {
 		}()
 		report("churn", true, strconv.Itoa(os.Getpid()))
 		time.Sleep(3 * time.Second)
+	case "diskfill", "diskunlinked":
+		diskFill(mode == "diskunlinked")
+	case "identity":
+		// Who the plugin is: its status lines, and whether it may
+		// drop its groups.
+		b, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") || strings.HasPrefix(l, "Groups:") {
+				fmt.Println(l)
+			}
+		}
 	case "memhog":
 		var keep [][]byte
 		for {
@@ -299,6 +311,54 @@ func load() {
 			os.Exit(1)
 		}
 	}
+}
+
+// diskFill writes 4 MiB files, each far below any file size bound, round
+// robin into the directories of ATTACK_DISK ("TMPDIR": its own) until it
+// has written ATTACK_DISK_MB in all, then waits to be killed (a minute
+// at most). A directory whose filesystem is full is left out; with all
+// of them full it exits 4. unlinked: each file is deleted once written
+// and kept open.
+func diskFill(unlinked bool) {
+	var dirs []string
+	for _, d := range list("ATTACK_DISK") {
+		if d == "TMPDIR" {
+			d = os.TempDir()
+		}
+		dirs = append(dirs, d)
+	}
+	total, _ := strconv.Atoi(os.Getenv("ATTACK_DISK_MB"))
+	chunk := make([]byte, 4<<20)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	var keep []*os.File
+	for i := 0; i*4 < total; i++ {
+		if len(dirs) == 0 {
+			report("diskfill", false, "every directory is full")
+			os.Exit(4)
+		}
+		d := dirs[i%len(dirs)]
+		f, err := os.Create(fmt.Sprintf("%s/fill-%d", d, i))
+		if err == nil {
+			_, err = f.Write(chunk)
+		}
+		if err != nil {
+			dirs = slices.DeleteFunc(dirs, func(x string) bool { return x == d })
+			if f != nil {
+				f.Close()
+			}
+			continue
+		}
+		if unlinked {
+			_ = os.Remove(f.Name())
+			keep = append(keep, f)
+		} else {
+			f.Close()
+		}
+	}
+	report("diskfill", true, strconv.Itoa(len(keep)))
+	time.Sleep(time.Minute)
 }
 
 func errString(err error) string {
