@@ -39,6 +39,15 @@
 //
 // # Security
 //
+// At both levels a seccomp filter refuses what no plugin needs and what
+// would reach around the other layers (ptrace, new namespaces and mounts,
+// keyrings, BPF, io_uring, sockets other than unix and TCP, TCP Fast
+// Open), and kills a process that calls through another ABI (i386, x32,
+// arm32). The filter is compiled from a table of system calls, argument
+// checks and verdicts (seccomp_rules_linux.go) for each architecture
+// with a table of syscall numbers (amd64, arm64); on any other the
+// namespaces or Landlock still hold, without it.
+//
 // Limits (memory, processes, open files, CPU priority) are applied by the
 // init with setrlimit and watched: a plugin that reaches its memory or
 // process limit is killed whole, and Exit says which limit. The init trusts
