@@ -391,10 +391,6 @@ func (b *Box) untrack(c net.Conn) {
 	c.Close()
 }
 
-// Kill asks the init of a sandbox (its process id) to kill every process
-// of the sandbox and exit; for supervise.ProcOptions.Kill.
-func Kill(pid int) { _ = syscall.Kill(pid, killSignal) }
-
 // PluginUID is the uid sandboxed plugins run as when it is not the
 // host's (a root host runs them as an unprivileged uid), so that the
 // host can hand them what they must write or connect to; ok is false

@@ -1,0 +1,86 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
+)
+
+// A sandboxed test plugin: the test binary itself, copied where the
+// plugin's uid may execute it, run in the part testModes names.
+
+// pluginRun is how a sandboxed test plugin ended.
+type pluginRun struct {
+	stdout, stderr string
+	code           int // the init's exit status: the plugin's
+	exit           Exit
+}
+
+// pluginBinary copies the test binary into a directory of its own,
+// readable by everyone (a root host runs plugins as uid 65534), and
+// returns the directory and the copy.
+func pluginBinary(t testing.TB) (dir, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "airlock-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "plugin")
+	if err := fsutil.CopyFile(self, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
+}
+
+// runPlugin runs the test binary as a plugin in mode at level, with env
+// added to its environment, and waits for its end.
+func runPlugin(t *testing.T, level Level, mode string, env ...string) pluginRun {
+	t.Helper()
+	dir, bin := pluginBinary(t)
+	priv := filepath.Join(dir, "private")
+	if err := os.Mkdir(priv, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Name: "test", Path: bin, Env: append([]string{testModeEnv + "=" + mode}, env...), Dir: priv, InstallDir: dir}
+	cmd, box, err := Command(spec, level, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Start(context.Background()); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	run := pluginRun{exit: box.Wait()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		run.code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	run.stdout, run.stderr = stdout.String(), stderr.String()
+	return run
+}
