@@ -30,8 +30,10 @@
 //     egress proxy's and files endpoint's ports, no TCP bind, and scope
 //     signals and abstract unix sockets to the sandbox; a seccomp filter
 //     refuses UDP, raw and packet sockets. The plugin shares the host's
-//     uid and process view (Landlock stops it reading other processes'
-//     /proc entries and signalling them).
+//     uid and process ids; Landlock stops it signalling other processes
+//     or reading anything of theirs, and grants it only the machine-wide
+//     entries of /proc runtimes read and its own process's directory,
+//     without net (the machine's sockets).
 //   - LevelOff: no confinement; chosen only explicitly, and warned about
 //     at every launch.
 //
