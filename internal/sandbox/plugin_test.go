@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -83,4 +84,42 @@ func runPlugin(t *testing.T, level Level, mode string, env ...string) pluginRun 
 	}
 	run.stdout, run.stderr = stdout.String(), stderr.String()
 	return run
+}
+
+// unprivilegedRuns are the tests TestAsAnUnprivilegedHost runs again.
+var unprivilegedRuns = []string{"TestInitSurvivesItsPluginsSignals", "TestKillEndsTheSandbox", "TestSandboxDiesWithItsHost",
+	"TestProcShowsNothingOfTheMachine"}
+
+// The plugin tests again with the host as an unprivileged user (setpriv
+// to 65534), whose plugins share its uid: only the sandbox stands
+// between a plugin and its init, and the other processes of that uid.
+func TestAsAnUnprivilegedHost(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("this run is already unprivileged: it is the inner run")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv is required (util-linux)")
+	}
+	dir, bin := pluginBinary(t)
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		bin, "-test.run=^("+strings.Join(unprivilegedRuns, "|")+")$", "-test.v", "-test.count=1")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the test failed as an unprivileged user: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "uid ") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+	for _, level := range Detect().Levels() {
+		for _, test := range unprivilegedRuns {
+			if want := "--- PASS: " + test + "/" + string(level); !strings.Contains(string(out), want) {
+				t.Errorf("the unprivileged run lacks %q:\n%s", want, out)
+			}
+		}
+	}
 }

@@ -5,7 +5,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -13,10 +12,6 @@ import (
 )
 
 func init() { testModes["signal-init"] = signalInit }
-
-// unprivilegedRuns are the tests TestSignalsUnprivileged runs again as an
-// unprivileged host.
-var unprivilegedRuns = []string{"TestInitSurvivesItsPluginsSignals", "TestKillEndsTheSandbox", "TestSandboxDiesWithItsHost"}
 
 // signalPluginCode is what the signalling plugin exits with once it has
 // sent every signal: the code the host must see.
@@ -90,39 +85,5 @@ func TestInitSurvivesItsPluginsSignals(t *testing.T) {
 				t.Errorf("a goroutine dump in the plugin's stderr:\n%.2000s", run.stderr)
 			}
 		})
-	}
-}
-
-// The same, and the host's own ways of ending a sandbox, with the host as
-// an unprivileged user, whose plugins share its uid (setpriv to 65534):
-// only the sandbox stands between the plugin and its init.
-func TestSignalsUnprivileged(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("this run is already unprivileged: it is the inner run")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Fatal("setpriv is required (util-linux)")
-	}
-	dir, bin := pluginBinary(t)
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-		bin, "-test.run=^("+strings.Join(unprivilegedRuns, "|")+")$", "-test.v", "-test.count=1")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the test failed as an unprivileged user: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "uid ") {
-			t.Log(strings.TrimSpace(line))
-		}
-	}
-	for _, level := range Detect().Levels() {
-		for _, test := range unprivilegedRuns {
-			if want := "--- PASS: " + test + "/" + string(level); !strings.Contains(string(out), want) {
-				t.Errorf("the unprivileged run lacks %q:\n%s", want, out)
-			}
-		}
 	}
 }
