@@ -48,7 +48,10 @@
 // arm32). The filter is compiled from a table of system calls, argument
 // checks and verdicts (seccomp_rules_linux.go) for each architecture
 // with a table of syscall numbers (amd64, arm64); on any other the
-// namespaces or Landlock still hold, without it.
+// namespaces or Landlock still hold, without it. Where the kernel allows,
+// the init answers the filter's refusals itself (a seccomp listener), so
+// that the host logs each kind as it first happens and Exit.Refused
+// counts them.
 //
 // Limits (memory, processes, open files, CPU priority) are applied by the
 // init with setrlimit and watched: a plugin that reaches its memory or

@@ -41,9 +41,10 @@ func Init() {
 }
 
 type initProc struct {
-	spec   initSpec
-	ctrl   *os.File
-	limits string // the plugin's rlimits, set by the exec stage
+	spec    initSpec
+	ctrl    *os.File
+	limits  string    // the plugin's rlimits, set by the exec stage
+	refused *refusals // what the seccomp filter refused (nil: not counted)
 }
 
 func runInit() int {
@@ -91,6 +92,12 @@ func runInit() int {
 	}
 	quietStderr()
 	return ip.supervise(cmd, sigs)
+}
+
+// noticeRefusal tells the host of the first refusal of a kind at once;
+// the exit report counts them all.
+func (ip *initProc) noticeRefusal(r Refusal) {
+	ip.report(initMessage{Refusal: &r}, nil)
 }
 
 func (ip *initProc) report(v any, fds []int) {
@@ -163,6 +170,7 @@ func (ip *initProc) supervise(plugin *os.Process, sigs <-chan os.Signal) int {
 		}
 	}
 	sweep(ip.spec.Level == LevelNamespaces)
+	end.Refused = ip.refused.list()
 	ip.report(end, nil)
 	return code
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,13 +54,19 @@ func pluginBinary(t testing.TB) (dir, bin string) {
 // added to its environment, and waits for its end.
 func runPlugin(t *testing.T, level Level, mode string, env ...string) pluginRun {
 	t.Helper()
+	return runPluginLog(t, level, mode, nil, env...)
+}
+
+// runPluginLog is runPlugin with the box logging to log.
+func runPluginLog(t *testing.T, level Level, mode string, log *slog.Logger, env ...string) pluginRun {
+	t.Helper()
 	dir, bin := pluginBinary(t)
 	priv := filepath.Join(dir, "private")
 	if err := os.Mkdir(priv, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	spec := Spec{Name: "test", Path: bin, Env: append([]string{testModeEnv + "=" + mode}, env...), Dir: priv, InstallDir: dir}
-	cmd, box, err := Command(spec, level, nil)
+	cmd, box, err := Command(spec, level, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func seccompProbe(withFilter bool) int {
 			fmt.Println("no_new_privs:", err)
 			return 1
 		}
-		if err := installSeccomp(); err != nil {
+		if _, err := loadSeccomp(false); err != nil {
 			fmt.Println("seccomp:", err)
 			return 1
 		}

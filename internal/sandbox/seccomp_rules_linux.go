@@ -66,6 +66,26 @@ type sysRule struct {
 	why     string
 }
 
+// holds reports whether k holds of args.
+func (k cond) holds(args [6]uint64) bool {
+	v := uint32(args[k.arg])
+	if k.mask != 0 {
+		v &= k.mask
+	}
+	return slices.Contains(k.in, v) != k.not
+}
+
+// decide is the rule's verdict on a call with args, and the reason: the
+// clause that held (what it matches) or the rule's own.
+func (r sysRule) decide(args [6]uint64) (verdict, string) {
+	for _, c := range r.clauses {
+		if !slices.ContainsFunc(c.when, func(k cond) bool { return !k.holds(args) }) {
+			return c.then, c.what
+		}
+	}
+	return r.dflt, r.why
+}
+
 // denied refuses each named call outright, for one reason.
 func denied(why string, names ...string) []sysRule {
 	out := make([]sysRule, len(names))

@@ -286,8 +286,21 @@ func closeFDs(fds []int) {
 
 func (b *Box) readExit() {
 	var e Exit
-	if fds, err := b.recv(&e); err == nil {
+	for {
+		var m initMessage
+		fds, err := b.recv(&m)
+		if err != nil {
+			break
+		}
 		closeFDs(fds)
+		if m.Refusal == nil {
+			e = m.Exit
+			break
+		}
+		b.log.Warn("the sandbox refused a system call of the plugin", "call", m.Refusal.Call, "reason", m.Refusal.Reason)
+	}
+	if len(e.Refused) > 0 {
+		b.log.Info("the sandbox's refusals over the plugin's run", "refused", e.Refused)
 	}
 	b.exit <- e
 	close(b.exit)
