@@ -59,7 +59,7 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := installSeccomp(); err != nil {
+	if err := ip.installSeccomp(); err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
 	if attr.Credential == nil && setUID < 0 {

@@ -30,14 +30,28 @@
 //     egress proxy's and files endpoint's ports, no TCP bind, and scope
 //     signals and abstract unix sockets to the sandbox; a seccomp filter
 //     refuses UDP, raw and packet sockets. The plugin shares the host's
-//     uid and process view (Landlock stops it reading other processes'
-//     /proc entries and signalling them).
+//     uid and process ids; Landlock stops it signalling other processes
+//     or reading anything of theirs, and grants it only the machine-wide
+//     entries of /proc runtimes read and its own process's directory,
+//     without net (the machine's sockets).
 //   - LevelOff: no confinement; chosen only explicitly, and warned about
 //     at every launch.
 //
 // LevelAuto takes the strongest level the kernel allows (Detect).
 //
 // # Security
+//
+// At both levels a seccomp filter refuses what no plugin needs and what
+// would reach around the other layers (ptrace, new namespaces and mounts,
+// keyrings, BPF, io_uring, sockets other than unix and TCP, TCP Fast
+// Open), and kills a process that calls through another ABI (i386, x32,
+// arm32). The filter is compiled from a table of system calls, argument
+// checks and verdicts (seccomp_rules_linux.go) for each architecture
+// with a table of syscall numbers (amd64, arm64); on any other the
+// namespaces or Landlock still hold, without it. Where the kernel allows,
+// the init answers the filter's refusals itself (a seccomp listener), so
+// that the host logs each kind as it first happens and Exit.Refused
+// counts them.
 //
 // Limits (memory, processes, open files, CPU priority, disk) are applied by
 // the init with setrlimit and watched: a plugin that reaches its memory,

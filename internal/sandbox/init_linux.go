@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"syscall"
 	"time"
@@ -18,11 +17,6 @@ const (
 	specFD = 3
 	ctrlFD = 4
 )
-
-// killSignal asks the init to kill the whole sandbox now and exit: the
-// host's last step of a stop, and the init's death signal, so that a dying
-// host takes every process of the sandbox with it.
-const killSignal = syscall.SIGUSR2
 
 // Init runs the sandbox init when this process was started as one by
 // Command, and never returns then; otherwise it returns at once. Call it
@@ -47,21 +41,19 @@ func Init() {
 }
 
 type initProc struct {
-	spec   initSpec
-	ctrl   *os.File
-	limits string // the plugin's rlimits, set by the exec stage
+	spec    initSpec
+	ctrl    *os.File
+	limits  string    // the plugin's rlimits, set by the exec stage
+	refused *refusals // what the seccomp filter refused (nil: not counted)
 }
 
 func runInit() int {
 	ip := &initProc{ctrl: os.NewFile(ctrlFD, "control")}
-	// Exit with the host if it dies: sweep first (killSignal).
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(killSignal), 0, 0, 0)
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, killSignal)
-	if os.Getppid() == 1 && ip.ctrl != nil {
-		// The host died before we got here; nothing to serve.
-		return 137
-	}
+	// Every catchable signal is caught before anything else, and before
+	// the plugin exists: none it sends can end the init
+	// (signals_linux.go). Until the level is known the death signal is
+	// SIGKILL (Command's).
+	sigs := catchSignals()
 	data, err := io.ReadAll(io.LimitReader(os.NewFile(specFD, "spec"), 1<<20))
 	if err == nil {
 		err = json.Unmarshal(data, &ip.spec)
@@ -69,6 +61,11 @@ func runInit() int {
 	if err != nil {
 		ip.report(setupReport{Err: "the sandbox description is not readable"}, nil)
 		return 127
+	}
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(deathSignal(ip.spec.Level)), 0, 0, 0)
+	if os.Getppid() == 1 && ip.ctrl != nil {
+		// The host died before we got here; nothing to serve.
+		return 137
 	}
 	var fds []int
 	switch ip.spec.Level {
@@ -93,7 +90,14 @@ func runInit() int {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+	quietStderr()
 	return ip.supervise(cmd, sigs)
+}
+
+// noticeRefusal tells the host of the first refusal of a kind at once;
+// the exit report counts them all.
+func (ip *initProc) noticeRefusal(r Refusal) {
+	ip.report(initMessage{Refusal: &r}, nil)
 }
 
 func (ip *initProc) report(v any, fds []int) {
@@ -105,11 +109,11 @@ func (ip *initProc) report(v any, fds []int) {
 	_ = unix.Sendmsg(int(ip.ctrl.Fd()), data, oob, nil, 0)
 }
 
-// supervise waits for the plugin, forwarding the host's stop signals to
-// its process group and watching its limits; when the plugin exits (or a
+// supervise waits for the plugin, forwarding the stop signals to its
+// process group and watching its limits; when the plugin exits (or a
 // limit or killSignal ends it) every other process of the sandbox is
 // killed and reaped before the init exits with the plugin's status.
-func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
+func (ip *initProc) supervise(plugin *os.Process, sigs <-chan os.Signal) int {
 	type result struct {
 		status unix.WaitStatus
 		maxRSS int64 // KiB
@@ -150,6 +154,9 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 				end = Exit{Limit: lim, Detail: detail}
 			}
 		case s := <-sigs:
+			if s == killSignal && ip.spec.Level == LevelNamespaces {
+				break // maybe the plugin's: the host sends SIGKILL here (Kill)
+			}
 			if s == killSignal {
 				code = 137
 				break
@@ -163,6 +170,7 @@ func (ip *initProc) supervise(plugin *os.Process, sigs chan os.Signal) int {
 		}
 	}
 	sweep(ip.spec.Level == LevelNamespaces)
+	end.Refused = ip.refused.list()
 	ip.report(end, nil)
 	return code
 }

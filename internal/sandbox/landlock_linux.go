@@ -105,8 +105,13 @@ func landlockRuleset(s *initSpec) (int, error) {
 }
 
 // landlockRestrictFD confines this thread, and what it executes, to the
-// ruleset open at fd (no_new_privs is already set).
+// ruleset open at fd (no_new_privs is already set), with the /proc
+// entries the plugin reads added (procRules): the exec stage calls it,
+// and its process directory is the plugin's.
 func landlockRestrictFD(fd int) error {
+	if err := procRules(fd, LandlockABI()); err != nil {
+		return err
+	}
 	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); e != 0 {
 		return fmt.Errorf("landlock restrict: %w", e)
 	}
@@ -122,6 +127,11 @@ func addPath(rs int, p string, rights uint64, abi int) error {
 		return fmt.Errorf("landlock rule for %s: %w", p, err)
 	}
 	defer unix.Close(fd)
+	return addRule(rs, fd, p, rights, abi)
+}
+
+// addRule grants rights beneath the file open at fd (named p).
+func addRule(rs, fd int, p string, rights uint64, abi int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err

@@ -62,12 +62,11 @@ func nsMounts(spec Spec) ([]mount, error) {
 
 // landlockPaths are the Landlock level's rules: the same directories as
 // the namespaces level shows (by path: the init opens them), the devices
-// read-write.
+// read-write. /proc has rules of its own (procRules).
 func landlockPaths(spec Spec) []mount {
 	out := binds(spec)
 	for _, d := range devices {
 		out = append(out, mount{Dst: d, RW: true})
 	}
-	out = append(out, mount{Dst: "/proc"})
 	return out
 }

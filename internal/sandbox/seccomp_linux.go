@@ -1,161 +1,83 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The seccomp filter refuses, with EPERM, what no plugin needs and what
-// would reach around the sandbox: sockets other than unix and TCP (UDP,
-// raw, packet, netlink, …), new namespaces and mounts, kernel keyrings,
-// BPF, perf, io_uring (whose operations bypass this filter), ptrace, and
-// loading kernel code. Everything else is allowed: this is a deny list on
-// top of the namespaces or Landlock, not the sandbox itself.
-func installSeccomp() error {
-	arch, ok := auditArch[runtime.GOARCH]
-	if !ok {
-		return nil // unknown architecture: namespaces/Landlock still hold
+// installSeccomp confines this thread, and what it starts, to the
+// seccomp filter compiled from seccompRules: it refuses what no plugin
+// needs and what would reach around the sandbox — sockets other than
+// unix and TCP, new namespaces and mounts, kernel keyrings, BPF, perf,
+// io_uring, ptrace and its kin, loading kernel code — and kills a
+// process that calls through another ABI (i386, x32, arm32), whose
+// numbers the rules do not cover. Refusals go to a listener the init
+// answers and counts (ip.refused; seccomp_notify_linux.go) where the
+// kernel allows one. no_new_privs must be set.
+func (ip *initProc) installSeccomp() error {
+	fd, err := loadSeccomp(true)
+	if err != nil || fd < 0 {
+		return err
 	}
-	prog := seccompProgram(arch)
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
-	if e != 0 {
-		return e
-	}
+	ip.refused = &refusals{first: ip.noticeRefusal}
+	// At once: this thread is under the filter now, and a refused call
+	// of its own would wait for an answer.
+	go ip.refused.serve(fd, seccompArchs[runtime.GOARCH], seccompRules)
 	return nil
 }
 
-var auditArch = map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}
-
-// deniedSyscalls are refused outright.
-var deniedSyscalls = []uint32{
-	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
-	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_UNSHARE, unix.SYS_SETNS,
-	unix.SYS_OPEN_TREE, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_FSCONFIG, unix.SYS_FSPICK,
-	unix.SYS_MOUNT_SETATTR, unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_BPF,
-	unix.SYS_PERF_EVENT_OPEN, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE, unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD,
-	unix.SYS_USERFAULTFD, unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_REBOOT, unix.SYS_ACCT,
-	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
+// loadSeccomp loads the filter on this thread. With listen, refusals go
+// to a listener whose descriptor (close-on-exec) it returns, when the
+// kernel allows one; otherwise, and without listen, the filter answers
+// them itself and fd is -1 (as on an architecture without a table,
+// where no filter is loaded: namespaces and Landlock still hold).
+func loadSeccomp(listen bool) (fd int, err error) {
+	if listen && notifSizesMatch() {
+		for _, flags := range []uintptr{unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+			unix.SECCOMP_FILTER_FLAG_NEW_LISTENER} {
+			fd, err := load(notifyRets, flags)
+			if err == nil || !errors.Is(err, errNoListener) {
+				return fd, err
+			}
+		}
+	}
+	_, err = load(defaultRets, 0)
+	return -1, err
 }
 
-// checkedRange is the lowest and highest syscall number the filter
-// checks: denied ones, and those it checks arguments of.
-func checkedRange() (lo, hi uint32) {
-	all := append([]uint32{unix.SYS_SOCKET, unix.SYS_SOCKETPAIR, unix.SYS_CLONE, unix.SYS_CLONE3,
-		unix.SYS_SENDTO, unix.SYS_SENDMSG, unix.SYS_SENDMMSG}, deniedSyscalls...)
-	lo, hi = all[0], all[0]
-	for _, nr := range all {
-		lo, hi = min(lo, nr), max(hi, nr)
+func load(r filterRet, flags uintptr) (int, error) {
+	prog, ok, err := seccompProgram(runtime.GOARCH, r)
+	if err != nil || !ok {
+		return -1, err
 	}
-	return lo, hi
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	fd, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	switch {
+	case e == 0:
+		return int(fd), nil
+	case flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 && (e == unix.EBUSY || e == unix.EINVAL):
+		// EBUSY: a filter with a listener is already in the chain;
+		// EINVAL: a kernel without listeners (or without
+		// WAIT_KILLABLE_RECV).
+		return -1, fmt.Errorf("%w: %w", errNoListener, e)
+	}
+	return -1, e
 }
 
-// BPF program layout over struct seccomp_data: nr at 0, arch at 4, args
-// at 16 + 8·i (low 32 bits first on little-endian).
-const (
-	offNr   = 0
-	offArch = 4
-	offArg0 = 16
-	offArg1 = 24
-	offArg2 = 32
-	offArg3 = 40
-)
-
-// msgFastOpen is MSG_FASTOPEN: a send that connects (TCP Fast Open)
-// without the connect call Landlock's TCP rules mediate.
-const msgFastOpen = 0x20000000
-
-func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
-func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
-	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
-}
-
-const (
-	ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-	jeqK = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-	ret  = unix.BPF_RET | unix.BPF_K
-	andK = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-)
-
-// seccompProgram builds the filter for one architecture.
-func seccompProgram(arch uint32) []unix.SockFilter {
-	allow := stmt(ret, unix.SECCOMP_RET_ALLOW)
-	deny := stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	p := []unix.SockFilter{
-		stmt(ldW, offArch),
-		jump(jeqK, arch, 1, 0),
-		stmt(ret, unix.SECCOMP_RET_KILL_PROCESS), // another ABI (x32, i386): no way around the list
-		stmt(ldW, offNr),
+// seccompProgram compiles the filter for goarch; ok is false when the
+// filter has no table for it.
+func seccompProgram(goarch string, r filterRet) (prog []unix.SockFilter, ok bool, err error) {
+	arch, ok := seccompArchs[goarch]
+	if !ok {
+		return nil, false, nil
 	}
-	// Most calls (read, write, mmap, futex, epoll, …) are outside the
-	// range the checks below look at: allow them at once, so the filter
-	// costs a plugin's hot path a few instructions, not the whole list.
-	lo, hi := checkedRange()
-	p = append(p,
-		jump(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, lo, 1, 0), allow,
-		jump(unix.BPF_JMP|unix.BPF_JGT|unix.BPF_K, hi, 0, 1), allow,
-	)
-	for _, nr := range deniedSyscalls {
-		p = append(p, jump(jeqK, nr, 0, 1), deny)
+	prog, err = compileFilter(arch, seccompRules, r)
+	if err != nil {
+		return nil, true, fmt.Errorf("compiling the seccomp filter for %s: %w", goarch, err)
 	}
-	// clone/clone3 with namespace flags: clone's flags are arg0; clone3
-	// passes a struct pointer the filter cannot read, so it is refused
-	// (libc falls back to clone).
-	p = append(p, jump(jeqK, unix.SYS_CLONE3, 0, 1), stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS)))
-	nsFlags := uint32(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWPID |
-		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	p = append(p,
-		jump(jeqK, unix.SYS_CLONE, 0, 4),
-		stmt(ldW, offArg0),
-		stmt(andK, nsFlags),
-		jump(jeqK, 0, 1, 0), // no namespace flag: go on below
-		deny,
-		stmt(ldW, offNr),
-	)
-	// socket(domain, type, protocol): unix any type; inet/inet6 stream
-	// with protocol 0 or TCP only (MPTCP, protocol 262, is a stream
-	// socket Landlock's TCP rules do not see).
-	p = append(p,
-		jump(jeqK, unix.SYS_SOCKET, 0, 13),
-		stmt(ldW, offArg0),
-		jump(jeqK, unix.AF_UNIX, 0, 1), allow,
-		jump(jeqK, unix.AF_INET, 1, 0),
-		jump(jeqK, unix.AF_INET6, 0, 6),
-		stmt(ldW, offArg1),
-		stmt(andK, 0xf), // SOCK_NONBLOCK/SOCK_CLOEXEC masked off
-		jump(jeqK, unix.SOCK_STREAM, 0, 3),
-		stmt(ldW, offArg2),
-		jump(jeqK, 0, 2, 0),
-		jump(jeqK, unix.IPPROTO_TCP, 1, 0),
-		deny,
-		allow,
-	)
-	// TCP Fast Open: sendto/sendmmsg (flags in arg3) and sendmsg (arg2)
-	// with MSG_FASTOPEN connect without connect(2).
-	for _, c := range []struct {
-		nr  uint32
-		off uint32
-	}{{unix.SYS_SENDTO, offArg3}, {unix.SYS_SENDMMSG, offArg3}, {unix.SYS_SENDMSG, offArg2}} {
-		p = append(p,
-			jump(jeqK, c.nr, 0, 4),
-			stmt(ldW, c.off),
-			stmt(andK, msgFastOpen),
-			jump(jeqK, 0, 1, 0),
-			deny,
-			stmt(ldW, offNr), // A holds the flags on the fall-through path: reload
-		)
-	}
-	// socketpair: unix only.
-	p = append(p,
-		jump(jeqK, unix.SYS_SOCKETPAIR, 0, 4),
-		stmt(ldW, offArg0),
-		jump(jeqK, unix.AF_UNIX, 1, 0),
-		deny,
-		allow,
-		allow, // everything else
-	)
-	return p
+	return prog, true, nil
 }

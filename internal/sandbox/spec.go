@@ -171,6 +171,16 @@ type Exit struct {
 	Limit string `json:"limit,omitempty"`
 	// Detail says more (the limit's value, the peak seen).
 	Detail string `json:"detail,omitempty"`
+	// Refused are the calls the seccomp filter refused the plugin, by
+	// kind, where the kernel lets the init count them.
+	Refused []Refusal `json:"refused,omitempty"`
+}
+
+// initMessage is a message of the init's after its setup report: a
+// notice of a refusal as it happens, or the Exit that ends them.
+type initMessage struct {
+	Exit
+	Refusal *Refusal `json:"refusal,omitempty"`
 }
 
 // setupReport is the init's first message: "" when the sandbox is up.

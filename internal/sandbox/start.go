@@ -321,8 +321,21 @@ func closeFDs(fds []int) {
 
 func (b *Box) readExit() {
 	var e Exit
-	if fds, err := b.recv(&e); err == nil {
+	for {
+		var m initMessage
+		fds, err := b.recv(&m)
+		if err != nil {
+			break
+		}
 		closeFDs(fds)
+		if m.Refusal == nil {
+			e = m.Exit
+			break
+		}
+		b.log.Warn("the sandbox refused a system call of the plugin", "call", m.Refusal.Call, "reason", m.Refusal.Reason)
+	}
+	if len(e.Refused) > 0 {
+		b.log.Info("the sandbox's refusals over the plugin's run", "refused", e.Refused)
 	}
 	b.exit <- e
 	close(b.exit)
@@ -429,6 +442,3 @@ func (b *Box) untrack(c net.Conn) {
 	c.Close()
 }
 
-// Kill asks the init of a sandbox (its process id) to kill every process
-// of the sandbox and exit; for supervise.ProcOptions.Kill.
-func Kill(pid int) { _ = syscall.Kill(pid, killSignal) }
