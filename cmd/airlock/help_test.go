@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -30,5 +34,36 @@ func TestHelpExitsZero(t *testing.T) {
 	// A bad flag is still a usage error.
 	if _, _, code := cli(t, nil, "", "serve", "--no-such-flag"); code != 2 {
 		t.Fatalf("bad flag: exit %d, want 2", code)
+	}
+}
+
+// check-config --vault on a valid config with no intents says there is
+// nothing to read and succeeds: it never prints OK and then fails.
+func TestCheckConfigVaultNothingToRead(t *testing.T) {
+	out, errOut, code := cli(t, nil, "", "check-config", "--vault")
+	if code != 0 || !strings.Contains(out, "nothing to read: no intents configured") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A closed stdout does not kill airlock with SIGPIPE: the write fails and
+// the command ends as it would on any write error (so that `make run |
+// tee`, ended with Ctrl-C, still shuts down in order).
+func TestClosedStdoutIsNotFatal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // nobody reads: the first write gets EPIPE
+	cmd := exec.Command(airlockBin, "version")
+	cmd.Stdout = w
+	err = cmd.Run()
+	w.Close()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("version with a closed stdout: %v, want exit 1", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || ws.Signaled() || ws.ExitStatus() != 1 {
+		t.Fatalf("version with a closed stdout: %v (killed by a signal?)", err)
 	}
 }

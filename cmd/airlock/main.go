@@ -45,6 +45,11 @@ func main() {
 	// A re-executed airlock may be a plugin's sandbox init: it never
 	// returns then.
 	sandbox.Init()
+	// A write to a closed stdout (`make run | tee`, then Ctrl-C ends tee
+	// first) returns EPIPE instead of killing the process, so that it
+	// still shuts down in order and writes its shutdown evidence. Notify,
+	// not Ignore: an ignored signal would be inherited by every plugin.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
