@@ -46,7 +46,14 @@ func hostOfTree() int {
 		fmt.Println(err)
 		return 1
 	}
-	spec := Spec{Name: "tree", Path: os.Getenv("TREE_PLUGIN"), Env: []string{testModeEnv + "=tree"}, Dir: priv, InstallDir: dir}
+	claims := tempDir()
+	defer os.RemoveAll(claims)
+	spec, err := claimTestUID(claims, Spec{Name: "tree", Path: os.Getenv("TREE_PLUGIN"), Env: []string{testModeEnv + "=tree"}, Dir: priv, InstallDir: dir},
+		Level(os.Getenv("TREE_LEVEL")))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	cmd, box, err := Command(spec, Level(os.Getenv("TREE_LEVEL")), nil)
 	if err == nil {
 		err = cmd.Start()
@@ -94,7 +101,7 @@ func TestKillEndsTheSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd, box, err := Command(Spec{Name: "tree", Path: bin, Env: []string{testModeEnv + "=tree"}, Dir: priv, InstallDir: dir}, level, nil)
+			cmd, box, err := Command(withUID(t, Spec{Name: "tree", Path: bin, Env: []string{testModeEnv + "=tree"}, Dir: priv, InstallDir: dir}, level), level, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,7 +65,7 @@ func runPluginLog(t *testing.T, level Level, mode string, log *slog.Logger, env 
 	if err := os.Mkdir(priv, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Name: "test", Path: bin, Env: append([]string{testModeEnv + "=" + mode}, env...), Dir: priv, InstallDir: dir}
+	spec := withUID(t, Spec{Name: "test", Path: bin, Env: append([]string{testModeEnv + "=" + mode}, env...), Dir: priv, InstallDir: dir}, level)
 	cmd, box, err := Command(spec, level, log)
 	if err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func TestProcGrantsOutliveTheCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, box, err := Command(Spec{Name: "proc", Path: bin, Env: []string{testModeEnv + "=proc-twice"}, Dir: priv, InstallDir: dir}, LevelLandlock, nil)
+	cmd, box, err := Command(withUID(t, Spec{Name: "proc", Path: bin, Env: []string{testModeEnv + "=proc-twice"}, Dir: priv, InstallDir: dir}, LevelLandlock), LevelLandlock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
