@@ -190,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuseEarly answers r with d before any handle is looked at, and
 // audits it.
 func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) {
-	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
+	s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
 }
 
 // answer finishes a's record with d and writes d as the response.
@@ -223,15 +223,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-// ServeSandbox serves the connections a sandboxed plugin opens on l — a
-// listener on the plugin's own loopback, handed over by its host, so that
-// its requests reach the proxy without a relay hop — until ctx ends
-// (gracefully, as Serve) or l is closed. The background work is Serve's:
-// a Server serving only sandbox listeners has none.
-func (s *Server) ServeSandbox(ctx context.Context, l net.Listener) error {
-	return s.connServer().serve(ctx, l)
-}
-
 func (s *Server) connServer() *connServer {
 	return &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
 		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
@@ -259,10 +250,16 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 // them in the audit record.
 func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (*broker.Grant, broker.Intent, *denial) {
 	g, err := s.broker.Resolve(ctx, handle)
+	conn := connPlugin(ctx)
 	if g != nil {
+		// Another plugin's credential is refused whatever its state: the
+		// line names the plugin that sent it (tenant.go).
+		if d := s.foreignCredential(conn, g, a); d != nil {
+			return nil, broker.Intent{}, d
+		}
 		a.Plugin, a.Invocation, a.Intent, a.HandleFP = g.PluginID, g.InvocationID, g.Intent, g.Fingerprint
 	} else {
-		a.HandleFP = broker.Fingerprint(handle)
+		a.Plugin, a.HandleFP = conn, broker.Fingerprint(handle)
 	}
 	switch {
 	case errors.Is(err, broker.ErrStoreUnavailable):
