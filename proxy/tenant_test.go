@@ -42,8 +42,14 @@ func (f *fixture) serveSandbox(t *testing.T, plugin string) string {
 // upstream's host and port, in invocation inv.
 func (f *fixture) issueAs(t *testing.T, plugin, intent, inv string) string {
 	t.Helper()
+	return f.issueAsAt(t, plugin, intent, inv, f.up.port)
+}
+
+// issueAsAt is issueAs for api.example.com on port.
+func (f *fixture) issueAsAt(t *testing.T, plugin, intent, inv string, port int) string {
+	t.Helper()
 	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: plugin, InvocationID: inv, Intent: intent, Pass: intent == "",
-		Destinations: []broker.Destination{{Host: "api.example.com", Port: f.up.port}}, Deadline: time.Now().Add(time.Minute)})
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: port}}, Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
