@@ -51,6 +51,7 @@ const (
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 	CodeAuditUnavailable     = "audit_unavailable"             // 503
 	CodeHandleNotThisPlugins = "handle_not_this_plugins"       // 403: another plugin's handle or pass on a plugin's own listener
+	CodeInvalidPseudoHeader  = "invalid_pseudo_header"         // 400: an HTTP/2 :method, :path or :authority HTTP/1.1 could not carry
 )
 
 var codeStatus = map[string]int{
@@ -72,6 +73,7 @@ var codeStatus = map[string]int{
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
 	CodeLeaseUnavailable: http.StatusServiceUnavailable, CodeAuditUnavailable: http.StatusServiceUnavailable,
 	CodeClientClosed: statusClientClosed, CodeHandleNotThisPlugins: http.StatusForbidden,
+	CodeInvalidPseudoHeader: http.StatusBadRequest,
 }
 
 // statusClientClosed is what the audit records for a request whose

@@ -48,7 +48,9 @@
 // that speaks h2 where the upstream offers it (h2.go, h2pool.go). Every
 // upstream pool is keyed by destination, plugin and credential
 // (upstream_pool.go): an upstream whose framing goes astray can confuse a
-// plugin only with itself.
+// plugin only with itself. An HTTP/2 request is held to what an HTTP/1.1
+// request line and Host could carry before anything reads it
+// (h2check.go).
 //
 // # Tenants
 //

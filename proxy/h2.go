@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,11 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s := hc.s
-	if d := hc.t.adopt(r); d != nil {
+	d := checkH2Request(r) // before anything else reads the request
+	if d == nil {
+		d = hc.t.adopt(r)
+	}
+	if d != nil {
 		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: hc.c.cs.plugin, Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
@@ -194,6 +199,14 @@ func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, err
 			// The guard cannot scan compressed messages (grpcguard.go).
 			req.Header.Set("Grpc-Accept-Encoding", "identity")
 		}
+	}
+	if strings.HasPrefix(req.URL.Opaque, "//") {
+		// A path that starts with "//" (prepare puts the client's path in
+		// Opaque) would read as a network path to net/url and the
+		// transport would refuse it; with the authority in front the
+		// HTTP/2 transport sends :path as the client sent it (and its
+		// HTTP/1.1 fallback the absolute form of the same target).
+		req.URL.Opaque = "//" + req.URL.Host + req.URL.Opaque
 	}
 	return s.h2.transport(cred).RoundTrip(req)
 }
