@@ -67,8 +67,10 @@ type Options struct {
 	Sandbox SandboxConfig
 	Hide    []string
 	// ProxyServe, when set, hands the egress proxy each sandboxed
-	// plugin's proxy listener to serve directly, with no relay hop.
-	ProxyServe func(net.Listener) (io.Closer, error)
+	// plugin's proxy listener to serve directly, with no relay hop, for
+	// that plugin (named by plugin): the proxy then refuses any other
+	// plugin's handle or pass on it.
+	ProxyServe func(plugin string, l net.Listener) (io.Closer, error)
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger

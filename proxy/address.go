@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 )
 
@@ -84,10 +83,12 @@ type addressPolicy struct {
 	allow []netip.Prefix // operator exceptions (allow_cidrs); fixed at New
 
 	mu sync.RWMutex // guards selfPorts (listeners come and go)
-	// selfPorts are the ports the proxy's listeners (plain and admin)
-	// are bound to: any address of this machine on one of them is the
-	// proxy itself, whatever address the listener is bound to.
-	selfPorts []uint16
+	// selfPorts are the ports the proxy's listeners (plain, admin, and
+	// the plugins' own while they are served) are bound to, each with
+	// the number of listeners on it: any address of this machine on one
+	// of them is the proxy itself, whatever address the listener is
+	// bound to.
+	selfPorts map[uint16]int
 	// localAddrs lists this machine's addresses; net.InterfaceAddrs when
 	// nil. Read at check time (interfaces come and go), and only for a
 	// destination on one of selfPorts.
@@ -97,9 +98,23 @@ type addressPolicy struct {
 func (p *addressPolicy) addSelf(ap netip.AddrPort) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !slices.Contains(p.selfPorts, ap.Port()) {
-		p.selfPorts = append(p.selfPorts, ap.Port())
+	if p.selfPorts == nil {
+		p.selfPorts = map[uint16]int{}
 	}
+	p.selfPorts[ap.Port()]++
+}
+
+// removeSelf undoes one addSelf of ap, when the listener on it is no
+// longer served.
+func (p *addressPolicy) removeSelf(ap netip.AddrPort) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.selfPorts[ap.Port()] - 1
+	if n <= 0 {
+		delete(p.selfPorts, ap.Port())
+		return
+	}
+	p.selfPorts[ap.Port()] = n
 }
 
 // reasonSelf is check's answer for the proxy's own listener.
@@ -110,7 +125,7 @@ const reasonSelf = "proxy's own listener"
 func (p *addressPolicy) check(ap netip.AddrPort) string {
 	a := ap.Addr().Unmap()
 	p.mu.RLock()
-	self := slices.Contains(p.selfPorts, ap.Port())
+	self := p.selfPorts[ap.Port()] > 0
 	p.mu.RUnlock()
 	if self && p.isLocal(a) {
 		return reasonSelf

@@ -39,7 +39,7 @@ func TestClassifyAddr(t *testing.T) {
 
 func TestAddressPolicy(t *testing.T) {
 	p := &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		selfPorts: []uint16{8899, 9464}}
+		selfPorts: map[uint16]int{8899: 1, 9464: 1}}
 	for ap, wantOK := range map[string]bool{
 		"127.0.0.1:443":          true,  // allowed by allow_cidrs
 		"[::ffff:127.0.0.1]:443": true,  // the same address, mapped

@@ -18,14 +18,14 @@ func TestIdleProbe(t *testing.T) {
 		return okFor(r)
 	})
 	req, _ := http.NewRequest("GET", url+"/x", nil)
-	resp, err := u.RoundTrip(req)
+	resp, err := u.RoundTrip(req, testCred)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	var pc *upConn
-	for _, v := range u.idle {
+	for _, v := range u.idle.byKey {
 		pc = v[0]
 	}
 	if pc == nil || !pc.probe.check() {

@@ -25,6 +25,7 @@ const (
 	DefaultResponseTimeout      = 60 * time.Second
 	DefaultIdleConnTimeout      = 90 * time.Second
 	DefaultMaxIdleConnsPerHost  = 256
+	DefaultMaxIdleConns         = 1024
 	DefaultMaxWebSocketMessage  = 1 << 20
 	DefaultWebSocketIdleTimeout = 5 * time.Minute
 	// MaxReplayBody is the largest request body kept for the
@@ -130,7 +131,11 @@ type UpstreamConfig struct {
 	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`
 	ResponseTimeout     time.Duration `yaml:"response_header_timeout"`
 	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
-	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"`
+	// MaxIdleConnsPerHost bounds the idle connections of one pool: one
+	// destination, for one plugin and credential. MaxIdleConns bounds
+	// them all together; past it the connection idle the longest closes.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	MaxIdleConns        int `yaml:"max_idle_conns"`
 }
 
 // WithDefaults fills zero fields with the defaults.
@@ -198,6 +203,9 @@ func (c Config) WithDefaults() Config {
 	if u.MaxIdleConnsPerHost == 0 {
 		u.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
+	if u.MaxIdleConns == 0 {
+		u.MaxIdleConns = DefaultMaxIdleConns
+	}
 	return c
 }
 
@@ -262,6 +270,9 @@ func (c Config) Validate() error {
 	}
 	if l.StreamCheck < 0 || l.StreamCheck > MaxStreamCheck {
 		add("proxy.limits.stream_check: must be between 0 (the default, %s) and %s, so that a revoked handle ends its streams within a second", DefaultStreamCheck, MaxStreamCheck)
+	}
+	if c.Upstream.MaxIdleConnsPerHost < 0 || c.Upstream.MaxIdleConns < 0 {
+		add("proxy.upstream: max_idle_conns_per_host and max_idle_conns must not be negative")
 	}
 	// A slice, not a map: problems are reported in the same order every run.
 	for _, t := range []struct {

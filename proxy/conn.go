@@ -162,7 +162,7 @@ func (c *clientConn) serve() {
 		req, code, reason := c.readRequest()
 		if req == nil {
 			if code != "" {
-				c.refuse(&auditRecord{start: time.Now(), Mode: c.mode()}, deny(code, refuseDetail[code]).withReason(reason), 0)
+				c.refuse(&auditRecord{start: time.Now(), Plugin: c.cs.plugin, Mode: c.mode()}, deny(code, refuseDetail[code]).withReason(reason), 0)
 				answered = true
 			}
 			return
@@ -431,7 +431,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	var ec *expectContinue
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			a := &auditRecord{start: time.Now(), Method: req.Method, Host: req.URL.Hostname(), Mode: c.mode()}
+			a := &auditRecord{start: time.Now(), Plugin: c.cs.plugin, Method: req.Method, Host: req.URL.Hostname(), Mode: c.mode()}
 			c.refuse(a, deny(CodeBadRequest, "only the 100-continue expectation is supported").withReason("Expect: "+ex),
 				http.StatusExpectationFailed)
 			return false
@@ -453,7 +453,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	}
 	if c.tunnel != nil {
 		if d := c.tunnel.adopt(req); d != nil {
-			c.refuse(&auditRecord{start: time.Now(), Method: req.Method, Host: c.tunnel.host, Port: c.tunnel.port, Mode: modeIntercept}, d, 0)
+			c.refuse(&auditRecord{start: time.Now(), Plugin: c.cs.plugin, Method: req.Method, Host: c.tunnel.host, Port: c.tunnel.port, Mode: modeIntercept}, d, 0)
 			return false
 		}
 	}

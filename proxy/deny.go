@@ -50,6 +50,8 @@ const (
 	CodeInjectUnsupported    = "inject_kind_unsupported"       // 502: the intent's kind has no injector here
 	CodeClientClosed         = "client_closed_request"         // 499, never sent: the client is gone
 	CodeAuditUnavailable     = "audit_unavailable"             // 503
+	CodeHandleNotThisPlugins = "handle_not_this_plugins"       // 403: another plugin's handle or pass on a plugin's own listener
+	CodeInvalidPseudoHeader  = "invalid_pseudo_header"         // 400: an HTTP/2 :method, :path or :authority HTTP/1.1 could not carry
 )
 
 var codeStatus = map[string]int{
@@ -70,7 +72,8 @@ var codeStatus = map[string]int{
 	CodeClockSkew: http.StatusServiceUnavailable, CodeHandleInRequest: http.StatusForbidden, CodeSelfDial: http.StatusForbidden,
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
 	CodeLeaseUnavailable: http.StatusServiceUnavailable, CodeAuditUnavailable: http.StatusServiceUnavailable,
-	CodeClientClosed: statusClientClosed,
+	CodeClientClosed: statusClientClosed, CodeHandleNotThisPlugins: http.StatusForbidden,
+	CodeInvalidPseudoHeader: http.StatusBadRequest,
 }
 
 // statusClientClosed is what the audit records for a request whose

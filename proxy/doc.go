@@ -45,7 +45,22 @@
 // back, never followed. Requests go upstream through the proxy's own
 // pooled HTTP/1.1 client (upstream.go) on the calling goroutine, never
 // through HTTPS_PROXY; a request that came as HTTP/2 goes on a transport
-// that speaks h2 where the upstream offers it (h2.go).
+// that speaks h2 where the upstream offers it (h2.go, h2pool.go). Every
+// upstream pool is keyed by destination, plugin and credential
+// (upstream_pool.go): an upstream whose framing goes astray can confuse a
+// plugin only with itself. An HTTP/2 request is held to what an HTTP/1.1
+// request line and Host could carry before anything reads it
+// (h2check.go).
+//
+// # Tenants
+//
+// Plugins are tenants of each other. Serve takes the shared listener,
+// where a handle stands for whoever holds it. ServeSandbox takes one
+// plugin's own listener (inside its network namespace, or any TCP
+// listener its host made for it alone), named by its host; on it every
+// credential a connection presents, in every mode, must be that
+// plugin's, or the request is refused with handle_not_this_plugins and
+// audited under the plugin that sent it (tenant.go).
 //
 // # Streams and sockets
 //
@@ -71,9 +86,9 @@
 //
 // Server is safe for concurrent use. Serve runs one goroutine per client
 // connection (a tunnel's requests run on its CONNECT's goroutine) and two
-// background loops (the limiter sweep, the intercept CA reload); it
-// returns only after every one of them has ended. Per-request state lives
-// in the request's exchange.
+// background loops (the limiter and idle-connection sweeps, the intercept
+// CA reload); it returns only after every one of them has ended.
+// Per-request state lives in the request's exchange.
 //
 // # Size
 //

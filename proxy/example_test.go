@@ -108,3 +108,40 @@ func Example() {
 	// 200 upstream got GET /v1/tickets over TLS, authorized: true
 	// 403 destination_not_declared
 }
+
+// A host hands the proxy a listener of one plugin's own (at the
+// namespaces level, on the loopback of the plugin's network namespace),
+// naming the plugin. On it the proxy takes only that plugin's handles and
+// pass: another plugin's, leaked or stolen, is refused.
+func ExampleServer_ServeSandbox() {
+	b := broker.New(broker.Config{Intents: map[string]broker.Intent{}}.WithDefaults(),
+		broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
+	p, err := proxy.New(proxy.Config{}, b, proxy.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0") // example.tickets's own listener
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServeSandbox(ctx, "example.tickets", l) }()
+	defer func() { cancel(); <-served }()
+
+	// The pass the host gave another plugin, sent from example.tickets.
+	other, err := b.Issue(ctx, broker.IssueRequest{PluginID: "example.other", InvocationID: "pass", Pass: true,
+		Destinations: []broker.Destination{{Host: "api.example.com", Port: 443}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String(), User: url.User(other.Handle)})}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example.com/v1/tickets")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get(proxy.HeaderError))
+	// Output: 403 handle_not_this_plugins
+}

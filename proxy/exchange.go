@@ -51,7 +51,7 @@ type exchange struct {
 func (x *exchange) send(req *http.Request) *http.Response {
 	t0 := time.Now()
 	x.ctx = req.Context()
-	resp, err := x.s.roundTrip(req)
+	resp, err := x.s.roundTrip(req, x.credential())
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		if retried, rerr, ok := x.retry(req, resp); ok {
@@ -149,7 +149,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
-	r2, err := x.s.roundTrip(next)
+	r2, err := x.s.roundTrip(next, x.credential())
 	x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
 	return r2, err, true

@@ -30,7 +30,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 
 // requestRecord starts the audit record of an absolute-form request.
 func requestRecord(r *http.Request) *auditRecord {
-	return &auditRecord{start: time.Now(), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
+	return &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.URL.Hostname(), Path: pathForAudit(r.URL), Mode: requestMode(r)}
 }
 
 // prepareOrAnswer runs every check and the injection on r; a refusal is

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,8 @@ import (
 //
 // Upstream, a request that came as HTTP/2 goes out on a transport that
 // offers h2 and http/1.1 by ALPN and speaks what the upstream picks
-// (gRPC needs h2); HTTP/1.1 requests keep the proxy's own HTTP/1.1 pool.
+// (gRPC needs h2), one transport per plugin and credential (h2pool.go);
+// HTTP/1.1 requests keep the proxy's own HTTP/1.1 pool.
 
 // h2Conn is the HTTP/2 side of one tunnel: it keeps the CONNECT's
 // connection marked busy while a stream is open, so that a shutdown
@@ -141,8 +143,12 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s := hc.s
-	if d := hc.t.adopt(r); d != nil {
-		s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+	d := checkH2Request(r) // before anything else reads the request
+	if d == nil {
+		d = hc.t.adopt(r)
+	}
+	if d != nil {
+		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: hc.c.cs.plugin, Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
 	handle, _ := extractHandle(r)
@@ -179,30 +185,12 @@ func (x *exchange) cutShort() *denial {
 	return nil
 }
 
-// newH2Transport is the upstream transport for requests that came as
-// HTTP/2: ALPN offers h2 and http/1.1, the dial is the SSRF-safe one,
-// TLS verifies as the HTTP/1.1 pool does. It has no response-header
-// timeout: a gRPC server answers a client stream only when it ends, so
-// the call's own deadline (the client's grpc-timeout, its cancel) bounds
-// the wait.
-func newH2Transport(c Config, d *dialer, tlsConfig *tls.Config) *http.Transport {
-	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         d.DialContext,
-		TLSClientConfig:     tlsConfig.Clone(),
-		ForceAttemptHTTP2:   true,
-		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout,
-		IdleConnTimeout:     c.Upstream.IdleConnTimeout,
-		MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost,
-		DisableCompression:  true,
-	}
-}
-
-// roundTrip sends req upstream: on the HTTP/2-capable transport when it
-// came as HTTP/2, on the HTTP/1.1 pool otherwise.
-func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
+// roundTrip sends req upstream for the credential cred: on an
+// HTTP/2-capable transport of that credential's when it came as HTTP/2
+// (h2pool.go), on the HTTP/1.1 pool otherwise.
+func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, error) {
 	if req.ProtoMajor != 2 {
-		return s.up.RoundTrip(req)
+		return s.up.RoundTrip(req, cred)
 	}
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
@@ -212,5 +200,13 @@ func (s *Server) roundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set("Grpc-Accept-Encoding", "identity")
 		}
 	}
-	return s.up2.RoundTrip(req)
+	if strings.HasPrefix(req.URL.Opaque, "//") {
+		// A path that starts with "//" (prepare puts the client's path in
+		// Opaque) would read as a network path to net/url and the
+		// transport would refuse it; with the authority in front the
+		// HTTP/2 transport sends :path as the client sent it (and its
+		// HTTP/1.1 fallback the absolute form of the same target).
+		req.URL.Opaque = "//" + req.URL.Host + req.URL.Opaque
+	}
+	return s.h2.transport(cred).RoundTrip(req)
 }

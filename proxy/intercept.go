@@ -57,7 +57,7 @@ var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
 
 // connect handles a CONNECT when interception is configured.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	a := &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: modeConnect}
+	a := &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.Host, Mode: modeConnect}
 	rw, ok := w.(*respWriter)
 	if !ok {
 		s.answer(w, r, a, deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener"))

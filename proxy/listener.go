@@ -17,6 +17,9 @@ type connServer struct {
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
 	headerLimit       int64
+	// plugin is the plugin whose own listener this serves (ServeSandbox);
+	// "" for the shared listener.
+	plugin string
 
 	shutting atomic.Bool
 	mu       sync.Mutex
@@ -31,6 +34,9 @@ func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
 	cs.conns = map[*clientConn]struct{}{}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if cs.plugin != "" {
+		base = withConnPlugin(base, cs.plugin)
+	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	var err error

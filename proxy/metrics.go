@@ -16,6 +16,9 @@ type metrics struct {
 	retries    prometheus.Counter
 
 	tokenFetches *prometheus.CounterVec
+	// foreignCreds counts other plugins' credentials refused on a
+	// plugin's own listener, by the plugin that sent them.
+	foreignCreds *prometheus.CounterVec
 
 	// The series every allowed request touches, looked up once:
 	// WithLabelValues hashes its labels and takes a lock on each call.
@@ -29,6 +32,14 @@ type metrics struct {
 func (m *metrics) tokenFetch(intent, result string) {
 	if m != nil {
 		m.tokenFetches.WithLabelValues(intent, result).Inc()
+	}
+}
+
+// foreign counts another plugin's credential refused on plugin's own
+// listener.
+func (m *metrics) foreign(plugin string) {
+	if m != nil {
+		m.foreignCreds.WithLabelValues(plugin).Inc()
 	}
 }
 
@@ -62,7 +73,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Access-token fetches of the OAuth2 processors, by intent and result (ok, or the refusal code).",
 		}, []string{"intent", "result"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches)
+	m.foreignCreds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_proxy_handle_not_this_plugins_total",
+		Help: "Handles and passes of another plugin presented on a plugin's own proxy listener and refused, by the plugin that presented them.",
+	}, []string{"plugin"})
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches, m.foreignCreds)
 	m.allowedDuration = m.duration.WithLabelValues("allow")
 	m.deniedDuration = m.duration.WithLabelValues("deny")
 	m.responseBytes = m.bytes.WithLabelValues("response")

@@ -72,7 +72,7 @@ func (s *Server) setToken(r *http.Request, x *exchange, settings broker.TokenInj
 	tok, source, err := s.tokens.get(r.Context(), tokenRequest{intent: intent, version: sec.Version, skew: t.Skew, backoff: t.RefreshBackoff,
 		timeout: s.cfg.Upstream.DialTimeout + s.cfg.Upstream.TLSHandshakeTimeout + s.cfg.Upstream.ResponseTimeout,
 		fetch: func(ctx context.Context) (*oauth2.Token, error) {
-			tok, err := s.fetchToken(ctx, t, sec, grant)
+			tok, err := s.fetchToken(ctx, credKey{intent: intent, version: sec.Version, lease: sec.Lease}, t, sec, grant)
 			result := "ok"
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
@@ -101,9 +101,11 @@ func (s *Server) setToken(r *http.Request, x *exchange, settings broker.TokenInj
 
 // fetchToken asks the token endpoint, through the proxy's own upstream
 // client (the address policy and verified TLS apply; redirects are not
-// followed). ctx is the fetch's own (tokenCache): no single client's.
-func (s *Server) fetchToken(ctx context.Context, t broker.TokenInject, sec broker.Secret, grant tokenGrant) (*oauth2.Token, error) {
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: s.up,
+// followed) on connections of the intent's own (cred, with no plugin:
+// the token is the intent's, never a plugin's). ctx is the fetch's own
+// (tokenCache): no single client's.
+func (s *Server) fetchToken(ctx context.Context, cred credKey, t broker.TokenInject, sec broker.Secret, grant tokenGrant) (*oauth2.Token, error) {
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: s.up.transport(cred),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 	cc := clientcredentials.Config{TokenURL: t.TokenURL, Scopes: t.Scopes, AuthStyle: oauth2.AuthStyleInParams}
 	if err := grant(&cc, sec); err != nil {

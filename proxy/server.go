@@ -68,9 +68,9 @@ type Server struct {
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
 	caStore caStore
 	tokens  tokenCache // the OAuth2 processors' access tokens
-	// up2 sends the requests that came as HTTP/2 (h2.go).
-	up2 *http.Transport
-	// ws opens upstream WebSockets (HTTP/1.1 only).
+	// h2 sends the requests that came as HTTP/2 (h2pool.go).
+	h2 *h2Pools
+	// ws opens upstream WebSockets (HTTP/1.1 only, never pooled).
 	ws *http.Transport
 }
 
@@ -131,7 +131,7 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		lim.global = opts.GlobalLimits
 	}
-	s := &Server{cfg: cfg, broker: b, up: up, up2: newH2Transport(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
+	s := &Server{cfg: cfg, broker: b, up: up, h2: newH2Pools(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
 		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
@@ -190,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuseEarly answers r with d before any handle is looked at, and
 // audits it.
 func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) {
-	s.answer(w, r, &auditRecord{start: time.Now(), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
+	s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.Host, Mode: requestMode(r)}, d)
 }
 
 // answer finishes a's record with d and writes d as the response.
@@ -202,8 +202,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 // Serve serves on l until ctx ends, then shuts down gracefully: idle
 // connections close at once, requests in flight get serve.ShutdownGrace.
 //
-// Its background work (the limiter sweep, the intercept CA reload) ends
-// before Serve returns, whether ctx ended or the listener failed.
+// Its background work (the limiter and idle-connection sweeps, the
+// intercept CA reload) ends before Serve returns, whether ctx ended or
+// the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
 	cs := s.connServer()
@@ -211,25 +212,19 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	wg.Go(func() {
-		serve.Every(bg, time.Minute, func(now time.Time) { s.limits.sweep(now.Add(-10 * time.Minute)) })
+		serve.Every(bg, time.Minute, func(now time.Time) {
+			s.limits.sweep(now.Add(-10 * time.Minute))
+			s.up.idle.sweep(now.Add(-s.cfg.Upstream.IdleConnTimeout))
+		})
 	})
 	if s.caStore != nil {
 		wg.Go(func() { serve.Every(bg, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(bg) }) })
 	}
 	err := cs.serve(ctx, l)
 	s.up.CloseIdleConnections()
-	s.up2.CloseIdleConnections()
+	s.h2.closeIdle()
 	s.ws.CloseIdleConnections()
 	return err
-}
-
-// ServeSandbox serves the connections a sandboxed plugin opens on l — a
-// listener on the plugin's own loopback, handed over by its host, so that
-// its requests reach the proxy without a relay hop — until ctx ends
-// (gracefully, as Serve) or l is closed. The background work is Serve's:
-// a Server serving only sandbox listeners has none.
-func (s *Server) ServeSandbox(ctx context.Context, l net.Listener) error {
-	return s.connServer().serve(ctx, l)
 }
 
 func (s *Server) connServer() *connServer {
@@ -259,10 +254,16 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 // them in the audit record.
 func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (*broker.Grant, broker.Intent, *denial) {
 	g, err := s.broker.Resolve(ctx, handle)
+	conn := connPlugin(ctx)
 	if g != nil {
+		// Another plugin's credential is refused whatever its state: the
+		// line names the plugin that sent it (tenant.go).
+		if d := s.foreignCredential(conn, g, a); d != nil {
+			return nil, broker.Intent{}, d
+		}
 		a.Plugin, a.Invocation, a.Intent, a.HandleFP = g.PluginID, g.InvocationID, g.Intent, g.Fingerprint
 	} else {
-		a.HandleFP = broker.Fingerprint(handle)
+		a.Plugin, a.HandleFP = conn, broker.Fingerprint(handle)
 	}
 	switch {
 	case errors.Is(err, broker.ErrStoreUnavailable):

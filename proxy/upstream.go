@@ -21,61 +21,66 @@ import (
 // per connection and hands every request and response between them; at a
 // proxy's request rates those hand-offs were a quarter of the CPU.
 //
+// Connections are pooled per destination and per credential
+// (upstream_pool.go): a connection made for one plugin's request with one
+// secret never carries a request of another plugin, or of another
+// credential, so an upstream whose framing goes astray (a stray response
+// after a complete one, which no liveness check can see coming) can
+// confuse a plugin only with itself.
+//
 // Reuse rules: a connection goes back to the pool only after its response
 // body was read to the end, neither side asked to close, and nothing was
 // read past that end. A request takes a pooled connection only after a
 // liveness check shows nothing arrived on it while idle (the upstream's
 // close, or bytes of an answer to no request, which would otherwise be
-// read as this request's answer: one plugin's response given to another).
-// A request that fails on a reused connection before any response arrives
-// is retried once on a new connection if its body can be replayed. A
-// request whose body cannot be replayed (a streamed POST) is never
-// retried.
+// read as this request's answer). A request that fails on a reused
+// connection before any response arrives is retried once on a new
+// connection if its body can be replayed. A request whose body cannot be
+// replayed (a streamed POST) is never retried.
 type upstreamClient struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConfig   *tls.Config
 	tlsTimeout  time.Duration
 	respTimeout time.Duration
-	idleTimeout time.Duration
-	maxIdle     int
-
-	mu   sync.Mutex
-	idle map[string][]*upConn
+	idle        idlePool
 }
 
 type upConn struct {
 	conn     *tls.Conn
 	br       *bufio.Reader
 	bw       *bufio.Writer
-	key      string
+	key      poolKey
 	lastUsed time.Time
 	probe    *idleProbe // the socket under conn, checked before each reuse
+	// prev and next link the pool's idle connections, oldest first.
+	prev, next *upConn
 }
 
 func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClient {
 	return &upstreamClient{
 		dial: d.DialContext, tlsConfig: tlsConfig,
 		tlsTimeout: c.Upstream.TLSHandshakeTimeout, respTimeout: c.Upstream.ResponseTimeout,
-		idleTimeout: c.Upstream.IdleConnTimeout, maxIdle: c.Upstream.MaxIdleConnsPerHost,
-		idle: map[string][]*upConn{},
+		idle: idlePool{timeout: c.Upstream.IdleConnTimeout, perKey: c.Upstream.MaxIdleConnsPerHost, total: c.Upstream.MaxIdleConns},
 	}
 }
 
-// RoundTrip sends req (an https:// URL) and returns the response; its
-// body hands the connection back to the pool when read to the end.
-func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
+// RoundTrip sends req (an https:// URL), made for the credential cred,
+// and returns the response; its body hands the connection back to the
+// pool when read to the end.
+func (u *upstreamClient) RoundTrip(req *http.Request, cred credKey) (*http.Response, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	// Connections are pooled per destination (the URL's authority: a
-	// host without a port is port 443, as prepare writes it) and client
-	// certificate. The dial address is built only for a new connection.
-	key, cc := req.URL.Host, clientCertOf(req.Context())
+	// host without a port is port 443, as prepare writes it), credential
+	// and client certificate. The dial address is built only for a new
+	// connection.
+	key, cc := poolKey{authority: req.URL.Host, cred: cred}, clientCertOf(req.Context())
 	if cc != nil {
-		key += "#" + cc.id
+		key.cert = cc.id
 	}
 	for attempt := 0; ; attempt++ {
 		var pc *upConn
 		if attempt == 0 {
-			pc = u.get(key)
+			pc = u.idle.get(key)
 			// Any pooled connection, not only one for a body that
 			// cannot be replayed: bytes that came after its last
 			// response would be read as this request's answer.
@@ -114,7 +119,7 @@ func (u *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (u *upstreamClient) connect(ctx context.Context, addr, key, serverName string, cc *clientCert) (*upConn, error) {
+func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, serverName string, cc *clientCert) (*upConn, error) {
 	raw, err := u.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -192,49 +197,6 @@ func (pc *upConn) alive() bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-func (u *upstreamClient) get(key string) *upConn {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	conns := u.idle[key]
-	for len(conns) > 0 {
-		pc := conns[len(conns)-1]
-		conns = conns[:len(conns)-1]
-		if time.Since(pc.lastUsed) < u.idleTimeout {
-			u.idle[key] = conns
-			return pc
-		}
-		pc.conn.Close()
-	}
-	delete(u.idle, key)
-	return nil
-}
-
-func (u *upstreamClient) put(pc *upConn) {
-	pc.lastUsed = time.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	// Bytes already read past the response's end (a 204 or a HEAD
-	// answer with a body, a second response): the upstream's framing
-	// and the proxy's disagree, so the connection carries nothing more.
-	if pc.br.Buffered() > 0 || len(u.idle[pc.key]) >= u.maxIdle {
-		pc.conn.Close()
-		return
-	}
-	u.idle[pc.key] = append(u.idle[pc.key], pc)
-}
-
-// CloseIdleConnections closes every pooled connection.
-func (u *upstreamClient) CloseIdleConnections() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for k, conns := range u.idle {
-		for _, pc := range conns {
-			pc.conn.Close()
-		}
-		delete(u.idle, k)
-	}
-}
-
 // upBody returns its connection to the pool at EOF, and closes it if the
 // body is abandoned before the end.
 type upBody struct {
@@ -264,7 +226,7 @@ func (b *upBody) Close() error {
 		}
 		if b.eof && b.reusable {
 			err = b.rc.Close()
-			b.u.put(b.pc)
+			b.u.idle.put(b.pc)
 			return
 		}
 		// Close the connection first: the body's Close would otherwise

@@ -111,7 +111,7 @@ func TestUpstreamLeftoverBytesNeverAnswerTheNextRequest(t *testing.T) {
 				return okFor(r)
 			})
 			req, _ := http.NewRequest(tc.method, base+"/first", nil)
-			resp, err := u.RoundTrip(req)
+			resp, err := u.RoundTrip(req, testCred)
 			if err != nil {
 				t.Fatal(err)
 			}

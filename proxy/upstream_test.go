@@ -55,10 +55,13 @@ func loopbackUpstreamClient(t *testing.T, ca *testenv.CA) *upstreamClient {
 	return newUpstreamClient(cfg, d, tc)
 }
 
+// testCred is the credential the upstream client tests send for.
+var testCred = credKey{plugin: "plugin-1", intent: "api.write", version: 1}
+
 func get(t *testing.T, u *upstreamClient, method, url string, body io.Reader) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, body)
-	resp, err := u.RoundTrip(req)
+	resp, err := u.RoundTrip(req, testCred)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
@@ -138,7 +141,7 @@ func TestUpstreamNonReplayableBodyChecksPooledConnection(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/", io.NopCloser(strings.NewReader("streamed")))
 		req.ContentLength = -1
-		resp, err := u.RoundTrip(req)
+		resp, err := u.RoundTrip(req, testCred)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +177,7 @@ func TestUpstreamAbandonedBody(t *testing.T) {
 		wrote <- err
 	})
 	req, _ := http.NewRequest("GET", base+"/huge", nil)
-	resp, err := u.RoundTrip(req)
+	resp, err := u.RoundTrip(req, testCred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +209,7 @@ func TestUpstreamCancel(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/", nil)
 	start := time.Now()
-	if _, err := u.RoundTrip(req); err == nil {
+	if _, err := u.RoundTrip(req, testCred); err == nil {
 		t.Fatal("a cancelled request succeeded")
 	}
 	if time.Since(start) > 5*time.Second {

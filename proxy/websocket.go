@@ -46,14 +46,17 @@ func isWebSocketUpgrade(r *http.Request) bool {
 }
 
 // newWebSocketTransport opens upstream WebSockets: HTTP/1.1 only, the
-// SSRF-safe dialer, TLS verified as for every upstream.
+// SSRF-safe dialer, TLS verified as for every upstream. Nothing is
+// pooled: an accepted socket is its own connection, and the connection
+// of a refused handshake is closed with it rather than kept for the next
+// handshake, which may be another plugin's.
 func newWebSocketTransport(c Config, d *dialer, tlsConfig *tls.Config) *http.Transport {
 	tc := tlsConfig.Clone()
 	tc.NextProtos = []string{"http/1.1"}
 	return &http.Transport{
 		Proxy: nil, DialContext: d.DialContext, TLSClientConfig: tc,
 		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout, ResponseHeaderTimeout: c.Upstream.ResponseTimeout,
-		DisableCompression: true,
+		DisableCompression: true, DisableKeepAlives: true,
 	}
 }
 

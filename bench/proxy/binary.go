@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// benchPlugin is the plugin the benchmark's handles are issued to, and
+// the name it launches its load generator as a plugin under.
+const benchPlugin = "bench"
+
 // startServeBinary runs the airlock binary as users run it: `airlock
 // serve` with its config file, JSON logging at info level and every audit
 // line written to a file (audit.log in dir). It issues a handle with
@@ -55,7 +59,7 @@ proxy:
 	waitListening(addr)
 	var out []byte
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		out, err = exec.Command(bin, "handle", "issue", "--config", cfg, "--plugin", "bench", "--invocation", "bench",
+		out, err = exec.Command(bin, "handle", "issue", "--config", cfg, "--plugin", benchPlugin, "--invocation", "bench",
 			"--intent", "bench", "--ttl", "1h").CombinedOutput()
 		if err == nil || time.Now().After(deadline) {
 			break

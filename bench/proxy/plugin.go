@@ -48,9 +48,9 @@ func pluginTargets(sp serveProc, dir, u string) []pluginTarget {
 	socket := handoff.Path(path(dir, "broker.sock"))
 	var out []pluginTarget
 	for _, level := range append([]sandbox.Level{sandbox.LevelOff}, sandbox.Detect().Levels()...) {
-		var serve func(l net.Listener) (io.Closer, error)
+		var serve func(plugin string, l net.Listener) (io.Closer, error)
 		if level == sandbox.LevelNamespaces {
-			serve = func(l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, l) }
+			serve = func(plugin string, l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, plugin, l) }
 		}
 		out = append(out, pluginTarget{name: pluginName(string(level)), level: level,
 			measure: func(c int, warmup, window time.Duration, upPid int, startAt time.Time) sample {
@@ -60,14 +60,16 @@ func pluginTargets(sp serveProc, dir, u string) []pluginTarget {
 	return out
 }
 
-func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(net.Listener) (io.Closer, error), u string,
+func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(string, net.Listener) (io.Closer, error), u string,
 	c int, warmup, window time.Duration, upPid int, startAt time.Time) sample {
 	nice := 0
 	env := []string{"BENCH_URL=" + u, "BENCH_HANDLE=" + sp.handle}
 	if !startAt.IsZero() {
 		env = append(env, "BENCH_START="+strconv.FormatInt(startAt.UnixNano(), 10))
 	}
-	p, err := launch.Start(context.Background(), launch.Request{Plugin: "bench-load", Path: exe,
+	// The plugin's name is the one serve's handle was issued to: on its
+	// own listener the proxy takes no other plugin's handle.
+	p, err := launch.Start(context.Background(), launch.Request{Plugin: benchPlugin, Path: exe,
 		Args: []string{"-role", "plugin-load", "-c", strconv.Itoa(c), "-warmup", warmup.String(), "-duration", window.String()},
 		Env:  env, NoHTTPS: true},
 		launch.Options{EgressProxy: sp.addr, ProxyServe: serve, Sandbox: sandbox.Config{Level: level,

@@ -142,7 +142,7 @@ func runAirlock(dir, upstream, redisAddr, kind string) {
 		store = rs
 	}
 	b := broker.New(bc, store, cache, broker.Options{})
-	iss, err := b.Issue(context.Background(), broker.IssueRequest{PluginID: "bench", InvocationID: "bench", Intent: "bench",
+	iss, err := b.Issue(context.Background(), broker.IssueRequest{PluginID: benchPlugin, InvocationID: "bench", Intent: "bench",
 		Destinations: []broker.Destination{{Host: benchHost, Port: p}}, Deadline: time.Now().Add(time.Hour)})
 	check(err)
 	cfg := proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: path(dir, "ca.pem"),

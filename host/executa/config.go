@@ -131,7 +131,7 @@ type Options struct {
 	Sandbox sandbox.Config
 	Hide    []string
 	// ProxyServe: see host.Options.ProxyServe.
-	ProxyServe func(net.Listener) (io.Closer, error)
+	ProxyServe func(plugin string, l net.Listener) (io.Closer, error)
 	Timeouts   Timeouts
 	Log        *slog.Logger
 	// Verifier checks the tokens plugins present on reverse RPC.

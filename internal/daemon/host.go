@@ -92,7 +92,7 @@ type hostDeps struct {
 	egressProxy string
 	// proxyServe hands the egress proxy a sandboxed plugin's listener
 	// (host.Options.ProxyServe); relayed when nil.
-	proxyServe func(net.Listener) (io.Closer, error)
+	proxyServe func(plugin string, l net.Listener) (io.Closer, error)
 	// admin, when set, is the listener the host registers its checks on
 	// (Dev shares Serve's); else the host serves its own on host.admin.
 	admin    *admin.Server
@@ -106,7 +106,7 @@ type hostDeps struct {
 // handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
 // beside this host, whose proxy is the plugins' egress proxy when that is
 // a loopback address; nil (relay) otherwise or without the broker token.
-func handoffTo(cfg *config.Config, log *slog.Logger) func(net.Listener) (io.Closer, error) {
+func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) (io.Closer, error) {
 	host, _, err := net.SplitHostPort(cfg.Broker.EgressProxy)
 	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
 		return nil
@@ -117,7 +117,7 @@ func handoffTo(cfg *config.Config, log *slog.Logger) func(net.Listener) (io.Clos
 		return nil
 	}
 	socket := handoff.Path(strings.TrimPrefix(cfg.Host.Broker, "unix:"))
-	return func(l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, l) }
+	return func(plugin string, l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, plugin, l) }
 }
 
 // hostNode is a running host.

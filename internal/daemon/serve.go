@@ -118,12 +118,13 @@ type serveNode struct {
 	*node
 }
 
-// serveSandbox serves a sandboxed plugin's proxy listener on this
-// process's proxy (airlock dev: no relay hop) until the Closer closes.
-func (n *serveNode) serveSandbox(l net.Listener) (io.Closer, error) {
+// serveSandbox serves plugin's own proxy listener on this process's proxy
+// (airlock dev: no relay hop, and the proxy knows whose connections they
+// are) until the Closer closes.
+func (n *serveNode) serveSandbox(plugin string, l net.Listener) (io.Closer, error) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan struct{})
-	go func() { _ = n.proxy.ServeSandbox(ctx, l); close(done) }()
+	go func() { _ = n.proxy.ServeSandbox(ctx, plugin, l); close(done) }()
 	return closerFunc(func() error { cancel(); <-done; return nil }), nil
 }
 

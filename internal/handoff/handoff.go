@@ -1,22 +1,38 @@
 // Package handoff lets airlock host hand a sandboxed plugin's proxy
 // listener to the airlock serve on the same machine, so that the plugin's
-// requests reach the egress proxy with no relay hop. The listener lives
-// in the plugin's network namespace; only its descriptor crosses, over a
-// unix socket beside the broker API's, with the broker token.
+// requests reach the egress proxy with no relay hop, and so that the proxy
+// knows which plugin every connection on that listener comes from. The
+// listener lives in the plugin's network namespace (or is any TCP
+// listener the host made for that plugin alone); only its descriptor
+// crosses, over a unix socket beside the broker API's, with the broker
+// token and the plugin's name.
 //
 // # Protocol
 //
-// The host connects, sends one message — the token as its bytes and the
-// listener's descriptor (SCM_RIGHTS) — and reads one line: "ok" or why
-// not. The proxy then serves the listener for as long as that connection
-// stays open; the host closes it when the plugin exits, and the proxy
-// closes the listener.
+// The host connects and sends one message: a JSON object
+// {"version": 2, "token": "…", "plugin": "…"} with the listener's
+// descriptor attached (SCM_RIGHTS). It reads one line back, which starts
+// with "airlock-handoff/2 " and then says "ok" or why not. The proxy then
+// serves the listener for that plugin (a handle or pass of any other
+// plugin is refused there) for as long as the connection stays open; the
+// host closes it when the plugin exits, and the proxy closes the
+// listener.
+//
+// The version is checked before anything else, on both sides, so that a
+// host and a serve of different releases refuse each other with a
+// message that says so, rather than serve a plugin's listener without
+// knowing whose it is: a serve refuses version 1 (the bare token, which
+// names no plugin) and any other version it does not speak; a host
+// refuses an answer without the version prefix (a version-1 serve's).
+// Either way the plugin's host relays its connections instead
+// (internal/sandbox).
 //
 // # Security
 //
 // The socket is a peerauth socket (peer uid checked) and the token is the
-// broker API's: whoever may hand over a listener may mint handles anyway.
-// A plugin never sees either (the sandbox hides both).
+// broker API's: whoever may hand over a listener may mint handles anyway,
+// and names the plugin it hands over for. A plugin never sees either (the
+// sandbox hides both).
 package handoff
 
 import (
@@ -29,7 +45,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -48,18 +63,16 @@ func Path(brokerSocket string) string {
 	return filepath.Join(filepath.Dir(brokerSocket), SocketName)
 }
 
-const (
-	maxMessage = 4 << 10
-	timeout    = 10 * time.Second
-)
+const timeout = 10 * time.Second
 
 // ErrRefused: serve refused the listener.
 var ErrRefused = errors.New("airlock serve refused the plugin's proxy listener")
 
 // Serve answers hand-overs on l until ctx ends: each listener passes to
-// take, which serves it until its context ends. Every goroutine Serve
+// take with the name of the plugin it was handed over for, and take
+// serves it until its context ends. Every goroutine Serve
 // starts has ended when it returns.
-func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func(context.Context, net.Listener) error, log *slog.Logger) {
+func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func(ctx context.Context, plugin string, l net.Listener) error, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -81,7 +94,7 @@ func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func
 	}
 }
 
-func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func(context.Context, net.Listener) error, log *slog.Logger) {
+func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func(context.Context, string, net.Listener) error, log *slog.Logger) {
 	defer c.Close()
 	// A unix connection, as peerauth.ListenUnix hands it (or a bare one).
 	uc, ok := c.(interface {
@@ -98,33 +111,32 @@ func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func
 		return
 	}
 	fds := rights(oob[:oobn])
-	if !token.Match(string(buf[:n])) {
-		closeAll(fds)
-		log.Warn("proxy handoff refused: the token is not broker.api.token_file's", "peer", c.RemoteAddr().String())
-		peerauth.Refused("proxy handoff", "token")
-		_, _ = io.WriteString(c, "unauthenticated: present the token of broker.api.token_file\n")
-		return
+	m, r := readMessage(buf[:n], token)
+	if r == nil && len(fds) != 1 {
+		r = &reply{code: codeDescriptor, detail: "one listener descriptor expected"}
 	}
-	if len(fds) != 1 {
+	if r != nil {
 		closeAll(fds)
-		_, _ = io.WriteString(c, "one listener descriptor expected\n")
+		log.Warn("proxy handoff refused", "code", r.code, "reason", r.detail, "peer", c.RemoteAddr().String())
+		peerauth.Refused("proxy handoff", r.code)
+		_, _ = io.WriteString(c, r.line())
 		return
 	}
 	f := os.NewFile(uintptr(fds[0]), "plugin-proxy-listener")
 	pl, err := net.FileListener(f)
 	f.Close()
 	if err != nil {
-		_, _ = io.WriteString(c, "the descriptor is not a listening socket\n")
+		_, _ = io.WriteString(c, (&reply{code: codeDescriptor, detail: "the descriptor is not a listening socket"}).line())
 		return
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = take(sctx, pl)
+		_ = take(sctx, m.Plugin, pl)
 	}()
 	defer func() { cancel(); pl.Close(); <-done }()
-	if _, err := io.WriteString(c, "ok\n"); err != nil {
+	if _, err := io.WriteString(c, (&reply{code: codeOK}).line()); err != nil {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
@@ -154,14 +166,19 @@ func closeAll(fds []int) {
 	}
 }
 
-// Give hands l to the airlock serve listening on socket, presenting
-// token. Serve's proxy serves l until the returned Closer is closed. On
-// success l is closed here (serve holds its own descriptor); on error it
-// is left open for the caller.
-func Give(socket, token string, l net.Listener) (io.Closer, error) {
+// Give hands l, plugin's proxy listener, to the airlock serve listening
+// on socket, presenting token. Serve's proxy serves l for plugin until the
+// returned Closer is closed. On success l is closed here (serve holds its
+// own descriptor); on error it is left open for the caller. A serve of
+// another protocol version is refused with ErrVersion.
+func Give(socket, token, plugin string, l net.Listener) (io.Closer, error) {
 	tl, ok := l.(*net.TCPListener)
 	if !ok {
 		return nil, errors.New("only a TCP listener can be handed over")
+	}
+	msg, err := encodeMessage(message{Version: Version, Token: token, Plugin: plugin})
+	if err != nil {
+		return nil, err
 	}
 	f, err := tl.File()
 	if err != nil {
@@ -174,17 +191,18 @@ func Give(socket, token string, l net.Listener) (io.Closer, error) {
 	}
 	uc := c.(*net.UnixConn)
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, _, err := uc.WriteMsgUnix([]byte(token), unix.UnixRights(int(f.Fd())), nil); err != nil {
+	if _, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(int(f.Fd())), nil); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("proxy handoff: %w", err)
 	}
 	line, err := bufio.NewReader(io.LimitReader(c, 512)).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ok" {
+	if err != nil {
 		c.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
-		}
-		return nil, fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(line))
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if err := parseReply(line); err != nil {
+		c.Close()
+		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
 	l.Close()

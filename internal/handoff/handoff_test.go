@@ -15,7 +15,7 @@ import (
 )
 
 // startServe runs Serve on a fresh socket whose take answers every
-// connection "served" and reports each listener's end.
+// connection "served to <plugin>" and reports each listener's end.
 func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 	dir := t.TempDir()
 	socket = filepath.Join(dir, "run", SocketName)
@@ -33,7 +33,7 @@ func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		Serve(ctx, l, tok, func(ctx context.Context, pl net.Listener) error {
+		Serve(ctx, l, tok, func(ctx context.Context, plugin string, pl net.Listener) error {
 			defer func() { ended <- struct{}{} }()
 			stop := context.AfterFunc(ctx, func() { pl.Close() })
 			defer stop()
@@ -42,7 +42,7 @@ func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 				if err != nil {
 					return err
 				}
-				_, _ = io.WriteString(c, "served")
+				_, _ = io.WriteString(c, "served to "+plugin)
 				c.Close()
 			}
 		}, nil)
@@ -52,8 +52,8 @@ func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 	return socket, strings.TrimSpace(string(raw)), ended
 }
 
-// A listener handed over with the token is served by the other side
-// until the host hangs up; then it is closed there.
+// A listener handed over with the token is served by the other side,
+// for the plugin named, until the host hangs up; then it is closed there.
 func TestGive(t *testing.T) {
 	socket, token, ended := startServe(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,7 +61,7 @@ func TestGive(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
-	closer, err := Give(socket, token, l)
+	closer, err := Give(socket, token, "example.tickets", l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestGive(t *testing.T) {
 	}
 	b, _ := io.ReadAll(c)
 	c.Close()
-	if string(b) != "served" {
+	if string(b) != "served to example.tickets" {
 		t.Fatalf("got %q", b)
 	}
 	closer.Close()
@@ -97,10 +97,17 @@ func TestGiveRefusedWithoutToken(t *testing.T) {
 	defer l.Close()
 	bad := []byte(token)
 	bad[0] ^= 1
-	_, err = Give(socket, string(bad), l)
-	if !errors.Is(err, ErrRefused) || strings.Contains(err.Error(), string(bad)) {
+	_, err = Give(socket, string(bad), "example.tickets", l)
+	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrVersion) || strings.Contains(err.Error(), string(bad)) {
 		t.Fatalf("bad token: %v", err)
 	}
+	stillListens(t, l)
+}
+
+// stillListens fails t unless l still accepts: a refused hand-over leaves
+// the listener with the caller, which relays it.
+func stillListens(t *testing.T, l net.Listener) {
+	t.Helper()
 	go func() {
 		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
 			c.Close()

@@ -49,7 +49,7 @@ func BenchmarkProxiedRequests(b *testing.B) {
 	nice := 0
 	proxy := fakeProxy(b)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "proxied "+r.URL.Host) })
-	handoff := func(l net.Listener) (io.Closer, error) {
+	handoff := func(_ string, l net.Listener) (io.Closer, error) {
 		srv := &http.Server{Handler: handler}
 		go func() { _ = srv.Serve(l) }()
 		return srv, nil
@@ -57,7 +57,7 @@ func BenchmarkProxiedRequests(b *testing.B) {
 	type variant struct {
 		name  string
 		level sandbox.Level
-		serve func(net.Listener) (io.Closer, error)
+		serve func(string, net.Listener) (io.Closer, error)
 	}
 	var variants []variant
 	for _, level := range benchLevels() {

@@ -47,10 +47,11 @@ type Options struct {
 	// Sandbox is the host.sandbox config.
 	Sandbox sandbox.Config
 	// ProxyServe, when set, hands the egress proxy a sandboxed plugin's
-	// proxy listener to serve directly (no relay hop): the proxy of this
-	// process (airlock dev) or of the airlock serve beside the host
-	// (handoff).
-	ProxyServe func(net.Listener) (io.Closer, error)
+	// proxy listener to serve directly (no relay hop) for that plugin
+	// (Request.Plugin), so that the proxy refuses any other plugin's
+	// handle or pass on it: the proxy of this process (airlock dev) or of
+	// the airlock serve beside the host (handoff).
+	ProxyServe func(plugin string, l net.Listener) (io.Closer, error)
 	// Hide are Airlock's own paths (state directory, config, runtime
 	// directories) a plugin never sees.
 	Hide        []string
@@ -152,7 +153,11 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	}
 	var relays []sandbox.Relay
 	if o.EgressProxy != "" {
-		relays = append(relays, sandbox.Relay{Target: o.EgressProxy, Serve: o.ProxyServe})
+		r := sandbox.Relay{Target: o.EgressProxy}
+		if serve := o.ProxyServe; serve != nil {
+			r.Serve = func(l net.Listener) (io.Closer, error) { return serve(req.Plugin, l) }
+		}
+		relays = append(relays, r)
 	}
 	for _, d := range req.Direct {
 		relays = append(relays, sandbox.Relay{Target: d})

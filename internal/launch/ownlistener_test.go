@@ -27,7 +27,10 @@ func TestLandlockOwnProxyListener(t *testing.T) {
 	shared := fakeProxy(t)
 	var mu sync.Mutex
 	var served []string // the addresses of the listeners handed over
-	serve := func(l net.Listener) (io.Closer, error) {
+	serve := func(plugin string, l net.Listener) (io.Closer, error) {
+		if plugin != "attacker" {
+			t.Errorf("listener handed over for plugin %q", plugin)
+		}
 		mu.Lock()
 		served = append(served, l.Addr().String())
 		mu.Unlock()
