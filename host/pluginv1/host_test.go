@@ -33,13 +33,14 @@ import (
 	"github.com/airlock-dev/airlock/proxy"
 )
 
-var providerBin, badBin string
+var providerBin, badBin, attackerBin string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
 	dir := testenv.Binaries("airlock-host-test-",
 		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
-		testenv.Binary{Path: &badBin, Pkg: "./testdata/badprovider"})
+		testenv.Binary{Path: &badBin, Pkg: "./testdata/badprovider"},
+		testenv.Binary{Path: &attackerBin, Pkg: "./testdata/attacker"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -57,6 +57,8 @@ func main() {
 		time.Sleep(time.Hour)
 	case "ignore-shutdown":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	case "old-sdk":
+		serveWithoutKeys(m)
 	case "spawn-child":
 		// A child in the provider's process group that outlives nothing:
 		// the host must kill it with the provider.
@@ -144,6 +146,10 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 	}
 	hs := hostSvc
 	switch behavior {
+	case "borrow":
+		return borrowInvoke(r, stream, hs)
+	case "raw-client":
+		return rawClient(r, stream, hs)
 	case "too-many-messages":
 		for i := 0; i < plugin.MaxStreamMessages+1; i++ {
 			if err := stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_RUNNING}); err != nil {
