@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -68,6 +71,27 @@ func inFlight(t *testing.T, p *Plugin) string {
 	return ""
 }
 
+// countLogged counts the refusals logged for socket with the caller's uid
+// and pid.
+func countLogged(t *testing.T, logs *testenv.SyncBuffer, socket string, uid, pid int) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l struct {
+			Socket    string `json:"socket"`
+			CallerUID *int   `json:"caller_uid"`
+			CallerPID *int   `json:"caller_pid"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if l.Socket == socket && l.CallerUID != nil && *l.CallerUID == uid && l.CallerPID != nil && *l.CallerPID == pid {
+			n++
+		}
+	}
+	return n
+}
+
 // envValue is name's value in the environment the launch gave p.
 func envValue(p *Plugin, name string) string {
 	for _, kv := range p.keys.env {
@@ -88,18 +112,72 @@ var hostCalls = []string{"Log", "RequestCredential", "EmitEvidence", "ReportProg
 // any handler runs, each refusal is logged by the victim's host with the
 // caller's uid and pid and counted, and the victim keeps serving its own
 // host. A key the plugin holds (its HostService key, leaked) opens
-// neither its provider socket nor, from another uid, its HostService.
+// neither its provider socket nor, from another uid, its HostService. At
+// every sandbox level this machine has, and off.
 func TestOtherProcessesRefused(t *testing.T) {
+	for _, level := range append(sandbox.Detect().Levels(), sandbox.LevelOff) {
+		t.Run(string(level), func(t *testing.T) { otherProcessesRefused(t, level) })
+	}
+}
+
+// The same with the host as an unprivileged user (setpriv to nobody):
+// every plugin runs as the host's uid, and so does the attacker.
+func TestOtherProcessesRefusedUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("this run is already unprivileged: it is the inner run of TestOtherProcessesRefusedUnprivileged")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv is required (util-linux)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(providerBin) // readable by every uid
+	bin := filepath.Join(dir, "pluginv1.test")
+	if err := fsutil.CopyFile(self, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		bin, "-test.run=^TestOtherProcessesRefused$", "-test.v", "-test.count=1")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", binDirEnv + "=" + dir}
+	cmd.Dir = wd
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the test failed with the host unprivileged: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "sandbox level") {
+			t.Log(strings.TrimSpace(line)) // which uid the plugins got
+		}
+	}
+	for _, level := range append(sandbox.Detect().Levels(), sandbox.LevelOff) {
+		if want := "--- PASS: TestOtherProcessesRefused/" + string(level); !strings.Contains(string(out), want) {
+			t.Errorf("the unprivileged run lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func otherProcessesRefused(t *testing.T, level sandbox.Level) {
 	f := newHostFixture(t)
 	logs := &testenv.SyncBuffer{}
 	reg := prometheus.NewRegistry()
 	opts := f.opts
 	opts.Log = slog.New(slog.NewJSONHandler(logs, nil))
 	opts.Registerer = reg
+	opts.Sandbox = sandbox.Config{Level: level}
 	ctx := context.Background()
+	// At landlock a root host's plugin reads its package as its own uid.
+	for _, d := range []string{filepath.Dir(f.inst.Binary), filepath.Dir(filepath.Dir(f.inst.Binary))} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p, err := Launch(ctx, f.inst, opts)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, logs.String())
 	}
 	defer p.Shutdown(ctx)
 
@@ -140,8 +218,7 @@ func TestOtherProcessesRefused(t *testing.T) {
 	if got := refusedCount(socketHostService, reasonNoKey); got != 4 {
 		t.Errorf("host_service no_key refusals counted: %v, want 4", got)
 	}
-	want := `"caller_uid":` + strconv.Itoa(uid) + `,"caller_pid":` + strconv.Itoa(r.PID)
-	if n := strings.Count(logs.String(), want); n != 4 {
+	if n := countLogged(t, logs, socketHostService, uid, r.PID); n != 4 {
 		t.Errorf("%d HostService refusals logged with the attacker's uid and pid, want 4:\n%s", n, logs.String())
 	}
 	// The provider refused its four and told its host, which logs and
