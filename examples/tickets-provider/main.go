@@ -99,6 +99,9 @@ func (p *provider) base(intent string) string {
 
 func (p *provider) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_InvokeServer) error {
 	env := r.GetEnvelope()
+	// Every HostService call below is made with the Invoke's context: it
+	// carries this invocation's key, which the SDK's host client presents
+	// and without which the host refuses the call.
 	ctx := stream.Context()
 	inv := env.GetContext().GetInvocationId()
 	hs, err := p.host()

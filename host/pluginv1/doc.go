@@ -14,7 +14,11 @@
 //     message by message (sdk/plugin's stream check);
 //   - HostService (hostservice.go): Log, RequestCredential, EmitEvidence,
 //     ReportProgress and ResolveReference (reference.go), each checked
-//     against the invocation in flight and its limits;
+//     against the invocation in flight, its key and its limits;
+//   - who may call whom (auth.go, refusals.go): the launch keys, the
+//     probe that refuses a provider which does not check them, the
+//     HostService's peer-uid and key checks, and the log and metric of
+//     every refusal;
 //   - install (install.go, lockfile.go, manifest.go, installer.go):
 //     review, stage, verify by launching once, swap by rename, and the
 //     control API's install while the host runs (Installer);
@@ -26,16 +30,26 @@
 //
 // # Size
 //
-// The package is a little over 1,500 lines because it is one protocol,
+// The package is about 2,000 lines because it is one protocol,
 // host side, whole: launch, HostService, invoke and install share the
 // Plugin and its invocations in flight, and splitting them further would
 // export what only this protocol needs.
 //
 // # Security
 //
-// A provider is identified by the HostService socket the host made for it
-// at launch, never by what it sends. Errors and log lines name the field,
-// never the value a provider sent (LineError). A provider gets handles,
+// A provider is identified by what the host gave it at launch — its own
+// HostService socket and keys — never by what it sends. Other processes
+// can reach both sockets by path (same uid, or root), so every call
+// authenticates: the host presents a per-launch host key on every
+// PluginService call (the provider holds only its digest); the provider
+// presents a per-launch plugin key on every HostService call, and, for an
+// invocation, that invocation's key, sent with Invoke; where the plugin
+// has a uid of its own, the HostService also checks the peer uid
+// (SO_PEERCRED). A provider that answers a call without the host key is
+// refused at launch (ErrKeylessProvider). Every refusal is logged with
+// the caller's uid and pid and counted (RefusedCallsMetric). Errors and
+// log lines name the field, never the value a provider sent (LineError),
+// and never a key. A provider gets handles,
 // never secrets, and only for the intents and destinations its installed
 // manifest declares; the host's copies of the port files, not the
 // provider's, govern every call.

@@ -30,6 +30,8 @@ func TestServeRefusals(t *testing.T) {
 		{"wrong cookie", []string{plugin.CookieEnv + "=guess", plugin.ProtocolsEnv + "=1"}, "started by the plugin host"},
 		{"no common version", []string{plugin.CookieEnv + "=" + plugin.MagicCookie, plugin.ProtocolsEnv + "=2"},
 			"the host serves no protocol version this provider speaks (1)"},
+		{"no launch keys", []string{plugin.CookieEnv + "=" + plugin.MagicCookie, plugin.ProtocolsEnv + "=1"},
+			"started without its launch keys: " + plugin.HostKeyDigestEnv + " is not set"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := exec.Command(providerBin)

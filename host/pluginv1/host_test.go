@@ -33,13 +33,22 @@ import (
 	"github.com/airlock-dev/airlock/proxy"
 )
 
-var providerBin, badBin string
+var providerBin, badBin, attackerBin string
+
+// binDirEnv hands the built binaries to an unprivileged run of a test
+// (TestOtherProcessesRefusedUnprivileged).
+const binDirEnv = "AIRLOCK_TEST_PLUGINV1_BIN_DIR"
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
+	if d := os.Getenv(binDirEnv); d != "" {
+		providerBin, badBin, attackerBin = filepath.Join(d, "tickets-provider"), filepath.Join(d, "badprovider"), filepath.Join(d, "attacker")
+		os.Exit(testenv.MainNoLeaks(m))
+	}
 	dir := testenv.Binaries("airlock-host-test-",
 		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
-		testenv.Binary{Path: &badBin, Pkg: "./testdata/badprovider"})
+		testenv.Binary{Path: &badBin, Pkg: "./testdata/badprovider"},
+		testenv.Binary{Path: &attackerBin, Pkg: "./testdata/attacker"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

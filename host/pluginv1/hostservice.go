@@ -35,21 +35,26 @@ const MaxEvidencePayload = 16 << 10
 var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "credential.", "invocation."}
 
 // hostService serves one plugin's callbacks. The plugin is known by the
-// socket it connected to, never by what it sends.
+// key it presents and, where it has a uid of its own, its peer uid
+// (admit, before any handler), never by what it sends.
 type hostService struct {
 	pb.UnimplementedHostServiceServer
 	p *Plugin
 }
 
-// enter checks the invocation is in flight for this plugin and counts the
-// call; over a limit the call is refused and the invocation will end
-// FAILED.
-func (h *hostService) enter(invocationID, rpc string) (*invocation, error) {
+// enter checks the invocation is in flight for this plugin and that the
+// call presents that invocation's key, and counts the call; over a limit
+// the call is refused and the invocation will end FAILED. A call refused
+// for its id or key counts against no invocation.
+func (h *hostService) enter(ctx context.Context, invocationID, rpc string) (*invocation, error) {
 	h.p.mu.Lock()
 	inv := h.p.inflight[invocationID]
 	h.p.mu.Unlock()
 	if inv == nil {
-		return nil, status.Error(codes.PermissionDenied, "invocation_id: not in flight for this plugin")
+		return nil, h.p.refuse(ctx, rpc, reasonInvocationUnknown, status.Error(codes.PermissionDenied, "invocation_id: not in flight for this plugin"))
+	}
+	if err := h.p.checkInvocationKey(ctx, inv, rpc); err != nil {
+		return nil, err
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
@@ -70,8 +75,11 @@ func (h *hostService) enter(invocationID, rpc string) (*invocation, error) {
 	return inv, nil
 }
 
-func (h *hostService) Log(_ context.Context, r *pb.LogRequest) (*pb.LogResponse, error) {
-	if _, err := h.enter(r.GetInvocationId(), "Log"); err != nil {
+func (h *hostService) Log(ctx context.Context, r *pb.LogRequest) (*pb.LogResponse, error) {
+	if r.GetInvocationId() == "" && isReport(ctx) {
+		return h.p.reported(r)
+	}
+	if _, err := h.enter(ctx, r.GetInvocationId(), "Log"); err != nil {
 		return nil, err
 	}
 	if len(r.GetFields()) > 32 {
@@ -90,7 +98,7 @@ func (h *hostService) Log(_ context.Context, r *pb.LogRequest) (*pb.LogResponse,
 }
 
 func (h *hostService) RequestCredential(ctx context.Context, r *pb.RequestCredentialRequest) (*pb.RequestCredentialResponse, error) {
-	inv, err := h.enter(r.GetInvocationId(), "RequestCredential")
+	inv, err := h.enter(ctx, r.GetInvocationId(), "RequestCredential")
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +135,8 @@ func (h *hostService) RequestCredential(ctx context.Context, r *pb.RequestCreden
 		EgressProxy: iss.EgressProxy}, nil
 }
 
-func (h *hostService) EmitEvidence(_ context.Context, r *pb.EmitEvidenceRequest) (*pb.EmitEvidenceResponse, error) {
-	inv, err := h.enter(r.GetInvocationId(), "EmitEvidence")
+func (h *hostService) EmitEvidence(ctx context.Context, r *pb.EmitEvidenceRequest) (*pb.EmitEvidenceResponse, error) {
+	inv, err := h.enter(ctx, r.GetInvocationId(), "EmitEvidence")
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +195,8 @@ func (h *hostService) EmitEvidence(_ context.Context, r *pb.EmitEvidenceRequest)
 	return &pb.EmitEvidenceResponse{EvidenceId: rec.ID}, nil
 }
 
-func (h *hostService) ReportProgress(_ context.Context, r *pb.ReportProgressRequest) (*pb.ReportProgressResponse, error) {
-	inv, err := h.enter(r.GetInvocationId(), "ReportProgress")
+func (h *hostService) ReportProgress(ctx context.Context, r *pb.ReportProgressRequest) (*pb.ReportProgressResponse, error) {
+	inv, err := h.enter(ctx, r.GetInvocationId(), "ReportProgress")
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +210,7 @@ func (h *hostService) ReportProgress(_ context.Context, r *pb.ReportProgressRequ
 }
 
 func (h *hostService) ResolveReference(r *pb.ResolveReferenceRequest, stream pb.HostService_ResolveReferenceServer) error {
-	inv, err := h.enter(r.GetInvocationId(), "ResolveReference")
+	inv, err := h.enter(stream.Context(), r.GetInvocationId(), "ResolveReference")
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/strictjson"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
@@ -36,6 +38,9 @@ type invocation struct {
 	deadline time.Time
 	dryRun   bool
 	cancel   context.CancelFunc
+	// key matches the invocation key sent with Invoke: every HostService
+	// call for this invocation presents it.
+	key *peerauth.Token
 
 	emitMu     sync.Mutex // one EmitEvidence at a time: check-and-append is atomic
 	mu         sync.Mutex
@@ -166,7 +171,11 @@ func (a *v1Action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	out := &host.Outcome{InvocationID: call.ID}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, cancel: cancel,
+	// The invocation's own key rides with Invoke (gRPC metadata); the
+	// provider presents it back on each HostService call it makes for it.
+	key := peerauth.NewSecret()
+	ctx = metadata.AppendToOutgoingContext(ctx, plugin.InvocationKeyMetadata, key)
+	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, cancel: cancel, key: peerauth.NewToken(key),
 		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
 		references: findReferences(a.msg.ProtoReflect())}
 	p.mu.Lock()

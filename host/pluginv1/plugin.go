@@ -19,8 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -63,23 +64,32 @@ var (
 // isPermanent: launch failures a restart cannot fix (the installed
 // package or manifest no longer matches).
 func isPermanent(err error) bool {
-	return errors.Is(err, ErrBinaryDigest) || errors.Is(err, ErrManifestMismatch) || errors.Is(err, ErrDescriptors)
+	return errors.Is(err, ErrBinaryDigest) || errors.Is(err, ErrManifestMismatch) || errors.Is(err, ErrDescriptors) ||
+		errors.Is(err, ErrKeylessProvider)
 }
 
 // Plugin is a launched provider.
 type Plugin struct {
-	inst    Installed
-	offer   []uint32 // protocol versions offered at launch
-	version uint32   // negotiated
-	opts    host.Options
-	proc    *launch.Process
-	conn    *grpc.ClientConn
-	client  pb.PluginServiceClient
-	host    *grpc.Server
-	dirs    []string
-	log     *slog.Logger
+	inst     Installed
+	offer    []uint32 // protocol versions offered at launch
+	version  uint32   // negotiated
+	opts     host.Options
+	proc     *launch.Process
+	conn     *grpc.ClientConn
+	client   pb.PluginServiceClient
+	host     *grpc.Server
+	dirs     []string
+	log      *slog.Logger
+	keys     launchKeys
+	socket   string // the provider's, from its handshake line
+	hostSock string // the plugin's HostService socket
+	refused  *prometheus.CounterVec
+	// refusalLog paces the log lines of refused calls.
+	refusalLog *rate.Limiter
 
 	mu         sync.Mutex
+	uid        int  // the provider's, when ownUID
+	ownUID     bool // it runs as a uid of its own: only that uid may call HostService
 	inflight   map[string]*invocation
 	closed     bool
 	notServing bool // the last Health said NOT_SERVING (or failed)
@@ -106,7 +116,8 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 		return nil, err
 	}
 	p := &Plugin{inst: inst, opts: opts, offer: offer, inflight: map[string]*invocation{},
-		log: opts.Log.With("plugin", inst.Name, "kind", string(host.KindPluginV1))}
+		log: opts.Log.With("plugin", inst.Name, "kind", string(host.KindPluginV1)), keys: newLaunchKeys(),
+		refused: newRefusedCounter(opts.Registerer), refusalLog: newRefusalLogLimit()}
 	defer func() {
 		if err != nil {
 			p.kill()
@@ -118,18 +129,22 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 		}
 	}()
 
-	// The HostService socket: one per plugin, so the connection identifies it.
+	// The HostService socket: one per plugin. A connection to it is not
+	// proof of who made it (same-uid processes can reach it): every call
+	// carries the plugin's key, and the peer's uid is checked where the
+	// plugin has one of its own.
 	hostDir, err := launch.MkdirPrivate("airlock-host-")
 	if err != nil {
 		return nil, err
 	}
 	p.dirs = append(p.dirs, hostDir)
 	hostSock := filepath.Join(hostDir, "h.sock")
+	p.hostSock = hostSock
 	hl, err := net.Listen("unix", hostSock)
 	if err != nil {
 		return nil, fmt.Errorf("host service socket: %w", err)
 	}
-	p.host = grpc.NewServer()
+	p.host = grpc.NewServer(p.hostServiceOptions()...)
 	pb.RegisterHostServiceServer(p.host, &hostService{p: p})
 	go func() { _ = p.host.Serve(hl) }()
 
@@ -139,13 +154,14 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 			dests = append(dests, broker.Destination{Host: d.GetHost(), Port: int(d.GetPort())})
 		}
 	}
-	// Only the protocol's variables and the proxy: nothing of the host's.
+	// Only the protocol's variables, this launch's keys and the proxy:
+	// nothing of the host's.
 	proc, err := launch.Start(ctx, launch.Request{Plugin: inst.Name, Path: inst.Binary, InstallDir: filepath.Dir(inst.Binary),
-		Env: []string{
+		Env: append([]string{
 			plugin.CookieEnv + "=" + plugin.MagicCookie,
 			plugin.ProtocolsEnv + "=" + versionsEnv(offer),
 			plugin.HostAddrEnv + "=unix:" + hostSock,
-		},
+		}, p.keys.env...),
 		NoHTTPS: slices.Contains(opts.HTTPSProxyOptOut, inst.Name), PassDests: broker.Places(dests),
 		Sockets: []string{hostDir}, Dirs: []string{hostDir},
 	}, opts.LaunchOptions(p.log))
@@ -153,6 +169,9 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 		return nil, fmt.Errorf("start provider: %w", err)
 	}
 	p.proc, p.dirs = proc, nil // the directories now die with the process
+	p.mu.Lock()
+	p.uid, p.ownUID = pluginUID(proc)
+	p.mu.Unlock()
 	stdout := proc.Stdout
 
 	type lineResult struct {
@@ -181,13 +200,16 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 	if !slices.Contains(offer, line.AppVersion) {
 		return nil, fmt.Errorf("%w: the line's app protocol version is not one offered", ErrHandshake)
 	}
-	p.version = line.AppVersion
-	p.conn, err = grpc.NewClient("unix://"+line.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	p.version, p.socket = line.AppVersion, line.Socket
+	p.conn, err = grpc.NewClient("unix://"+line.Socket, providerCallOptions(p.keys.hostKey)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: socket: not a dialable unix socket path", ErrHandshake)
 	}
 	p.client = pb.NewPluginServiceClient(p.conn)
 	if err := p.handshake(ctx, line); err != nil {
+		return nil, err
+	}
+	if err := p.probe(ctx, line.Socket); err != nil {
 		return nil, err
 	}
 	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256,

@@ -12,6 +12,12 @@
 //   - A bearer token read from a file (Token, ReadToken): the caller
 //     presents it on every call.
 //
+// The same pieces serve plugin/v1's sockets, where the host and each
+// provider authenticate each other: PeerCredentials are gRPC transport
+// credentials that put each connection's peer uid and pid in its
+// AuthInfo (PeerOf), and NewSecret and NewToken make and match the
+// per-launch keys.
+//
 // # Security
 //
 // A plugin sandboxed with Landlock runs with the host's uid and can

@@ -51,6 +51,19 @@ func (t *Token) Match(presented string) bool {
 	return subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
 }
 
+// NewSecret returns 256 random bits as 43 characters of base64url: a
+// token, or a key handed to one process.
+func NewSecret() string {
+	var raw [32]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+// NewToken is the Token that secret matches; only its digest is kept.
+func NewToken(secret string) *Token {
+	return &Token{sum: sha256.Sum256([]byte(secret))}
+}
+
 // EnsureToken loads the token at path, creating it when missing: 256
 // random bits, mode 0600, or 0640 of group gid when gid is at least 0 (a
 // group that shares it). Its directory is created 0700 when missing. An
@@ -61,11 +74,7 @@ func EnsureToken(key, path string, gid int) (*Token, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return t, err
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, err
-	}
-	tok := base64.RawURLEncoding.EncodeToString(raw[:])
+	tok := NewSecret()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -103,7 +112,7 @@ func EnsureToken(key, path string, gid int) (*Token, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("%s: create %s: %w", key, path, err)
 	}
-	return &Token{sum: sha256.Sum256([]byte(tok))}, nil
+	return NewToken(tok), nil
 }
 
 // LoadToken reads the token an API requires from path. The file must be
@@ -127,7 +136,7 @@ func LoadToken(key, path string, gid int) (*Token, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Token{sum: sha256.Sum256([]byte(tok))}, nil
+	return NewToken(tok), nil
 }
 
 // ReadToken reads a token file as a client does, to present it. The

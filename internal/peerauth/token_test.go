@@ -146,3 +146,16 @@ func TestLookup(t *testing.T) {
 		t.Fatal("an unknown user resolved")
 	}
 }
+
+// A secret is 256 random bits in 43 characters, new each time; the Token
+// made from it matches it and nothing else.
+func TestNewSecretAndToken(t *testing.T) {
+	a, b := NewSecret(), NewSecret()
+	if len(a) != 43 || a == b {
+		t.Fatalf("secrets of %d characters, equal: %v", len(a), a == b)
+	}
+	tok := NewToken(a)
+	if !tok.Match(a) || tok.Match(b) || tok.Match(a[:42]) {
+		t.Fatal("NewToken matches the wrong secrets")
+	}
+}

@@ -17,14 +17,29 @@ import (
 )
 
 // DialHost connects to the HostService the host named in HostAddrEnv
-// ("unix:" and an absolute path).
+// ("unix:" and an absolute path). Every call made on the client presents
+// this provider's key (PluginKeyEnv, read once and then removed from the
+// environment) and, when made with the context of an Invoke (its
+// stream's Context, or a context derived from it), that invocation's key:
+// the host refuses a call whose invocation key does not belong to the
+// invocation_id it names. A call made with context.Background() for an
+// invocation is refused; use context.WithoutCancel(ctx) for work that
+// must outlive the Invoke's cancellation.
 func DialHost() (pluginv1.HostServiceClient, *grpc.ClientConn, error) {
-	addr := os.Getenv(HostAddrEnv)
+	key, err := pluginKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	return dialHost(os.Getenv(HostAddrEnv), key)
+}
+
+func dialHost(addr, key string) (pluginv1.HostServiceClient, *grpc.ClientConn, error) {
 	path, ok := strings.CutPrefix(addr, "unix:")
 	if !ok || !strings.HasPrefix(path, "/") {
 		return nil, nil, errors.New(HostAddrEnv + " must be unix: and an absolute path")
 	}
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, hostCallOptions(key)...)
+	conn, err := grpc.NewClient("unix://"+path, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,6 +37,10 @@ func ExampleServe() {
 	env := map[string]string{
 		plugin.CookieEnv:    plugin.MagicCookie,
 		plugin.ProtocolsEnv: "1,2,3", // what the host offers
+		// This launch's keys: the digest of the key the host presents on
+		// each call, and the key this provider presents to the host.
+		plugin.HostKeyDigestEnv: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		plugin.PluginKeyEnv:     "k7Qm2vX9pL4sT8wZ1cR6yB3nH5jF0dG2aE7uK9oI4qM",
 	}
 	var rt *plugin.Runtime
 	var line string
@@ -59,6 +63,30 @@ func ExampleServe() {
 	// Output:
 	// core 1 app 2 over unix grpc socket true
 	// stopped: <nil>
+}
+
+// DialHost's client presents the provider's key on every call, and the
+// invocation's key when the call is made with the Invoke's context: make
+// HostService calls with stream.Context() (or a context derived from it).
+// (It needs a host, so this example only compiles.)
+func ExampleDialHost() {
+	hs, conn, err := plugin.DialHost()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close()
+	invoke := func(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_InvokeServer) error {
+		ctx := stream.Context() // carries this invocation's key
+		cred, err := hs.RequestCredential(ctx, &pluginv1.RequestCredentialRequest{
+			InvocationId: r.GetEnvelope().GetContext().GetInvocationId(), Intent: "tickets.read"})
+		if err != nil {
+			return err
+		}
+		_ = plugin.ProxyClient(cred.GetHandle(), cred.GetEgressProxy())
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED})
+	}
+	_ = invoke
 }
 
 type writerFunc func([]byte) (int, error)

@@ -1,8 +1,3 @@
-// Package plugin is the provider side of plugin/v1 in Go: the handshake
-// constants, Serve (cookie check, version negotiation, a unix socket in a
-// private directory, the handshake line), the stream checks a host
-// applies (StreamCheck), and helpers for calling the host and the egress
-// proxy.
 package plugin
 
 import (

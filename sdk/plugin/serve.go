@@ -24,6 +24,8 @@ type ServeConfig struct {
 	// Stdout receives the handshake line; os.Stdout when nil.
 	Stdout io.Writer
 	// Getenv reads the environment; os.Getenv when nil (tests set it).
+	// With os.Getenv, the launch keys are removed from the environment
+	// once read.
 	Getenv func(string) string
 }
 
@@ -35,6 +37,7 @@ type Runtime struct {
 	Socket string
 
 	srv  *grpc.Server
+	rep  *reporter
 	dir  string
 	once sync.Once
 	done chan struct{}
@@ -45,14 +48,18 @@ type Runtime struct {
 func (r *Runtime) Stop() {
 	r.once.Do(func() {
 		r.srv.GracefulStop()
+		r.rep.close()
 		os.RemoveAll(r.dir)
 		close(r.done)
 	})
 }
 
-// Serve checks the cookie, negotiates the protocol version, listens on a
-// unix socket in a new 0700 directory, prints the handshake line and
-// serves until Stop, SIGINT or SIGTERM.
+// Serve checks the cookie, negotiates the protocol version, reads the
+// launch keys, listens on a unix socket in a new 0700 directory, prints
+// the handshake line and serves until Stop, SIGINT or SIGTERM. Every call
+// must carry the key of the host that launched the provider: any other is
+// refused (Unauthenticated) before a handler runs, and reported to the
+// host.
 func Serve(cfg ServeConfig) error {
 	getenv := cfg.Getenv
 	if getenv == nil {
@@ -73,6 +80,11 @@ func Serve(cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
+	keys, err := keysFor(cfg.Getenv)
+	if err != nil {
+		return err
+	}
+	servedKey.Store(&keys.pluginKey)
 	dir, sock, err := socketDir()
 	if err != nil {
 		return err
@@ -82,18 +94,24 @@ func Serve(cfg ServeConfig) error {
 		os.RemoveAll(dir)
 		return fmt.Errorf("listen on the provider socket: %w", err)
 	}
-	rt := &Runtime{Version: version, Socket: sock, srv: grpc.NewServer(), dir: dir, done: make(chan struct{})}
 	if cfg.Register == nil {
+		l.Close()
 		os.RemoveAll(dir)
 		return errors.New("ServeConfig.Register is required")
 	}
+	rep := startReporter(getenv(HostAddrEnv), keys.pluginKey)
+	g := &guard{hostDigest: keys.hostDigest, report: rep.report}
+	srv := grpc.NewServer(grpc.Creds(serverCredentials()),
+		grpc.ChainUnaryInterceptor(g.unary), grpc.ChainStreamInterceptor(g.stream))
+	rt := &Runtime{Version: version, Socket: sock, srv: srv, rep: rep, dir: dir, done: make(chan struct{})}
 	cfg.Register(rt.srv, rt)
 	out := cfg.Stdout
 	if out == nil {
 		out = os.Stdout
 	}
 	if _, err := io.WriteString(out, FormatHandshakeLine(version, sock)); err != nil {
-		os.RemoveAll(dir)
+		l.Close()
+		rt.Stop()
 		return fmt.Errorf("print the handshake line: %w", err)
 	}
 	sig := make(chan os.Signal, 1)

@@ -57,6 +57,8 @@ func main() {
 		time.Sleep(time.Hour)
 	case "ignore-shutdown":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	case "old-sdk":
+		serveWithoutKeys(m)
 	case "spawn-child":
 		// A child in the provider's process group that outlives nothing:
 		// the host must kill it with the provider.
@@ -144,6 +146,10 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 	}
 	hs := hostSvc
 	switch behavior {
+	case "borrow":
+		return borrowInvoke(r, stream, hs)
+	case "raw-client":
+		return rawClient(r, stream, hs)
 	case "too-many-messages":
 		for i := 0; i < plugin.MaxStreamMessages+1; i++ {
 			if err := stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_RUNNING}); err != nil {
@@ -296,14 +302,14 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 		d := b.m.GetCredentialIntents()[0].GetDestinations()[0]
 		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://%s:%d/api/tickets", d.GetHost(), d.GetPort()), nil)
 		req.Header.Set("Authorization", "Bearer "+c.GetHandle())
-		code := "https:"
+		code, msg := "https:", ""
 		if resp, err := http.DefaultClient.Do(req); err != nil {
-			code += "error"
+			code, msg = code+"error", err.Error() // the test shows it when it fails
 		} else {
 			resp.Body.Close()
 			code += strconv.Itoa(resp.StatusCode)
 		}
-		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: []*pluginv1.Diagnostic{{Code: code}}})
+		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: []*pluginv1.Diagnostic{{Code: code, Message: msg}}})
 	case "hang":
 		<-ctx.Done()
 		return ctx.Err()
