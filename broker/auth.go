@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -37,10 +36,8 @@ func AuthOptions(auth Authenticator, log *slog.Logger) []grpc.ServerOption {
 		err := authenticate(ctx, auth)
 		if err != nil {
 			args := []any{"method", method}
-			if p, ok := peer.FromContext(ctx); ok {
-				if who, ok := peerauth.PeerOf(p.Addr); ok {
-					args = append(args, who.LogAttrs()...)
-				}
+			if who, ok := peerauth.PeerOf(ctx); ok {
+				args = append(args, "peer_uid", who.UID, "peer_pid", who.PID)
 			}
 			log.Warn("broker API: call refused: "+status.Convert(err).Message(), args...)
 			peerauth.Refused("broker API", "token")

@@ -16,7 +16,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/launch"
 	"github.com/airlock-dev/airlock/internal/peerauth"
-	"github.com/airlock-dev/airlock/internal/sandbox"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
@@ -93,7 +92,7 @@ func (p *Plugin) probe(ctx context.Context, socket string) error {
 // pluginUID is the uid the provider runs as when it has one of its own
 // (not the host's): only that uid may connect to its HostService.
 func pluginUID(proc *launch.Process) (uid int, own bool) {
-	return sandbox.PluginUID(proc.Level)
+	return proc.UID, proc.UID > 0
 }
 
 // Reasons a call is refused, as logged and counted (the metric's reason

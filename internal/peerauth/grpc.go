@@ -38,8 +38,15 @@ func PeerOf(ctx context.Context) (UnixPeer, bool) {
 	if !ok {
 		return UnixPeer{}, false
 	}
-	u, ok := p.AuthInfo.(UnixPeer)
-	return u, ok
+	if u, ok := p.AuthInfo.(UnixPeer); ok {
+		return u, true
+	}
+	// A server without PeerCredentials on a socket of ListenUnix: its
+	// connections name their Peer as their remote address.
+	if a, ok := p.Addr.(Peer); ok {
+		return UnixPeer{UID: a.UID, PID: a.PID}, true
+	}
+	return UnixPeer{}, false
 }
 
 type peerCreds struct{}

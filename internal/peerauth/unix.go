@@ -178,19 +178,6 @@ func (c *Conn) RemoteAddr() net.Addr { return c.peer }
 // Peer is who connected.
 func (c *Conn) Peer() Peer { return c.peer }
 
-// PeerOf returns the Peer of a connection ListenUnix accepted, or of a
-// net.Addr such a connection reported as its RemoteAddr; ok is false for
-// anything else.
-func PeerOf(v any) (Peer, bool) {
-	switch x := v.(type) {
-	case *Conn:
-		return x.peer, true
-	case Peer:
-		return x, true
-	}
-	return Peer{}, false
-}
-
 // PeerCred returns the uid and pid of a unix connection's peer, as the
 // kernel recorded them at connect().
 func PeerCred(c net.Conn) (uid, pid int, err error) {

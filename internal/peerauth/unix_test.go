@@ -138,7 +138,7 @@ func TestListenUnixConnNamesPeer(t *testing.T) {
 	}
 	defer c.Close()
 	want := Peer{UID: os.Getuid(), PID: os.Getpid()}
-	got, ok := PeerOf(c.RemoteAddr())
+	got, ok := c.RemoteAddr().(Peer)
 	if !ok || got != want {
 		t.Fatalf("RemoteAddr = %v (peer %v), want %v", c.RemoteAddr(), ok, want)
 	}

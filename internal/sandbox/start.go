@@ -441,4 +441,3 @@ func (b *Box) untrack(c net.Conn) {
 	b.mu.Unlock()
 	c.Close()
 }
-
