@@ -33,7 +33,7 @@ const (
 	DefaultUIDFirst = 63488
 	DefaultUIDCount = 2032
 	// DefaultClaimsDir holds every root host's uid claims on a machine.
-	DefaultClaimsDir = "/run/airlock/uids"
+	DefaultClaimsDir = "/run/airlock-uids"
 )
 
 // maxUIDCount bounds the range, and with it the work of a claim.
