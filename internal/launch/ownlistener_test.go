@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -70,6 +71,28 @@ func TestLandlockOwnProxyListener(t *testing.T) {
 			defer mu.Unlock()
 			if len(served) == 0 || served[len(served)-1] == shared || !strings.HasPrefix(served[len(served)-1], "127.0.0.1:") {
 				t.Fatalf("listeners handed over: %v (shared %s)", served, shared)
+			}
+		})
+	}
+}
+
+// A proxy that refuses a plugin's listener fails the plugin's start, at
+// every level: relayed instead, its connections would reach the shared
+// proxy port, where the proxy cannot tell whose they are.
+func TestRefusedProxyListenerFailsTheStart(t *testing.T) {
+	shared := fakeProxy(t)
+	refuse := func(string, net.Listener) (io.Closer, error) { return nil, errors.New("serve refused it") }
+	argv := attackers(t)["go"]
+	for _, level := range levels(t) {
+		t.Run(string(level), func(t *testing.T) {
+			p, err := Start(context.Background(), Request{Plugin: "attacker", Path: argv[0], Args: []string{"probe"}},
+				Options{EgressProxy: shared, ProxyServe: refuse, Sandbox: sandbox.Config{Level: level, ReadOnly: []string{attackerDir}}})
+			if err == nil {
+				<-p.Exited()
+				t.Fatal("the plugin started although the proxy refused its listener")
+			}
+			if !errors.Is(err, sandbox.ErrSetup) || !strings.Contains(err.Error(), "did not take the plugin's listener") {
+				t.Fatalf("start: %v", err)
 			}
 		})
 	}

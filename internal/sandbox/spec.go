@@ -53,9 +53,10 @@ type Relay struct {
 	Target string
 	// Serve, when set, takes the sandbox's listener over at the
 	// namespaces level — the egress proxy serves it directly, with no
-	// relay hop — until the returned Closer is closed. On success the
-	// listener is Serve's; on failure it is still the caller's, which
-	// relays it.
+	// relay hop — until the returned Closer is closed (and at the
+	// landlock level, Own). On success the listener is Serve's; on
+	// failure the plugin does not start: a relayed connection would reach
+	// the shared proxy port, where the proxy cannot tell whose it is.
 	Serve func(net.Listener) (io.Closer, error)
 	// Own is, at the landlock level, a listener of this plugin's own
 	// that Listen bound on the host for a relay with Serve: the proxy

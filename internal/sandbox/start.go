@@ -210,13 +210,23 @@ func (b *Box) Start(ctx context.Context) error {
 			l, err := net.FileListener(f)
 			f.Close()
 			if err != nil {
+				closeFDs(fds[i+1:])
 				return fmt.Errorf("%w: relay listener: %w", ErrSetup, err)
 			}
-			b.take(l, b.spec.Relays[i])
+			if err := b.take(l, b.spec.Relays[i]); err != nil {
+				closeFDs(fds[i+1:])
+				return err
+			}
 		}
 	} else {
-		for _, r := range b.ownRelays() {
-			b.take(r.Own, r)
+		owns := b.ownRelays()
+		for i, r := range owns {
+			if err := b.take(r.Own, r); err != nil {
+				for _, o := range owns[i+1:] {
+					o.Own.Close()
+				}
+				return err
+			}
 		}
 	}
 	b.mu.Lock()
@@ -242,33 +252,38 @@ func (b *Box) ownRelays() []Relay {
 	return out
 }
 
-// take has the proxy serve l, the plugin's listener for r, or relays it
-// to r.Target when the proxy does not take it over.
-func (b *Box) take(l net.Listener, r Relay) {
+// take has the proxy serve l, the plugin's listener for r, or, for a
+// relay without Serve (a proxy elsewhere, the files endpoint), relays it
+// to r.Target. A proxy that refuses the listener fails the start: a
+// relayed connection would reach the shared proxy port, where the proxy
+// cannot tell whose it is (and so whose handles it may carry).
+func (b *Box) take(l net.Listener, r Relay) error {
 	if r.Serve != nil {
 		c, err := r.Serve(l)
-		if err == nil { // l is the server's now
-			b.mu.Lock()
-			b.served = append(b.served, c)
-			waited := b.waited
-			b.mu.Unlock()
-			if waited {
-				c.Close()
-			}
-			return
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("%w: the egress proxy did not take the plugin's listener: %w", ErrSetup, err)
 		}
-		b.log.Warn("the proxy did not take the plugin's listener over; relaying instead", "err", err)
+		b.mu.Lock() // l is the server's now
+		b.served = append(b.served, c)
+		waited := b.waited
+		b.mu.Unlock()
+		if waited {
+			c.Close()
+		}
+		return nil
 	}
 	b.mu.Lock()
 	if b.waited {
 		b.mu.Unlock()
 		l.Close()
-		return
+		return nil
 	}
 	b.listeners = append(b.listeners, l)
 	b.relays.Add(1)
 	b.mu.Unlock()
 	go b.relay(l, r.Target)
+	return nil
 }
 
 // recv reads one control message into v and the descriptors it carries.
