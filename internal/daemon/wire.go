@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"maps"
 	"time"
@@ -150,7 +151,24 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 // LogRedis routes go-redis's own messages (pool dial failures) into log
 // instead of stderr. go-redis has one logger per process, so this is for
 // main to call once; no constructor sets it.
-func LogRedis(log *slog.Logger) { redis.SetLogger(redisLogger{log}) }
+func LogRedis(log *slog.Logger) {
+	redis.SetLogger(redisLogger{log})
+	// Go's standard logger too: net/http's Transport writes the first
+	// bytes of an unsolicited upstream response there, which may quote a
+	// secret an upstream reflected. The line is counted, its text never
+	// written.
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(withheldLog{log})
+}
+
+// withheldLog stands in for the standard logger's output: one warning
+// per line, without the line.
+type withheldLog struct{ log *slog.Logger }
+
+func (w withheldLog) Write(p []byte) (int, error) {
+	w.log.Warn("a Go library wrote to the standard logger; its text is withheld (it may quote upstream bytes)", "bytes", len(p))
+	return len(p), nil
+}
 
 // redisLogger is go-redis's logger interface over slog.
 type redisLogger struct{ log *slog.Logger }
