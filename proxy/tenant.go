@@ -12,7 +12,10 @@ import (
 
 // Plugins are tenants of each other. A plugin whose own proxy listener
 // was handed to the proxy (ServeSandbox: a listener inside its network
-// namespace, or any TCP listener only it can reach) is known by every
+// namespace, or at the landlock level a loopback listener of its own,
+// which no other sandboxed plugin may connect to — a local process
+// outside every sandbox can, and is taken for that plugin, but still
+// needs that plugin's handle) is known by every
 // connection it opens there, whatever those connections carry: plain
 // absolute-form requests, CONNECT tunnels and the HTTP/1.1 requests or
 // HTTP/2 streams inside them, WebSocket handshakes. Each credential such

@@ -117,7 +117,9 @@ func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) 
 		return nil
 	}
 	socket := handoff.Path(strings.TrimPrefix(cfg.Host.Broker, "unix:"))
-	return func(plugin string, l net.Listener) (io.Closer, error) { return handoff.Give(socket, tok, plugin, l) }
+	// Kept, not only given: the port stays the plugin's, and the
+	// listener goes over again after serve restarts.
+	return func(plugin string, l net.Listener) (io.Closer, error) { return handoff.Keep(socket, tok, plugin, l, log) }
 }
 
 // hostNode is a running host.

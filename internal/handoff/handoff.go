@@ -172,6 +172,16 @@ func closeAll(fds []int) {
 // own descriptor); on error it is left open for the caller. A serve of
 // another protocol version is refused with ErrVersion.
 func Give(socket, token, plugin string, l net.Listener) (io.Closer, error) {
+	c, err := give(socket, token, plugin, l)
+	if err != nil {
+		return nil, err
+	}
+	l.Close()
+	return c, nil
+}
+
+// give is Give, leaving l open whatever happens.
+func give(socket, token, plugin string, l net.Listener) (net.Conn, error) {
 	tl, ok := l.(*net.TCPListener)
 	if !ok {
 		return nil, errors.New("only a TCP listener can be handed over")
@@ -205,6 +215,5 @@ func Give(socket, token, plugin string, l net.Listener) (io.Closer, error) {
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
-	l.Close()
 	return c, nil
 }

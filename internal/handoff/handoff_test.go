@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +21,22 @@ func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 	dir := t.TempDir()
 	socket = filepath.Join(dir, "run", SocketName)
 	tokFile := filepath.Join(dir, "broker.token")
-	tok, err := peerauth.EnsureToken("broker.api.token_file", tokFile, peerauth.NoGroup)
-	if err != nil {
+	if _, err := peerauth.EnsureToken("broker.api.token_file", tokFile, peerauth.NoGroup); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(tokFile)
+	ended, stop := startServeAt(t, socket, tokFile)
+	t.Cleanup(stop)
+	return socket, strings.TrimSpace(string(raw)), ended
+}
+
+// startServeAt runs Serve on socket with the token in tokFile until stop
+// (a serve that can be stopped and started again: a restart).
+func startServeAt(t *testing.T, socket, tokFile string) (ended chan struct{}, stop func()) {
+	tok, err := peerauth.LoadToken("broker.api.token_file", tokFile, peerauth.NoGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := peerauth.ListenUnix(socket, peerauth.UnixOptions{GID: peerauth.NoGroup})
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +60,8 @@ func startServe(t *testing.T) (socket, token string, ended chan struct{}) {
 		}, nil)
 		close(done)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return socket, strings.TrimSpace(string(raw)), ended
+	var once sync.Once
+	return ended, func() { once.Do(func() { cancel(); <-done }) }
 }
 
 // A listener handed over with the token is served by the other side,
@@ -118,4 +130,61 @@ func stillListens(t *testing.T, l net.Listener) {
 		t.Fatalf("the refused caller lost its listener: %v", err)
 	}
 	c.Close()
+}
+
+// A kept listener survives a restart of serve: while serve is away the
+// port stays bound (no other process can take it over), and once serve
+// is back the listener is handed over again and served, for the same
+// plugin.
+func TestKeepAcrossServeRestart(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "run", SocketName)
+	tokFile := filepath.Join(dir, "broker.token")
+	if _, err := peerauth.EnsureToken("broker.api.token_file", tokFile, peerauth.NoGroup); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(tokFile)
+	_, stop := startServeAt(t, socket, tokFile)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	k, err := Keep(socket, strings.TrimSpace(string(raw)), "example.tickets", l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() string {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return err.Error()
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	if got := served(); got != "served to example.tickets" {
+		t.Fatalf("before the restart: %q", got)
+	}
+	stop() // serve goes away
+	if other, err := net.Listen("tcp", addr); err == nil {
+		other.Close()
+		t.Fatal("while serve was away another process could bind the plugin's port")
+	}
+	ended2, stop2 := startServeAt(t, socket, tokFile) // and comes back
+	defer stop2()
+	if got := served(); got != "served to example.tickets" {
+		t.Fatalf("after the restart: %q", got)
+	}
+	k.Close()
+	select {
+	case <-ended2:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not release the listener after Close")
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the port still accepts after Close")
+	}
 }
