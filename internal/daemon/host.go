@@ -119,7 +119,9 @@ func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) 
 	socket := handoff.Path(strings.TrimPrefix(cfg.Host.Broker, "unix:"))
 	// Kept, not only given: the port stays the plugin's, and the
 	// listener goes over again after serve restarts.
-	return func(plugin string, l net.Listener) (io.Closer, error) { return handoff.Keep(socket, tok, plugin, l, log) }
+	return func(plugin string, l net.Listener) (io.Closer, error) {
+		return handoff.Keep(socket, tok, plugin, l, log)
+	}
 }
 
 // hostNode is a running host.
