@@ -88,7 +88,11 @@ func landlockRuleset(s *initSpec) (int, error) {
 		if m.RW {
 			rights = fsRights(abi)
 		}
-		for _, p := range carve(m.Dst, s.Hide) {
+		dst := m.Dst
+		if rp, err := filepath.EvalSymlinks(dst); err == nil {
+			dst = rp // Landlock grants the real directory: carve that
+		}
+		for _, p := range carve(dst, s.Hide) {
 			if err := addPath(rs, p, rights, abi); err != nil {
 				return -1, err
 			}

@@ -77,7 +77,7 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 		return nil, nil, err
 	}
 	is := initSpec{Level: level, Name: spec.Name, Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Hide: spec.Hide, Limits: spec.Limits}
+		Hide: withRealPaths(spec.Hide), Limits: spec.Limits}
 	if os.Geteuid() == 0 {
 		if spec.UID <= 0 {
 			return nil, nil, fmt.Errorf("%w: a root host runs a plugin only under a uid of its own (Config.PluginUID)", ErrSetup)
@@ -147,6 +147,21 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 	}
 	b.close = files
 	return cmd, b, nil
+}
+
+// withRealPaths is paths and, for each that reaches a different place
+// through a symbolic link, its real path too: a hidden path is compared
+// with the grants as written and as resolved, so that a grant or a
+// setting written through a link (state_dir under /var/run, a grant of
+// /run) cannot uncover it.
+func withRealPaths(paths []string) []string {
+	out := slices.Clone(paths)
+	for _, p := range paths {
+		if rp, err := filepath.EvalSymlinks(p); err == nil && rp != filepath.Clean(p) && !slices.Contains(out, rp) {
+			out = append(out, rp)
+		}
+	}
+	return out
 }
 
 // visible reports whether spec.Path lies in a directory the plugin sees.
