@@ -91,6 +91,9 @@ type diskLook struct {
 	used   int64
 	seen   map[[2]uint64]bool // inodes counted (hard links, open files)
 	hidden string             // what could not be counted, if anything
+	// listed, when set (tests), runs after each directory is listed:
+	// where a plugin moves what the walk queued.
+	listed func(dir string)
 }
 
 func newDiskLook(dir string, limitMB int) *diskLook {
@@ -135,6 +138,15 @@ func (d *diskLook) walk() {
 		queue = queue[1:]
 		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
+			if errors.Is(err, unix.ENOENT) && dir != d.dir {
+				// A directory listed a moment ago is gone: deleted, or
+				// moved out of the walk's way with all it holds (a
+				// plugin renaming a deep chain between two parents would
+				// otherwise hide it from every look). Counted as what
+				// the init cannot see: two looks in a row end it.
+				d.hide("a directory of the private directory moved during the look")
+				continue
+			}
 			d.walkErr(err)
 			continue
 		}
@@ -159,6 +171,9 @@ func (d *diskLook) walk() {
 			}
 		}
 		f.Close()
+		if d.listed != nil {
+			d.listed(dir)
+		}
 	}
 }
 
