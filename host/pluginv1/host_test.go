@@ -72,6 +72,7 @@ func (r *recordingBroker) Issue(ctx context.Context, req broker.IssueRequest) (b
 }
 
 type hostFixture struct {
+	px       *proxy.Server // the real egress proxy, for listeners handed over
 	inst     Installed
 	opts     host.Options
 	b        *recordingBroker
@@ -196,6 +197,7 @@ func newHostFixtureBroker(t testing.TB, passTTL time.Duration, hook brokerHook) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.px = px
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { px.Serve(ctx, l); close(done) }()
