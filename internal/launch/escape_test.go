@@ -116,6 +116,21 @@ func fakeProxy(t testing.TB) string {
 	return l.Addr().String()
 }
 
+// attempts reads what the attacker reports, one attempt a line, until it
+// exits.
+func attempts(p *Process) map[string]attempt {
+	got := map[string]attempt{}
+	sc := bufio.NewScanner(p.Stdout)
+	for sc.Scan() {
+		var at attempt
+		if json.Unmarshal(sc.Bytes(), &at) == nil {
+			got[at.Attack] = at
+		}
+	}
+	<-p.Exited()
+	return got
+}
+
 type attempt struct {
 	Attack  string `json:"attack"`
 	Escaped bool   `json:"escaped"`
@@ -190,15 +205,7 @@ func escape(t *testing.T, level sandbox.Level, argv []string) {
 	if p.Level != level {
 		t.Fatalf("level %s, want %s", p.Level, level)
 	}
-	got := map[string]attempt{}
-	sc := bufio.NewScanner(p.Stdout)
-	for sc.Scan() {
-		var at attempt
-		if json.Unmarshal(sc.Bytes(), &at) == nil {
-			got[at.Attack] = at
-		}
-	}
-	<-p.Exited()
+	got := attempts(p)
 	if err := p.Err(); err != nil {
 		t.Fatalf("the attacker failed: %v (attempts %v)", err, got)
 	}

@@ -1,9 +1,7 @@
 package launch
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -49,15 +47,7 @@ func TestLandlockOwnProxyListener(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]attempt{}
-			sc := bufio.NewScanner(p.Stdout)
-			for sc.Scan() {
-				var at attempt
-				if json.Unmarshal(sc.Bytes(), &at) == nil {
-					got[at.Attack] = at
-				}
-			}
-			<-p.Exited()
+			got := attempts(p)
 			if err := p.Err(); err != nil {
 				t.Fatalf("the attacker failed: %v (attempts %v)", err, got)
 			}

@@ -1,9 +1,7 @@
 package launch
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,15 +41,7 @@ func TestHiddenThroughASymlink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]attempt{}
-			sc := bufio.NewScanner(p.Stdout)
-			for sc.Scan() {
-				var at attempt
-				if json.Unmarshal(sc.Bytes(), &at) == nil {
-					got[at.Attack] = at
-				}
-			}
-			<-p.Exited()
+			got := attempts(p)
 			at, ok := got["read "+secret]
 			if !ok {
 				t.Fatalf("the read was not attempted: %v", got)
