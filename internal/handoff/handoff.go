@@ -24,8 +24,14 @@
 // knowing whose it is: a serve refuses version 1 (the bare token, which
 // names no plugin) and any other version it does not speak; a host
 // refuses an answer without the version prefix (a version-1 serve's).
-// Either way the plugin's host relays its connections instead
-// (internal/sandbox).
+// Either way the plugin does not start (internal/sandbox): relayed to the
+// shared proxy port, its connections could not be told from another
+// plugin's.
+//
+// A serve answers name_taken to a hand-over for a plugin name it already
+// serves for another host process: the proxy knows a plugin by name, so
+// two hosts sharing a serve must not share a name. Keep hands a listener
+// over and over again across restarts of serve.
 //
 // # Security
 //
@@ -78,6 +84,7 @@ func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	names := &owners{by: map[string]owner{}}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {
@@ -90,11 +97,48 @@ func Serve(ctx context.Context, l net.Listener, token *peerauth.Token, take func
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		wg.Go(func() { serveConn(ctx, c, token, take, log) })
+		wg.Go(func() { serveConn(ctx, c, token, names, take, log) })
 	}
 }
 
-func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func(context.Context, string, net.Listener) error, log *slog.Logger) {
+// owners are the hosts (by process) whose plugins' listeners are served,
+// by plugin name. The proxy knows a plugin by its name alone, so two
+// hosts sharing one serve must not both hand over a plugin of one name:
+// the second is refused while the first is served, instead of the two
+// using each other's handles.
+type owners struct {
+	mu sync.Mutex
+	by map[string]owner
+}
+
+type owner struct{ pid, n int }
+
+// claim records one hand-over of plugin by the host process pid; false
+// when another process holds the name.
+func (o *owners) claim(plugin string, pid int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur, ok := o.by[plugin]
+	if ok && cur.pid != pid {
+		return false
+	}
+	o.by[plugin] = owner{pid: pid, n: cur.n + 1}
+	return true
+}
+
+func (o *owners) release(plugin string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur := o.by[plugin]
+	if cur.n <= 1 {
+		delete(o.by, plugin)
+		return
+	}
+	cur.n--
+	o.by[plugin] = cur
+}
+
+func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, names *owners, take func(context.Context, string, net.Listener) error, log *slog.Logger) {
 	defer c.Close()
 	// A unix connection, as peerauth.ListenUnix hands it (or a bare one).
 	uc, ok := c.(interface {
@@ -115,6 +159,19 @@ func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func
 	if r == nil && len(fds) != 1 {
 		r = &reply{code: codeDescriptor, detail: "one listener descriptor expected"}
 	}
+	_, pid, perr := peerauth.PeerCred(c)
+	if r == nil && (perr != nil || !names.claim(m.Plugin, pid)) {
+		r = &reply{code: codeNameTaken, detail: "another airlock host's plugin of this name is served by this airlock serve: " +
+			"plugin names must be unique among the hosts that share one serve"}
+	}
+	released := r != nil // nothing claimed
+	release := func() {
+		if !released {
+			released = true
+			names.release(m.Plugin)
+		}
+	}
+	defer release()
 	if r != nil {
 		closeAll(fds)
 		log.Warn("proxy handoff refused", "code", r.code, "reason", r.detail, "peer", c.RemoteAddr().String())
@@ -144,6 +201,7 @@ func serveConn(ctx context.Context, c net.Conn, token *peerauth.Token, take func
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_, _ = io.Copy(io.Discard, c)
+	release() // the name is free before the listener's service ends
 }
 
 func rights(oob []byte) []int {

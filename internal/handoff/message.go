@@ -59,6 +59,7 @@ const (
 	codeUnauthenticated = "unauthenticated" // not broker.api.token_file's token
 	codeMalformed       = "malformed"       // not a version-2 message
 	codeDescriptor      = "descriptor"      // not one listening socket
+	codeNameTaken       = "name_taken"      // another host's plugin of that name is served
 )
 
 // reply is serve's answer: a code and, for a refusal, why. It never
