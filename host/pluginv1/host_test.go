@@ -317,6 +317,11 @@ func TestInvokeEndToEnd(t *testing.T) {
 	if indexOf(string(b), handle) >= 0 || indexOf(string(b), upstreamSecret) >= 0 {
 		t.Fatal("evidence holds a handle or the secret")
 	}
+	// The provider's spec_version is in the lifecycle evidence (the
+	// sample provider answers 1.0), beside the host's.
+	if indexOf(string(b), `"host_spec_version":"1.0"`) < 0 || indexOf(string(b), `"spec_version":"1.0"`) < 0 {
+		t.Error("lifecycle.launch does not record the spec_version of the handshake")
+	}
 }
 
 func TestLaunchRefusals(t *testing.T) {

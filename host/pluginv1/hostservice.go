@@ -34,6 +34,17 @@ const MaxEvidencePayload = 16 << 10
 // hostAuthored record types are written by the host only.
 var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "credential.", "invocation."}
 
+// hostAuthoredType reports whether typ is a record type only the host
+// writes: a manifest may not declare it, a provider may not emit it.
+func hostAuthoredType(typ string) bool {
+	for _, prefix := range hostAuthored {
+		if strings.HasPrefix(typ, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // hostService serves one plugin's callbacks. The plugin is known by the
 // key it presents and, where it has a uid of its own, its peer uid
 // (admit, before any handler), never by what it sends.
@@ -141,10 +152,8 @@ func (h *hostService) EmitEvidence(ctx context.Context, r *pb.EmitEvidenceReques
 		return nil, err
 	}
 	typ := r.GetRecordType()
-	for _, prefix := range hostAuthored {
-		if strings.HasPrefix(typ, prefix) {
-			return nil, status.Error(codes.PermissionDenied, "record_type: host-authored types cannot be emitted")
-		}
+	if hostAuthoredType(typ) { // refused at install too: a check for old lockfiles
+		return nil, status.Error(codes.PermissionDenied, "record_type: host-authored types cannot be emitted")
 	}
 	if !containsString(h.p.inst.Manifest.GetEvidenceRecordTypes(), typ) {
 		return nil, status.Error(codes.PermissionDenied, "record_type: not declared in the manifest")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -70,6 +71,11 @@ func CheckManifest(m *pb.Manifest) error {
 			if _, err := destinationOf(d).Normalize(); err != nil {
 				add("credential_intents[%d].destinations[%d]: %v", i, j, err)
 			}
+		}
+	}
+	for i, typ := range m.GetEvidenceRecordTypes() {
+		if hostAuthoredType(typ) {
+			add("evidence_record_types[%d]: a host-authored type (%s…): only the host writes those records", i, strings.Join(hostAuthored, "…, "))
 		}
 	}
 	return errors.Join(errs...)

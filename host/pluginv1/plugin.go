@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,12 +88,15 @@ type Plugin struct {
 	// refusalLog paces the log lines of refused calls.
 	refusalLog *rate.Limiter
 
-	mu         sync.Mutex
-	uid        int  // the provider's, when ownUID
-	ownUID     bool // it runs as a uid of its own: only that uid may call HostService
-	inflight   map[string]*invocation
-	closed     bool
-	notServing bool // the last Health said NOT_SERVING (or failed)
+	mu  sync.Mutex
+	uid int // the provider's, when ownUID
+	// specVersion is the spec_version the provider's Handshake answered
+	// (recorded, never acted on).
+	specVersion string
+	ownUID      bool // it runs as a uid of its own: only that uid may call HostService
+	inflight    map[string]*invocation
+	closed      bool
+	notServing  bool // the last Health said NOT_SERVING (or failed)
 }
 
 // Launch starts the provider and takes it through the handshake, offering
@@ -213,7 +217,7 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 		return nil, err
 	}
 	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256,
-		"sandbox": string(proc.Level)})
+		"sandbox": string(proc.Level), "spec_version": p.specVersion, "host_spec_version": SpecVersion})
 	return p, nil
 }
 
@@ -248,6 +252,10 @@ func BinaryDigest(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// specVersionForm is what a provider's spec_version may be to be
+// recorded as it is: a short version string.
+var specVersionForm = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+-]{0,31}$`)
+
 func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.HandshakeTimeout)
 	defer cancel()
@@ -256,6 +264,13 @@ func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 		Ports: p.inst.Manifest.GetPorts()})
 	if err != nil {
 		return fmt.Errorf("%w: Handshake failed with code %s", ErrHandshake, status.Code(err))
+	}
+	// The provider's spec_version is recorded (lifecycle.launch), never
+	// acted on; as the provider's, it is kept only in a bounded, plain
+	// form ("invalid" otherwise).
+	p.specVersion = "invalid"
+	if v := resp.GetSpecVersion(); specVersionForm.MatchString(v) {
+		p.specVersion = v
 	}
 	if v := resp.GetProtocolVersion(); v == 0 || !slices.Contains(offer, v) || v != line.AppVersion {
 		return fmt.Errorf("%w: protocol_version is not the offered one on the handshake line", ErrHandshake)

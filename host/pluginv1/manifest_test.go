@@ -1,0 +1,27 @@
+package pluginv1
+
+import (
+	"strings"
+	"testing"
+)
+
+// A manifest that declares a host-authored evidence record type is
+// refused at install, naming the field and never the value, instead of
+// being accepted and refused only at EmitEvidence.
+func TestManifestRefusesHostAuthoredRecordTypes(t *testing.T) {
+	base := "name: example.t\nversion: 1.0.0\nevidence_record_types: [tickets.created, %s]\n"
+	for _, typ := range hostAuthored {
+		t.Run(typ, func(t *testing.T) {
+			_, err := ParseManifest([]byte(strings.Replace(base, "%s", typ+"forged", 1)))
+			if err == nil || !strings.Contains(err.Error(), "evidence_record_types[1]: a host-authored type") {
+				t.Fatalf("%sforged declared: %v", typ, err)
+			}
+			if strings.Contains(err.Error(), "forged") {
+				t.Fatalf("the error quotes the manifest's value: %v", err)
+			}
+		})
+	}
+	if _, err := ParseManifest([]byte(strings.Replace(base, ", %s", "", 1))); err != nil {
+		t.Fatalf("a plugin's own record type: %v", err)
+	}
+}
