@@ -28,6 +28,10 @@ var builtin = []struct {
 	re   *regexp.Regexp
 	repl string
 }{
+	// A PEM private key (first: a key: pair before it must not cut it): from its BEGIN line to its END line (or the end
+	// of the text), base64 body included.
+	{regexp.MustCompile(`-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`),
+		"-----BEGIN ${1}PRIVATE KEY-----" + Mask + "-----END ${1}PRIVATE KEY-----"},
 	// Airlock handles (broker.HandlePrefix), whole or clipped.
 	{regexp.MustCompile(`alh_[0-9A-Za-z]{8,}`), "alh_" + Mask},
 	// JWTs: three base64url segments, the first a JSON object.
@@ -38,10 +42,12 @@ var builtin = []struct {
 	// the whole userinfo, since a token is often the user name.
 	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@"'<>]+@`), "${1}" + Mask + "@"},
 	// "key": "quoted value" where the key names a secret: the whole
-	// quoted value, spaces included.
-	{regexp.MustCompile(`(?i)(` + secretKeyRE + `["']?\s*[:=]\s*")([^"]*)"`), "${1}" + Mask + `"`},
+	// quoted value, spaces included. The key starts a word (or follows a
+	// separator): "RequestCredential: per-invocation limit exceeded", the
+	// host's own words, is not a credential.
+	{regexp.MustCompile(`(?i)((?:^|[^a-z0-9])` + secretKeyRE + `["']?\s*[:=]\s*")([^"]*)"`), "${1}" + Mask + `"`},
 	// key=value, key: value and "key":"value" where the key names a secret.
-	{regexp.MustCompile(`(?i)(` + secretKeyRE + `["']?\s*[:=]\s*["']?)([^\s"'&,;}]{3,})`), "${1}" + Mask},
+	{regexp.MustCompile(`(?i)((?:^|[^a-z0-9])` + secretKeyRE + `["']?\s*[:=]\s*["']?)([^\s"'&,;}]{3,})`), "${1}" + Mask},
 	// Well-known vendor key shapes.
 	{regexp.MustCompile(`\b(?:sk|rk|pk)[-_](?:live|test|proj)?[-_]?[0-9A-Za-z_-]{16,}`), Mask},
 	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), Mask},
@@ -69,6 +75,16 @@ func (r *Redactor) String(s string) string {
 		}
 	}
 	return s
+}
+
+// PrivateKeyLine reports whether line begins a PEM private key ("-----BEGIN
+// … PRIVATE KEY-----") and whether it ends one, for text that comes a line
+// at a time (a plugin's stderr): every line from the begin to the end is
+// the key's.
+func PrivateKeyLine(line string) (begin, end bool) {
+	begin = strings.Contains(line, "-----BEGIN ") && strings.Contains(line, "PRIVATE KEY-----")
+	end = strings.Contains(line, "-----END ") && strings.Contains(line, "PRIVATE KEY-----")
+	return begin, end
 }
 
 // Field redacts a structured field with Default.

@@ -19,6 +19,10 @@ func TestString(t *testing.T) {
 		{"jwt", "tok eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl end", "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"},
 		{"openai key", "key sk-proj-AbCdEfGhIjKlMnOpQrSt", "sk-proj-AbCdEfGhIjKlMnOpQrSt"},
 		{"aws key", "AKIAIOSFODNN7EXAMPLE in env", "AKIAIOSFODNN7EXAMPLE"},
+		{"pem private key", "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq9\nq4Lz1aB2\n-----END RSA PRIVATE KEY-----\nafter", "MIIEpAIBAAKCAQEA7bq9"},
+		{"pem private key cut off", "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI", "MC4CAQAwBQYDK2VwBCIEI"},
+		{"db_password still a key", "db_password=hunter2", "hunter2"},
+		{"X-Api-Key header", "X-Api-Key: abcdef123456", "abcdef123456"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := String(tt.in)
@@ -27,7 +31,10 @@ func TestString(t *testing.T) {
 			}
 		})
 	}
-	for _, plain := range []string{"listening on 127.0.0.1:8080", "fetched 3 tickets in 12ms", "tokens used: 42"} {
+	// The host's own error texts, which a provider may log, stay as
+	// they are: a key name inside a longer word is not a key.
+	for _, plain := range []string{"listening on 127.0.0.1:8080", "fetched 3 tickets in 12ms", "tokens used: 42",
+		"RequestCredential: per-invocation limit exceeded", "-----BEGIN CERTIFICATE-----"} {
 		if got := String(plain); got != plain {
 			t.Errorf("String(%q) = %q: plain text changed", plain, got)
 		}

@@ -26,6 +26,7 @@ type LineLog struct {
 	mu      sync.Mutex
 	buf     []byte
 	clipped bool
+	inKey   bool // inside a PEM private key printed over several lines
 }
 
 // NewLineLog logs each line as msg "plugin stderr" with attribute line.
@@ -65,7 +66,17 @@ func (l *LineLog) append(b []byte) {
 
 func (l *LineLog) emit() {
 	line := string(bytes.TrimRight(l.buf, "\r"))
-	attrs := []slog.Attr{slog.String("line", l.redactor.String(line))}
+	// A PEM private key comes a line at a time: every line from its
+	// BEGIN to its END is masked whole, not only the BEGIN line.
+	begin, end := redact.PrivateKeyLine(line)
+	switch {
+	case l.inKey || begin:
+		l.inKey = !end
+		line = redact.Mask
+	default:
+		line = l.redactor.String(line)
+	}
+	attrs := []slog.Attr{slog.String("line", line)}
 	if l.clipped {
 		attrs = append(attrs, slog.Bool("clipped", true))
 	}

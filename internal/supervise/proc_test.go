@@ -103,3 +103,23 @@ func TestLineLog(t *testing.T) {
 		t.Fatal("secret logged")
 	}
 }
+
+// A PEM private key printed to stderr a line at a time is masked from its
+// BEGIN line to its END line; the lines around it are kept.
+func TestLineLogMasksAPrivateKeyOverLines(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewLineLog(slog.New(slog.NewJSONHandler(&buf, nil)), slog.LevelWarn, nil)
+	key := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBc3kZ7Qp2\nAwEHoUQDQgAEx9Vw\n-----END EC PRIVATE KEY-----\n"
+	if _, err := l.Write([]byte("loading\n" + key + "loaded\n")); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, body := range []string{"MHcCAQEEIBc3kZ7Qp2", "AwEHoUQDQgAEx9Vw"} {
+		if strings.Contains(out, body) {
+			t.Fatalf("a line of the key was logged: %s", out)
+		}
+	}
+	if !strings.Contains(out, `"line":"loading"`) || !strings.Contains(out, `"line":"loaded"`) {
+		t.Fatalf("the lines around the key were lost: %s", out)
+	}
+}
