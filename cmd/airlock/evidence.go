@@ -121,8 +121,12 @@ func cmdEvidenceRepair(args []string, stdout, stderr io.Writer) error {
 // saved head covers, and the records no signature covers yet.
 func printVerified(w io.Writer, v evidence.Verified, opts evidence.VerifyOptions, files int) {
 	verdict := fmt.Sprintf("OK: %d records, head %s", v.Records, v.Head)
-	if v.First > 1 || files > 1 {
+	switch {
+	case files > 1:
 		verdict = fmt.Sprintf("OK: %d records (%d-%d) in %d files, head %s", v.Records, v.First, v.Seq, files, v.Head)
+	case v.First > 1:
+		// A later segment alone: what came before it is not checked.
+		verdict = fmt.Sprintf("OK: %d records (%d-%d, a segment: records before %d are in earlier files), head %s", v.Records, v.First, v.Seq, v.First, v.Head)
 	}
 	if opts.Head != nil {
 		// The verdict line shows the saved head's age: a replayed old
