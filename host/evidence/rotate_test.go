@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"os"
@@ -206,5 +208,21 @@ func TestRotationForeignFileAtPath(t *testing.T) {
 	}
 	if v := verifyFile(t, p+".1", VerifyOptions{}); v.Records != 3 {
 		t.Fatalf("the renamed file: %+v", v)
+	}
+}
+
+// A segment that logrotate compressed verifies with the others.
+func TestRotationCompressedSegment(t *testing.T) {
+	_, _, paths := rotatedLog(t)
+	b, _ := os.ReadFile(paths[0])
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b)
+	zw.Close()
+	if err := os.WriteFile(paths[0]+".gz", z.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := VerifyFiles([]string{paths[0] + ".gz", paths[1], paths[2]}, VerifyOptions{}); err != nil || v.Records != 13 {
+		t.Fatalf("with a compressed segment: %+v %v", v, err)
 	}
 }

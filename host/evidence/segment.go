@@ -3,6 +3,7 @@ package evidence
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,7 @@ func checkSegment(rec Record, logID string, first bool) (string, string) {
 // and each must continue the one before it, so a missing, altered or
 // duplicated segment fails. The first may begin the log or be a later
 // segment (rotated-out segments removed); opts apply to the whole chain.
+// A gzip-compressed segment (logrotate's compress) is read uncompressed.
 func VerifyFiles(paths []string, opts VerifyOptions) (Verified, error) {
 	if len(paths) == 0 {
 		return Verified{}, errors.New("no evidence file given")
@@ -86,12 +88,7 @@ func VerifyFiles(paths []string, opts VerifyOptions) (Verified, error) {
 		return p
 	}
 	for _, s := range segs {
-		f, err := os.Open(s.path)
-		if err != nil {
-			return c.v, err
-		}
-		err = c.read(f, name(s.path))
-		f.Close()
+		err := readSegment(s.path, func(r io.Reader) error { return c.read(r, name(s.path)) })
 		if err != nil {
 			return c.v, err
 		}
@@ -99,23 +96,42 @@ func VerifyFiles(paths []string, opts VerifyOptions) (Verified, error) {
 	return c.finish()
 }
 
+// readSegment opens a segment file for read, gunzipping one that
+// logrotate compressed.
+func readSegment(path string, read func(io.Reader) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer zr.Close()
+		return read(zr)
+	}
+	return read(br)
+}
+
 // firstSeq reads the seq of a file's first record (0 for an empty file
 // or one whose first line is not a record: verification then says why).
 func firstSeq(path string) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	line, err := bufio.NewReaderSize(f, 64<<10).ReadSlice('\n')
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return 0, err
-	}
-	var r struct {
-		Seq uint64 `json:"seq"`
-	}
-	if json.Unmarshal(line, &r) != nil {
-		return 0, nil
-	}
-	return r.Seq, nil
+	var seq uint64
+	err := readSegment(path, func(r io.Reader) error {
+		line, err := bufio.NewReaderSize(r, 64<<10).ReadSlice('\n')
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+		var rec struct {
+			Seq uint64 `json:"seq"`
+		}
+		if json.Unmarshal(line, &rec) == nil {
+			seq = rec.Seq
+		}
+		return nil
+	})
+	return seq, err
 }
