@@ -141,10 +141,8 @@ func ParseJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
 func (l *Log) Checkpoint(key *Key) (*Checkpoint, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.torn {
-		if err := l.cutBack(); err != nil {
-			return nil, err
-		}
+	if err := l.ready(); err != nil {
+		return nil, err
 	}
 	return l.checkpointLocked(key)
 }

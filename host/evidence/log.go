@@ -166,15 +166,8 @@ func (l *Log) Append(r Record) (Record, error) {
 }
 
 func (l *Log) appendLocked(r Record) (Record, error) {
-	if l.torn {
-		if err := l.cutBack(); err != nil {
-			return Record{}, err
-		}
-	}
-	if l.renamed() {
-		// Best effort: until the new segment can be started, records
-		// go on in the renamed file, where the chain stays whole.
-		_ = l.startSegment()
+	if err := l.ready(); err != nil {
+		return Record{}, err
 	}
 	return l.write(r)
 }

@@ -15,14 +15,12 @@ var ErrSegmentNotEmpty = errors.New("the file now at the evidence log's path is 
 // Reopen follows a rotation: when the log's file has been renamed away
 // (or removed), the log starts a new segment in a file at its path
 // (created mode 0600 if missing; an empty file that logrotate's create
-// left there is used). With key, the old segment is closed with a signed
-// checkpoint first, so it ends authenticated. It does nothing while the
-// path still names the open file.
-//
-// Append follows a rotation by itself at the next record (without the
-// closing checkpoint); Reopen, called when the operator's rotation
-// signals (SIGHUP), makes the switch at once.
-func (l *Log) Reopen(key *Key) error {
+// left there is used). It does nothing while the path still names the
+// open file. Append and Checkpoint follow a rotation by themselves
+// before they write; Reopen, called when the operator's rotation
+// signals (SIGHUP), makes the switch at once. Nothing is written to a
+// renamed file once it is noticed: logrotate may be compressing it.
+func (l *Log) Reopen() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.torn {
@@ -33,12 +31,23 @@ func (l *Log) Reopen(key *Key) error {
 	if !l.renamed() {
 		return nil
 	}
-	if key != nil {
-		if _, err := l.checkpointLocked(key); err != nil {
+	return l.startSegment()
+}
+
+// ready readies the log for a record: a failed write cut back (or
+// ErrTorn), a rotation followed.
+func (l *Log) ready() error {
+	if l.torn {
+		if err := l.cutBack(); err != nil {
 			return err
 		}
 	}
-	return l.startSegment()
+	if l.renamed() {
+		// Best effort: until the new segment can be started, records
+		// go on in the renamed file, where the chain stays whole.
+		_ = l.startSegment()
+	}
+	return nil
 }
 
 // renamed says whether the log's path no longer names its open file.

@@ -23,8 +23,7 @@ func appendN(t *testing.T, l *Log, n int) {
 // rotatedLog writes a log rotated twice, as logrotate does it (rename,
 // then the host follows): evidence.jsonl.2 (records 1-4, the first
 // segment), evidence.jsonl.1 (5-9) and evidence.jsonl (10-13). The first
-// rotation is followed at the next record, the second by Reopen, which
-// closes the old segment with a checkpoint.
+// rotation is followed at the next record, the second by Reopen.
 func rotatedLog(t *testing.T) (dir string, key *Key, paths []string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -54,7 +53,7 @@ func rotatedLog(t *testing.T) (dir string, key *Key, paths []string) {
 	if err := os.WriteFile(p, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Reopen(key); err != nil {
+	if err := l.Reopen(); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, l, 2)
@@ -74,7 +73,7 @@ func TestRotationVerifiesAsOneChain(t *testing.T) {
 	if err != nil || v.First != 1 || v.Seq != 13 || v.Records != 13 || v.Unsigned != 0 {
 		t.Fatalf("three segments: %+v %v", v, err)
 	}
-	// Reopen closed the middle segment with a checkpoint: it ends signed.
+	// The middle segment alone: from its segment record to its checkpoint.
 	mid, err := VerifyFiles(paths[1:2], VerifyOptions{Keys: keys})
 	if err != nil || mid.First != 5 || mid.Seq != 9 || mid.Unsigned != 0 || mid.LogID != v.LogID {
 		t.Fatalf("the middle segment alone: %+v %v", mid, err)
@@ -199,7 +198,7 @@ func TestRotationForeignFileAtPath(t *testing.T) {
 	appendN(t, l, 2)
 	os.Rename(p, p+".1")
 	os.WriteFile(p, []byte("not ours\n"), 0o600)
-	if err := l.Reopen(nil); !errors.Is(err, ErrSegmentNotEmpty) {
+	if err := l.Reopen(); !errors.Is(err, ErrSegmentNotEmpty) {
 		t.Fatalf("reopen onto a foreign file: %v", err)
 	}
 	appendN(t, l, 1)
@@ -224,5 +223,32 @@ func TestRotationCompressedSegment(t *testing.T) {
 	}
 	if v, err := VerifyFiles([]string{paths[0] + ".gz", paths[1], paths[2]}, VerifyOptions{}); err != nil || v.Records != 13 {
 		t.Fatalf("with a compressed segment: %+v %v", v, err)
+	}
+}
+
+// Once a rename is noticed nothing more goes to the renamed file (it may
+// be being compressed): a checkpoint after the rename opens the new
+// segment.
+func TestRotationCheckpointGoesToTheNewSegment(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "evidence.jsonl")
+	key := testKey(t)
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 2)
+	os.Rename(p, p+".1")
+	before, _ := os.ReadFile(p + ".1")
+	cp, err := l.Checkpoint(key)
+	if err != nil || cp.Seq != 3 {
+		t.Fatalf("checkpoint after a rename: %+v %v", cp, err)
+	}
+	if after, _ := os.ReadFile(p + ".1"); !bytes.Equal(after, before) {
+		t.Fatal("the renamed file was written after the rename")
+	}
+	keys, _ := ParseJWKS(key.JWKS())
+	if v, err := VerifyFiles([]string{p}, VerifyOptions{Keys: keys, Head: cp}); err != nil || v.First != 3 || v.Records != 2 {
+		t.Fatalf("the new segment: %+v %v", v, err)
 	}
 }
