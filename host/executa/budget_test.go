@@ -175,3 +175,67 @@ func TestSamplingOvercountingBackendIsSerialised(t *testing.T) {
 		t.Fatalf("%d calls reached the backend at once, after a call settled above its reservation", most)
 	}
 }
+
+// Serialising is only for a backend that counted more than reserved: once
+// a call settles within its reservation, the calls waiting behind the
+// invoke's first are sent side by side.
+func TestSamplingWithinTheEstimateRunsInParallel(t *testing.T) {
+	f := newFixture(t)
+	var (
+		mu             sync.Mutex
+		inflight, most int
+		hits           int
+	)
+	arrived := make(chan struct{}, 16)
+	f.setChat(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inflight++
+		hits++
+		first := hits == 1
+		most = max(most, inflight)
+		mu.Unlock()
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		// The first answers at once; the others wait for company (or a
+		// generous while), so calls sent side by side meet here.
+		hold := time.After(10 * time.Second)
+	wait:
+		for !first {
+			mu.Lock()
+			n := inflight
+			mu.Unlock()
+			if n >= 2 {
+				break
+			}
+			select {
+			case <-arrived:
+			case <-hold:
+				break wait
+			}
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		json.NewEncoder(w).Encode(map[string]any{"model": "m", "choices": []any{map[string]any{
+			"message": map[string]string{"content": "ok"}, "finish_reason": "stop"}},
+			"usage": map[string]int{"prompt_tokens": 5, "completion_tokens": 5}})
+	})
+	in, _ := f.b.Intent("openai")
+	cs := newCompatServices(t, f)
+	cs.opts.Sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
+		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
+	p := cs.start(t, sdkPython("ok"))
+	d := invokeData(t, p, "sample_many", `{"n":4,"max_tokens":100}`)
+	for _, c := range d["codes"].([]any) {
+		if c != float64(0) {
+			t.Fatalf("codes %v, want all granted", d["codes"])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most < 2 {
+		t.Fatal("calls within the estimate were serialised")
+	}
+}
