@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,10 +32,12 @@ Several files are the segments of a rotated log (evidence.jsonl.2
 evidence.jsonl.1 evidence.jsonl, in any order): they are verified as one
 chain, so a missing, altered or reordered segment fails.
 
-repair cuts an incomplete last record (left by a write that failed
-part-way and could not be cut back, or a crash) off a log the host does
-not hold, and appends an evidence.repair record saying what was cut. A
-log that breaks anywhere else is not repaired.`
+repair cuts the remains of failed writes out of a log the host does not
+hold: an incomplete last record (a write that failed part-way and could
+not be cut back, or a crash), and the parts of failed records an older
+host left in front of the next record on a line. It appends an
+evidence.repair record saying what was cut. A log that breaks in any
+other way is not repaired.`
 
 var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -112,8 +115,16 @@ func cmdEvidenceRepair(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "OK: the log verifies; nothing to repair")
 		return nil
 	}
-	fmt.Fprintf(stdout, "repaired: cut %d bytes of an incomplete record after record %d; the cut is recorded as record %d (%s)\n",
-		res.CutBytes, res.Record.Seq-1, res.Record.Seq, evidence.RepairType)
+	where := "at the end"
+	if len(res.Before) > 0 {
+		seqs := make([]string, len(res.Before))
+		for i, s := range res.Before {
+			seqs[i] = strconv.FormatUint(s, 10)
+		}
+		where = "in front of records " + strings.Join(seqs, ", ") + ", and at the end if any"
+	}
+	fmt.Fprintf(stdout, "repaired: cut %d bytes of failed writes (%s); the log now ends with record %d, which records the cut (%s)\n",
+		res.CutBytes, where, res.Record.Seq, evidence.RepairType)
 	return nil
 }
 

@@ -130,7 +130,7 @@ func TestEvidenceRepairCLI(t *testing.T) {
 		t.Fatalf("torn tail: %d %s", code, stderr)
 	}
 	out, stderr, code := cli(t, nil, "", "evidence", "repair", p)
-	if code != 0 || !strings.Contains(out, "cut 18 bytes of an incomplete record after record 2; the cut is recorded as record 3 (evidence.repair)") {
+	if code != 0 || !strings.Contains(out, "cut 18 bytes of failed writes (at the end); the log now ends with record 3, which records the cut (evidence.repair)") {
 		t.Fatalf("repair: %d %s %s", code, out, stderr)
 	}
 	out, stderr, code = cli(t, nil, "", "evidence", "verify", p)

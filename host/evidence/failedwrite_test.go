@@ -18,7 +18,11 @@ type faultyFile struct {
 	f                        *os.File
 	mu                       sync.Mutex
 	short, syncErr, truncErr bool
-	writes                   int
+	// truncLies makes a cut-back report success and cut nothing: the
+	// log then goes on as the host before this release did, after the
+	// remains of a failed write.
+	truncLies bool
+	writes    int
 }
 
 func (w *faultyFile) set(short, syncErr, truncErr bool) {
@@ -52,6 +56,9 @@ func (w *faultyFile) Truncate(size int64) error {
 	defer w.mu.Unlock()
 	if w.truncErr {
 		return syscall.EIO
+	}
+	if w.truncLies {
+		return nil
 	}
 	return w.f.Truncate(size)
 }
@@ -216,4 +223,77 @@ func testKey(t *testing.T) *Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// A log damaged by a host before this release, which left the part of a
+// failed record on the line and wrote the next record after it: Repair
+// cuts those remains out, keeping every record and checkpoint, and
+// records what it cut; the log then verifies against its key and head.
+func TestRepairRemainsOfOldFailedWrites(t *testing.T) {
+	l, w, p := faultyLog(t)
+	key := testKey(t)
+	keys, _ := ParseJWKS(key.JWKS())
+	big := Record{Type: "invocation.start", Data: json.RawMessage(`{"x":"` + strings.Repeat("y", 300) + `"}`)}
+	appendN(t, l, 2)
+	if _, err := l.Checkpoint(key); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(n int) int64 {
+		st, _ := os.Stat(p)
+		w.mu.Lock()
+		w.short, w.truncLies = true, true
+		w.mu.Unlock()
+		for range n {
+			if _, err := l.Append(big); err == nil {
+				t.Fatal("a short write was reported written")
+			}
+		}
+		w.set(false, false, false)
+		w.mu.Lock()
+		w.truncLies = false
+		w.mu.Unlock()
+		after, _ := os.Stat(p)
+		return after.Size() - st.Size()
+	}
+	cut := fail(2) // two remains of record 4 in front of it
+	appendN(t, l, 2)
+	if _, err := l.Checkpoint(key); err != nil {
+		t.Fatal(err)
+	}
+	cut += fail(1) // one remain of record 7
+	r, err := l.Append(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := l.Checkpoint(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := VerifyFiles([]string{p}, VerifyOptions{}); err == nil {
+		t.Fatal("the damaged log verifies: the test damaged nothing")
+	}
+	res, err := Repair(p)
+	if err != nil || res.CutBytes != cut || res.Record.Seq != cp.Seq+2 {
+		t.Fatalf("repair: %+v %v (want %d bytes cut)", res, err, cut)
+	}
+	var d repairData
+	json.Unmarshal(res.Record.Data, &d)
+	if len(d.Before) != 2 || d.Before[0] != 4 || d.Before[1] != r.Seq || len(d.CutSHA256) != 64 {
+		t.Fatalf("the repair record: %s", res.Record.Data)
+	}
+	if v := verifyFile(t, p, VerifyOptions{Keys: keys, Head: cp}); v.Records != int(cp.Seq)+2 {
+		t.Fatalf("after repair: %+v", v)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after repair: %v", st.Mode().Perm())
+	}
+	if l, err := Open(p); err != nil {
+		t.Fatalf("open after repair: %v", err)
+	} else {
+		l.Close()
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".*repair*")); len(leftovers) != 0 {
+		t.Fatalf("temporary files left: %v", leftovers)
+	}
 }
