@@ -108,8 +108,14 @@ func Open(path string) (*Log, error) {
 	l, err := fromFile(f, path)
 	if err != nil {
 		f.Close()
-		if errors.Is(err, ErrTornTail) {
+		var ve *VerifyError
+		switch {
+		case errors.Is(err, ErrTornTail):
 			return nil, fmt.Errorf("evidence log %s does not verify: %w; `airlock evidence repair` cuts the incomplete record off and records the cut", path, err)
+		case errors.As(err, &ve):
+			// The full-disk damage of an older release looks like this
+			// too; Repair cuts that and refuses anything else.
+			return nil, fmt.Errorf("evidence log %s does not verify: %w (if a write failed there on a full disk under an older release, `airlock evidence repair` cuts its remains; it refuses any other damage)", path, err)
 		}
 		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
 	}
