@@ -30,7 +30,7 @@ the output says which records the head covers and how many follow it.
 Records after the last checkpoint are reported: no signature covers them.
 Several files are the segments of a rotated log (evidence.jsonl.2
 evidence.jsonl.1 evidence.jsonl, in any order): they are verified as one
-chain, so a missing, altered or reordered segment fails.
+chain, so a missing, altered or duplicated segment fails.
 
 repair cuts the remains of failed writes out of a log the host does not
 hold: an incomplete last record (a write that failed part-way and could
