@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/coder/websocket"
 )
 
 const testHandleShape = "alh_0123456789abcdefghijABCDEFGHIJ0123456789abcdefghi"
@@ -141,6 +144,76 @@ func TestHandleInBodyRefused(t *testing.T) {
 		t.Fatalf("curl: %v %s", err, out)
 	}
 	if strings.Contains(f.audit.String(), "alh_") {
+		t.Fatal("a handle in the audit log")
+	}
+}
+
+// A gRPC message holding a handle is not sent: the call ends with
+// PERMISSION_DENIED handle_in_request (a unary call, and the second
+// message of a bidirectional one after the first went through), from
+// grpc-go and grpcio, and the next call on the connection works.
+func TestGRPCHandleInMessageRefused(t *testing.T) {
+	g := newGRPCFixture(t)
+	for _, c := range grpcClients()[:2] {
+		t.Run(c.name, func(t *testing.T) {
+			h := g.issueGRPC(t, "api.write", "inv-grpc-handle-"+c.name)
+			res := g.run(t, c, g.target(), h, "handle", "", nil)
+			for _, call := range []string{"unary-handle", "bidi-handle"} {
+				r := res[call]
+				if r.Code != 7 || !strings.Contains(r.Message, CodeHandleInRequest) {
+					t.Errorf("%s: %+v, want PERMISSION_DENIED %s", call, r, CodeHandleInRequest)
+				}
+				for _, reply := range r.Replies {
+					if strings.Contains(reply, h) {
+						t.Errorf("%s: the upstream got the handle: %q", call, reply)
+					}
+				}
+			}
+			if r := res["after"]; r.Code != 0 || len(r.Replies) != 1 || r.Replies[0] != "unary:hi:true" {
+				t.Errorf("the next call: %+v", r)
+			}
+		})
+	}
+	waitAudit(t, g.fixture, `"code":"handle_in_request"`, `"path":"/t.T/Bidi"`)
+}
+
+// A WebSocket message from the plugin holding a handle is not sent: the
+// socket closes with 1008 "airlock handle_in_request" and the audit
+// says so; from a Go client in both modes and from Python websockets.
+func TestWebSocketHandleInMessageRefused(t *testing.T) {
+	w := newWSFixture(t, nil)
+	for _, scheme := range []string{"ws", "wss"} {
+		t.Run("go/"+scheme, func(t *testing.T) {
+			h := w.issueWS(t, "api.write", "inv-ws-handle-"+scheme)
+			c, _, err := w.dialGo(t, scheme, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseNow()
+			if got := wsRoundTrip(t, c, websocket.MessageText, "hello"); got != "echo:hello" {
+				t.Fatalf("got %q", got)
+			}
+			if err := c.Write(context.Background(), websocket.MessageText, []byte("key="+h)); err != nil {
+				t.Fatal(err)
+			}
+			if ce := readClose(t, c); ce.Code != websocket.StatusPolicyViolation || ce.Reason != "airlock "+CodeHandleInRequest {
+				t.Fatalf("close %v", ce)
+			}
+		})
+	}
+	c := wsClients()[0]
+	lines := w.runClient(t, c, w.issueWS(t, "api.write", "inv-ws-handle-py"), "handle", nil)
+	last := lines[len(lines)-1]
+	for _, l := range lines {
+		if l.Sent == "handle" {
+			t.Fatalf("%s: the message with the handle was echoed: %+v", c.name, l)
+		}
+	}
+	if last.CloseCode == nil || *last.CloseCode != 1008 || last.CloseReason != "airlock "+CodeHandleInRequest {
+		t.Fatalf("%s: %+v", c.name, last)
+	}
+	waitAudit(t, w.fixture, `"msg":"websocket_closed"`, `"closed_by":"handle_in_request"`, `"close_code":1008`)
+	if strings.Contains(w.audit.String(), "alh_") {
 		t.Fatal("a handle in the audit log")
 	}
 }
