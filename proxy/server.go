@@ -374,7 +374,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if where := handleLeft(r, t.host); where != "" {
 		return x, handleLeftDenial(where)
 	}
-	return x, nil
+	return x, x.scanBody(r)
 }
 
 func idempotent(method string) bool {

@@ -162,11 +162,7 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			g.Fingerprint, state, g.PluginID, g.InvocationID, g.Intent, g.Class, g.IssuedAt.UTC().Format(time.RFC3339),
 			g.ExpiresAt.UTC().Format(time.RFC3339))
 		for _, d := range g.Destinations {
-			methods := "any method"
-			if len(d.Methods) > 0 {
-				methods = strings.Join(d.Methods, ",")
-			}
-			fmt.Fprintf(stdout, "destination:  https://%s:%d%s (%s)\n", d.Host, d.Port, d.PathPrefix, methods)
+			fmt.Fprintf(stdout, "destination:  %s\n", d)
 		}
 		if l := in.Lease; l != nil {
 			fmt.Fprintf(stdout, "lease:        %s\n", leaseLine(*l))
