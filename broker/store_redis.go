@@ -23,7 +23,7 @@ import (
 //
 // Layout, under KeyPrefix:
 //
-//	h:<sha256 hex>   hash {g: grant JSON, r: "0"|"1"}, PEXPIREAT expires_at + retention
+//	h:<sha256 hex>   hash {g: grant JSON, r: "0"|"1", i: issued_at unix ms}, PEXPIREAT expires_at + retention
 //	inv:<id>         set of handle hashes of an invocation (lives as long as its longest grant)
 //	plg:<id>         set of invocation ids of a plugin
 //	invrev:<id>      revoked-invocation tombstone
@@ -136,7 +136,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
 local w = redis.call('GET', KEYS[5])
 if w and tonumber(w) >= tonumber(ARGV[4]) then return -1 end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -2 end
-redis.call('HSET', KEYS[1], 'g', ARGV[1], 'r', '0')
+redis.call('HSET', KEYS[1], 'g', ARGV[1], 'r', '0', 'i', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 local want = tonumber(ARGV[2]) - tonumber(ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[5])
@@ -229,12 +229,15 @@ func (s *RedisStore) RevokeInvocation(ctx context.Context, id string) (int, erro
 }
 
 var revokePluginScript = redis.NewScript(`
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+local w = tonumber(ARGV[1])
+local cur = redis.call('GET', KEYS[2])
+if not cur or tonumber(cur) < w then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
 local n = 0
 for _, inv in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   for _, hk in ipairs(redis.call('SMEMBERS', ARGV[3] .. 'inv:' .. inv)) do
     local k = ARGV[3] .. 'h:' .. hk
-    if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
+    local f = redis.call('HMGET', k, 'r', 'i')
+    if f[1] == '0' and (not f[2] or tonumber(f[2]) <= w) then redis.call('HSET', k, 'r', '1'); n = n + 1 end
   end
 end
 redis.call('PUBLISH', ARGV[4], 'plg:' .. ARGV[5])
@@ -242,10 +245,10 @@ return n
 `)
 
 // RevokePlugin implements Store.
-func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
+func (s *RedisStore) RevokePlugin(ctx context.Context, id string, at time.Time) (int, error) {
 	n, err := s.revoke(ctx, revokePluginScript,
 		[]string{s.key("plg:", id), s.key("plgrev:", id)},
-		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
+		strconv.FormatInt(at.UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
 	s.cache.invalidate("plg:" + id)
 	return n, err
 }

@@ -145,6 +145,11 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		}
 	}
 	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m, Leases: leases})
+	storeRun := run
+	run = func(ctx context.Context) {
+		go b.RunOwed(ctx) // revocations the store did not acknowledge
+		storeRun(ctx)
+	}
 	return b, run, closer, nil
 }
 
