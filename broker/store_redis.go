@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,10 +40,20 @@ type RedisStore struct {
 	tombstone time.Duration
 	cache     *grantCache // nil: every Get is a round trip
 
-	// Revocations wait for this many replicas (capped at those connected;
-	// 0: never), for at most waitTimeout.
+	// Revocations wait for this many replicas (0: never), capped at
+	// those connected when capWait, for at most waitTimeout per WAIT, and
+	// are written again until they are confirmed, for at most ackWithin.
 	waitReplicas int
+	capWait      bool
 	waitTimeout  time.Duration
+	ackWithin    time.Duration
+
+	journal          revocationJournal // written again after a primary change
+	epoch            atomic.Uint64     // bumped at each primary change: the feed subscribes again
+	switched         chan struct{}     // Sentinel announced a new primary
+	sentinel         *SentinelConfig
+	sentinelPassword string
+	log              *slog.Logger
 
 	// The grant cache's feed publishes a probe on probeChannel every
 	// feedPing (settable by tests; see Run).
@@ -86,6 +98,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		opts.TLSConfig = tc
 	}
 	var rdb *redis.Client
+	var sentinelPassword string
 	if sn := cfg.Sentinel; sn != nil {
 		// The failover client asks the Sentinels for the primary and
 		// follows a failover; writes then go to the promoted replica.
@@ -100,15 +113,20 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 			}
 			fo.SentinelPassword = strings.TrimSpace(string(b))
 		}
+		sentinelPassword = fo.SentinelPassword
 		rdb = redis.NewFailoverClient(fo)
 	} else {
 		rdb = redis.NewClient(opts)
 	}
 	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
-		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait,
-		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing}
+		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait, ackWithin: DefaultRevocationAck,
+		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing,
+		switched: make(chan struct{}, 1), sentinel: cfg.Sentinel, sentinelPassword: sentinelPassword, log: slog.New(slog.DiscardHandler)}
 	if st.waitReplicas == 0 {
-		st.waitReplicas = 1
+		// With Sentinel a revocation needs a replica: a primary that has
+		// none connected is the one a failover replaces. A lone primary
+		// (no Sentinel) waits for the replicas it has, if any.
+		st.waitReplicas, st.capWait = 1, cfg.Sentinel == nil
 	}
 	if st.waitTimeout == 0 {
 		st.waitTimeout = DefaultRevocationWait
@@ -122,6 +140,10 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 	}
 	return st, nil
 }
+
+// SetLogger makes the store log to l (primary changes, revocations
+// written again); call it before Run.
+func (s *RedisStore) SetLogger(l *slog.Logger) { s.log = l }
 
 // channel is where revocations are announced to every replica's cache.
 func (s *RedisStore) channel() string { return s.prefix + "revocations" }

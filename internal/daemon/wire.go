@@ -118,6 +118,7 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		rs.SetLogger(log)
 		store, closer, run = rs, func() { rs.Close() }, rs.Run
 		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if w := rs.Persistence(pctx); w != "" {
