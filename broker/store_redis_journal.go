@@ -159,6 +159,11 @@ func (s *RedisStore) watchSentinel(ctx context.Context) {
 				continue
 			}
 			if name, _, _ := strings.Cut(msg.Payload, " "); name == s.sentinel.MasterName {
+				// At once, not after a poll confirms it: the failover
+				// client moves on this same announcement, and a grant it
+				// then reads from the new primary must not be cached on a
+				// feed still on the old one.
+				s.primaryChanged()
 				select {
 				case s.switched <- struct{}{}:
 				default:
