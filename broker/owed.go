@@ -137,12 +137,10 @@ func (l *owedLedger) failed(kind, id string, now time.Time) {
 // owe keeps a revocation the store did not acknowledge (cause) and says
 // so: ErrRevocationOwed, wrapping cause.
 func (b *Broker) owe(kind, id string, at time.Time, cause error) error {
-	until := at.Add(b.cfg.MaxHandleLifetime)
-	if kind != owedInvocation {
-		// A plugin's and an operator's revocations cover passes, which
-		// live up to pass_ttl after their last renewal.
-		until = at.Add(max(b.cfg.MaxHandleLifetime, b.cfg.PassTTL))
-	}
+	// Any revocation may cover a pass (the host revokes an exited
+	// plugin's pass by its invocation), which lives up to pass_ttl after
+	// its last renewal.
+	until := at.Add(max(b.cfg.MaxHandleLifetime, b.cfg.PassTTL))
 	b.owed.add(&owedRevocation{kind: kind, id: id, at: at, until: until, attempts: 1, next: at.Add(owedFirstBackoff)})
 	b.metrics.owedRevocation("owed", b.owed.len())
 	b.log.Error("revocation not acknowledged by the handle store; kept, enforced on this replica and retried",
