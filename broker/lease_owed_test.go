@@ -61,3 +61,30 @@ func TestLeaseOwedRevocationFinishedByOtherReplica(t *testing.T) {
 		t.Fatalf("a use after the end: %v; want ErrLeaseEnded", err)
 	}
 }
+
+// An invocation ended while the handle store is down: its leases' end
+// is owed with its handles, and written when the store is back (the
+// lease record becomes a tombstone, so no replica obtains a lease for
+// the ended invocation).
+func TestRedisOwedEndEndsLeases(t *testing.T) {
+	ctx := context.Background()
+	rs := testenv.Redis(t)
+	link := testenv.NewRelay(t, rs.Addr)
+	st, err := NewRedisStore(RedisConfig{Address: link.Addr, KeyPrefix: "lease-owed-end:", LocalCache: -1}, time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := newLeaseFixture(t, nil, "pki-none", st, LeasesConfig{SealKeyFile: sealKeyFile(t)})
+	f.issue(t, "inv-end", "cert", time.Now().Add(time.Hour))
+	link.Cut()
+	end, err := f.b.EndInvocation(ctx, "inv-end")
+	if err != nil || !end.HandlesOwed {
+		t.Fatalf("the end with the store down: %+v %v; want owed", end, err)
+	}
+	link.Restore()
+	waitFor(t, "the owed end lands", func() bool { f.b.retryOwed(ctx); return f.b.Owed() == 0 })
+	if s, err := f.leases.State(ctx, "inv-end", "cert"); err != nil || s.State != LeaseStateEnded {
+		t.Fatalf("the invocation's lease record after the owed end landed: %+v %v; want ended", s, err)
+	}
+}

@@ -222,7 +222,13 @@ const owedAttemptTimeout = 5 * time.Second
 func (b *Broker) revokeNow(ctx context.Context, kind, id string, at time.Time) (int, error) {
 	switch kind {
 	case owedInvocation:
-		return b.store.RevokeInvocation(ctx, id)
+		n, err := b.store.RevokeInvocation(ctx, id)
+		if b.leases != nil && err == nil {
+			// The leases' end, too, when it was the store that failed
+			// it: ending again is harmless.
+			_, err = b.leases.End(ctx, id)
+		}
+		return n, err
 	case owedPlugin:
 		return b.store.RevokePlugin(ctx, id, at)
 	case owedHandle:
