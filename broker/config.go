@@ -94,12 +94,13 @@ type RedisConfig struct {
 	// that feed is down the cache is bypassed.
 	LocalCache int `yaml:"local_cache"`
 	// RevocationReplicas is how many replicas must hold a revocation
-	// before it is acknowledged (Redis WAIT): default 1, capped at the
-	// replicas the primary has connected; -1 never waits. A revocation
-	// that no replica confirmed within RevocationWait fails with
-	// ErrRevocationUnreplicated, so a failover cannot silently undo it.
+	// before it is acknowledged (Redis WAIT); -1 never waits. Default 1:
+	// with Sentinel required, without it capped at the replicas the
+	// primary has connected. A revocation not confirmed is written again
+	// for up to DefaultRevocationAck, then owed (ErrRevocationOwed), so a
+	// failover cannot silently undo it.
 	RevocationReplicas int `yaml:"revocation_replicas"`
-	// RevocationWait bounds that wait (default 1s).
+	// RevocationWait bounds one WAIT (default 1s).
 	RevocationWait time.Duration `yaml:"revocation_wait"`
 }
 

@@ -341,7 +341,7 @@ func (p *Plugin) record(typ, invocation string, data map[string]any) (evidence.R
 // serving (NOT_SERVING, the zero value, or no answer) accepts no Invoke
 // until a later Health says SERVING.
 func (p *Plugin) Health(ctx context.Context) error {
-	if err := p.proc.PassErr(); err != nil {
+	if err := p.proc.PassErr(ctx); err != nil {
 		return fmt.Errorf("%w: %w", host.ErrProbeFailed, err)
 	}
 	err := p.health(ctx)

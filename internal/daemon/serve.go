@@ -240,6 +240,9 @@ func (n *serveNode) addAdmin(vc *vault.Client) {
 	// outages from /readyz.
 	storeCheck := admin.Check(b.Ping)
 	n.admin.AddCheck("handle_store", storeCheck)
+	// Not ready while a revocation is owed: refused here, but another
+	// replica may serve it until it lands.
+	n.admin.AddCheck("revocations_owed", b.CheckOwed)
 	if l := b.Leases(); l != nil {
 		// Not ready while lease revocations keep failing (see
 		// broker.leases.failing_warning).
