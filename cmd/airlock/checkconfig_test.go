@@ -121,3 +121,43 @@ host: {policy: %[1]s/host-policy.yaml}
 		t.Errorf("--serve with its files: exit %d\n%s%s", code, out, stderr)
 	}
 }
+
+// More keys with planted values — names, headers, templates,
+// destinations, CIDRs, domains, users, groups, paths, regular
+// expressions — and not one of them is echoed.
+func TestCheckConfigEchoesNoValue(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %[1]q
+broker:
+  secrets: {file: %[1]s/PLANTsecrets}
+  store: {type: redis, redis: {address: "PLANTredis:0"}}
+  api: {group: PLANTgroup, allowed_users: [PLANTuser], tcp: {listen: "PLANTtcp"}}
+  intents:
+    a.read:
+      class: PLANTclass
+      secret: {source: file, path: PLANTpath, field: y}
+      inject: {header: {name: "PLANT hdr", template: "Bearer PLANTtpl"}}
+      destinations: ["https://PLANTdest1_/x", {host: "PLANTdest2..", path_prefix: "PLANTprefix"}, "ftp://PLANTdest3"]
+proxy:
+  allow_cidrs: [PLANTcidr]
+  intercept: {ca_file: %[1]s/PLANTca, permitted_domains: [PLANTDOM]}
+vault: {address: "PLANTvault://x"}
+host:
+  control: "PLANTcontrol"
+  broker: "PLANTbroker"
+  redact: ["PLANT(("]
+  stderr_level: PLANTlvl
+  sandbox: {level: PLANTlevel, read_only: [PLANTro]}
+  executa:
+    plugins:
+      - {name: ok, command: /bin/true, env: {"PLANT=": x}, inherit_env: ["PLANT-x"]}
+`, dir))
+	out, stderr, code := cli(t, nil, "", "check-config", cfg)
+	if code != 1 || strings.Count(stderr, "\n") < 20 {
+		t.Fatalf("exit %d, want 1 with every problem:\n%s%s", code, out, stderr)
+	}
+	if leaked := regexp.MustCompile(`PLANT[A-Za-z0-9_.=(-]*`).FindAllString(out+stderr, -1); len(leaked) > 0 {
+		t.Fatalf("check-config quotes config values %v:\n%s%s", leaked, out, stderr)
+	}
+}
