@@ -2,6 +2,8 @@ package hostport
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"testing"
 )
 
@@ -34,4 +36,30 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever the input, an accepted address splits, its port is a number a
+// listener can take, and a rejection is one of the fixed errors (so it
+// never quotes the input).
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:9464", ":0", "[::1]:443", "host:99999", "a b:1", "300.1.1.1:80", "x:-1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		for _, listen := range []bool{true, false} {
+			err := check(addr, listen)
+			if err == nil {
+				_, port, serr := net.SplitHostPort(addr)
+				n, perr := strconv.Atoi(port)
+				if serr != nil || perr != nil || n < 0 || n > 65535 || (!listen && n == 0) {
+					t.Fatalf("accepted %q (listen %v)", addr, listen)
+				}
+				continue
+			}
+			// One of the fixed errors: nothing of the input in it.
+			if err != ErrForm && err != ErrPort && err != ErrHost && err != ErrDialPort {
+				t.Fatalf("%q: not one of the fixed errors: %v", addr, err)
+			}
+		}
+	})
 }
