@@ -81,7 +81,6 @@ type machine struct {
 	cfg      string
 	users    sysusers
 	tmpfiles []tmpfile
-	mu       sync.Mutex
 	running  map[string]*process
 }
 
