@@ -23,7 +23,10 @@ const (
 // RestartPolicy is how a plugin that crashed, failed to start or failed a
 // health probe is restarted: after Base, 2·Base, 4·Base … (at most Max);
 // more than Budget consecutive failures mark it failed; a run that stayed
-// up for ResetAfter starts the count over.
+// healthy for ResetAfter starts the count over. Healthy uptime runs from
+// the launch to the last health probe the plugin passed: a run that
+// never passed one counts nothing, however long it lasted, so a plugin
+// that fails every probe exhausts its budget whatever the probe interval.
 type RestartPolicy struct {
 	Base       time.Duration `yaml:"base"`
 	Max        time.Duration `yaml:"max"`
@@ -83,6 +86,7 @@ type entry struct {
 	restarts    int
 	lastFailure string
 	health      string
+	healthyAt   time.Time // when the running process last passed a probe
 	since       time.Time
 	retryAt     time.Time
 	changed     chan struct{} // closed and replaced on every state change
@@ -218,7 +222,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			continue
 		}
 		started := time.Now()
-		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health = rt, false, "ok" })
+		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health, e.healthyAt = rt, false, "ok", time.Time{} })
 		report(nil)
 		h.metrics.setUp(e, true)
 		h.metrics.setSandbox(e, rt)
@@ -235,7 +239,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		}
 		uptime := time.Since(started)
 		e.mu.Lock()
-		e.backoff.Ran(uptime)
+		e.backoff.Ran(healthyUptime(started, e.healthyAt))
 		e.mu.Unlock()
 		fault := rt.Fault()
 		if w == whyUnhealthy {
@@ -354,9 +358,21 @@ func (h *Host) watch(e *entry, rt Runtime) why {
 			}
 			e.mu.Lock()
 			e.health = health
+			if health == "ok" {
+				e.healthyAt = time.Now()
+			}
 			e.mu.Unlock()
 		}
 	}
+}
+
+// healthyUptime is how long a run counts towards resetting the restart
+// budget: from its start to the last probe it passed (none: nothing).
+func healthyUptime(started, healthyAt time.Time) time.Duration {
+	if healthyAt.Before(started) {
+		return 0
+	}
+	return healthyAt.Sub(started)
 }
 
 func waitCtxTimeout(wg *sync.WaitGroup, d time.Duration) {

@@ -215,6 +215,7 @@ func TestRestartBudgetResets(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *host.Options) {
 		o.Restart = host.RestartPolicy{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Budget: 2, ResetAfter: 1500 * time.Millisecond}
+		o.HealthInterval = 100 * time.Millisecond // healthy uptime is uptime up to a passed probe
 	})
 	if err := AddProvider(h, f.inst); err != nil {
 		t.Fatal(err)
@@ -242,6 +243,25 @@ func TestRestartBudgetResets(t *testing.T) {
 	s = waitState(t, h, f.inst.Name, "failed", func(s host.Status) bool { return s.State == host.StateFailed })
 	if !strings.Contains(s.LastFailure, "restart budget of 2 exhausted") || s.Health != "unknown" {
 		t.Fatalf("after quick crashes (a failed plugin has no health to show): %+v", s)
+	}
+}
+
+// A plugin that fails every health probe exhausts its budget even when
+// each run outlasts reset_after (probe interval and timeout longer than
+// it): only uptime up to a passed probe resets the count.
+func TestUnhealthyUptimeDoesNotResetBudget(t *testing.T) {
+	f := newHostFixture(t)
+	h := newTestHost(t, f, func(o *host.Options) {
+		o.HealthInterval = 100 * time.Millisecond
+		o.Restart = host.RestartPolicy{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond, Budget: 2, ResetAfter: time.Millisecond}
+	})
+	inst := f.install(t, badBin, "health-error")
+	if err := AddProvider(h, inst); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, h, inst.Name, "failed", func(s host.Status) bool { return s.State == host.StateFailed })
+	if !strings.Contains(s.LastFailure, "health probe failed (restart budget of 2 exhausted)") {
+		t.Fatalf("after three failed probes: %+v", s)
 	}
 }
 
