@@ -108,6 +108,43 @@ func (h *Host) Add(name string, kind Kind, launch Launcher) error {
 	return <-first
 }
 
+// Revive starts a plugin marked failed again, with its restart budget
+// whole: a reinstall may have fixed what failed it. Like Add it returns
+// the first launch's result. A plugin in any other state is left alone
+// (its next launch picks up a reinstall), and nil is returned.
+func (h *Host) Revive(name string) error {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return ErrHostShutdown
+	}
+	e := h.plugins[name]
+	if e == nil {
+		h.mu.Unlock()
+		return ErrPluginUnknown
+	}
+	e.mu.Lock()
+	if e.state != StateFailed {
+		e.mu.Unlock()
+		h.mu.Unlock()
+		return nil
+	}
+	// The failed plugin's supervisor has returned (or is returning without
+	// touching e again): this one takes over.
+	e.backoff.Reset()
+	e.setLocked(StateStarting)
+	e.mu.Unlock()
+	h.sup.Add(1)
+	h.mu.Unlock()
+	h.opts.Log.Info("restarting a failed plugin with its restart budget whole", "plugin", name, "kind", string(e.kind))
+	first := make(chan error, 1)
+	go func() {
+		defer h.sup.Done()
+		h.supervise(e, first)
+	}()
+	return <-first
+}
+
 // Status lists every plugin, by name.
 func (h *Host) Status() []Status {
 	h.mu.Lock()
