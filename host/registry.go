@@ -27,17 +27,20 @@ const (
 
 // Status is what GET /v1/plugins shows of one plugin.
 type Status struct {
-	Name        string    `json:"name"`
-	Kind        Kind      `json:"kind"`
-	State       State     `json:"state"`
-	Protocol    string    `json:"protocol_version,omitempty"`
-	Pid         int       `json:"pid,omitempty"`
-	Sandbox     string    `json:"sandbox,omitempty"`
-	Restarts    int       `json:"restarts"`
-	LastFailure string    `json:"last_failure,omitempty"`
-	Health      string    `json:"health"` // ok | not_serving | unknown
-	Since       time.Time `json:"since"`
-	RetryAt     time.Time `json:"retry_at,omitzero"`
+	Name        string `json:"name"`
+	Kind        Kind   `json:"kind"`
+	State       State  `json:"state"`
+	Protocol    string `json:"protocol_version,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Sandbox     string `json:"sandbox,omitempty"`
+	Restarts    int    `json:"restarts"`
+	LastFailure string `json:"last_failure,omitempty"`
+	// LastStderr are the last lines the plugin's failed process wrote
+	// to stderr, redacted as they were logged.
+	LastStderr []string  `json:"last_stderr,omitempty"`
+	Health     string    `json:"health"` // ok | not_serving | unknown
+	Since      time.Time `json:"since"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
 }
 
 // Launcher starts one process of a plugin; the supervisor calls it for the

@@ -85,6 +85,7 @@ type entry struct {
 	rt          Runtime
 	restarts    int
 	lastFailure string
+	lastStderr  []string
 	health      string
 	healthyAt   time.Time // when the running process last passed a probe
 	since       time.Time
@@ -103,7 +104,7 @@ func (e *entry) status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
-		Health: e.health, Since: e.since}
+		LastStderr: e.lastStderr, Health: e.health, Since: e.since}
 	if e.rt != nil && e.state == StateRunning {
 		s.Protocol, s.Pid, s.Sandbox = e.rt.Protocol(), e.rt.Pid(), e.rt.Sandbox()
 	}
@@ -205,7 +206,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			reason := err.Error()
 			log.Warn("plugin failed to start", "reason", reason)
 			e.mu.Lock()
-			e.lastFailure = reason
+			e.lastFailure, e.lastStderr = reason, stderrOf(err)
 			e.mu.Unlock()
 			// The state says failed or restarting before Add returns.
 			delay, retry := h.failed(e, isPermanent(err), log)
@@ -280,7 +281,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		log.Warn("plugin crashed", "reason", reason, "uptime", uptime.Round(time.Millisecond))
 		e.mu.Lock()
 		e.restarts++
-		e.lastFailure, e.rt = reason, nil
+		e.lastFailure, e.lastStderr, e.rt = reason, stderrOf(fault), nil
 		e.mu.Unlock()
 		if delay, retry := h.failed(e, false, log); !retry || !h.await(e, delay) {
 			return
@@ -364,6 +365,15 @@ func (h *Host) watch(e *entry, rt Runtime) why {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// stderrOf is the stderr tail an exit error carries (none: nil).
+func stderrOf(err error) []string {
+	var x *supervise.ExitError
+	if errors.As(err, &x) {
+		return x.Stderr
+	}
+	return nil
 }
 
 // healthyUptime is how long a run counts towards resetting the restart

@@ -193,6 +193,9 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 	select {
 	case r := <-lc:
 		if r.err != nil {
+			if x := exitOf(proc); x != nil {
+				return nil, fmt.Errorf("%w: %w (the provider exited: %w)", ErrHandshake, r.err, x)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrHandshake, r.err)
 		}
 		line = r.hl
@@ -441,5 +444,19 @@ func (p *Plugin) cleanup() {
 	}
 	if p.host != nil {
 		p.host.Stop()
+	}
+}
+
+// exitOf is how a provider that ended its stdout before a handshake line
+// exited (its status and stderr tail): nil when it has not exited within
+// a second (it closed stdout and runs on; the launch kills it).
+func exitOf(proc *launch.Process) error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-proc.Exited():
+		return proc.ExitErr()
+	case <-t.C:
+		return nil
 	}
 }
