@@ -101,6 +101,9 @@ func (h *Host) Add(name string, kind Kind, launch Launcher) error {
 	}
 	e := newEntry(name, kind, launch, h.opts.Restart)
 	h.plugins[name] = e
+	// A series from the start: a plugin that never runs is down, not
+	// absent (an absent series fires no alert).
+	h.metrics.setUp(e, false)
 	h.sup.Add(1)
 	h.mu.Unlock()
 	first := make(chan error, 1)

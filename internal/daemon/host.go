@@ -334,7 +334,7 @@ func (n *hostNode) serveAdminChecks(cfg *config.Config, adm *admin.Server, own *
 	}
 	adm.AddCheck("plugins", func(context.Context) error {
 		if d := h.Degraded(); len(d) > 0 {
-			return fmt.Errorf("plugins not serving: %s", strings.Join(d, ", "))
+			return &admin.NotReady{What: "plugins not serving", Items: d}
 		}
 		return nil
 	})
