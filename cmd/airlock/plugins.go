@@ -55,14 +55,14 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tSANDBOX\tRESTARTS\tHEALTH\tLAST FAILURE")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tSANDBOX\tRESTARTS\tHEALTH\tEGRESS\tLAST FAILURE")
 	for _, p := range list.Plugins {
 		pid := "-"
 		if p.Pid != 0 {
 			pid = fmt.Sprint(p.Pid)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, orDash(p.Sandbox), p.Restarts,
-			p.Health, orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, orDash(p.Sandbox), p.Restarts,
+			p.Health, orDash(p.Egress), orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
