@@ -69,6 +69,9 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 		if errors.Is(err, broker.ErrUnauthenticated) {
 			return fmt.Errorf("broker at %s: %w (the host presents broker.api.token_file %s)", cfg.Host.Broker, err, cfg.Broker.API.TokenFile)
 		}
+		if why := peerauth.Refusal(strings.TrimPrefix(cfg.Host.Broker, "unix:")); why != "" {
+			return fmt.Errorf("broker at %s refused this user: %s", cfg.Host.Broker, why)
+		}
 		return fmt.Errorf("broker at %s: %w (is airlock serve running?)", cfg.Host.Broker, err)
 	}
 	verifyKeys := &tokens.JWKSClient{URL: cfg.Host.Executa.JWKS, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
