@@ -41,8 +41,9 @@ const NoGroup = -1
 // ListenUnix listens on path inside a private directory, created when
 // missing. An existing directory must be ours and no more open than the
 // options allow (0700, or 0750 of the shared group). A live socket at
-// path is an error; a stale one is replaced. Connections from a uid not
-// allowed are closed before any byte is read.
+// path is an error; a stale one is replaced. A connection from a uid not
+// allowed is never served: it gets one line naming the users the socket
+// admits (RefusalPrefix) and is closed.
 func ListenUnix(path string, o UnixOptions) (net.Listener, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
