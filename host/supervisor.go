@@ -231,10 +231,15 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		h.metrics.setUp(e, false)
 		h.metrics.setSandbox(e, nil)
 		if w == whyShutdown {
-			waitCtxTimeout(&e.calls, h.opts.ShutdownGrace)
-			if err := rt.Shutdown(context.Background()); err != nil {
+			// One grace for the calls in flight to end (they are
+			// cancelled) and for the plugin to stop: the runtime kills it
+			// at the deadline, however long the calls took.
+			ctx, cancel := context.WithTimeout(context.Background(), h.opts.ShutdownGrace)
+			waitCtx(ctx, &e.calls)
+			if err := rt.Shutdown(ctx); err != nil {
 				log.Error("plugin shutdown", "err", err)
 			}
+			cancel()
 			e.set(StateShutdown, func(e *entry) { e.rt = nil })
 			return
 		}
@@ -383,12 +388,6 @@ func healthyUptime(started, healthyAt time.Time) time.Duration {
 		return 0
 	}
 	return healthyAt.Sub(started)
-}
-
-func waitCtxTimeout(wg *sync.WaitGroup, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	waitCtx(ctx, wg)
 }
 
 // isPermanent: failures a restart cannot fix (the installed package or

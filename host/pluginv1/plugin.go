@@ -400,7 +400,8 @@ func (p *Plugin) Fault() error {
 
 // Shutdown cancels in-flight invocations, revokes the plugin's handles,
 // asks the provider to stop, and kills its process group when the grace
-// (one budget for the RPC and the exit) has passed.
+// (one budget for the RPC and the exit) has passed, or at ctx's deadline
+// when that is sooner.
 func (p *Plugin) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -413,6 +414,9 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	deadline := time.Now().Add(p.opts.ShutdownGrace)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	var revokeErr error
 	if p.opts.Broker != nil {
 		_, revokeErr = p.opts.Broker.RevokePlugin(context.WithoutCancel(ctx), p.inst.Name)
