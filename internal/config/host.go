@@ -183,7 +183,10 @@ func (c HostExecuta) Validate() error {
 	if c.JWKS != "" {
 		if u, err := url.Parse(c.JWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			add("host.executa.jwks: must be an http(s) URL")
-		} else if err := hostport.URL(u.Host); err != nil {
+		} else if err := hostport.URL(u.Host); err != nil && u.Port() != "0" {
+			// Port 0 is the default derived from an admin listener on an
+			// ephemeral port (tests, embedded use), where the keys are
+			// the process's own; any other bad port is an error.
 			add("host.executa.jwks: %v", err)
 		}
 	}
