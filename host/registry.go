@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // State of a registered plugin.
@@ -63,6 +66,8 @@ type Host struct {
 	plugins map[string]*entry
 	closing bool
 	sup     sync.WaitGroup // supervisors
+	// policy is opts.Policy until SetPolicy replaces it (a reload).
+	policy atomic.Pointer[policy.Policy]
 }
 
 // New returns an empty host; opts are what every plugin gets (broker,
@@ -71,8 +76,10 @@ type Host struct {
 func New(opts Options) *Host {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Host{opts: opts, ctx: ctx, cancel: cancel, metrics: newPluginMetrics(opts.Registerer),
+	h := &Host{opts: opts, ctx: ctx, cancel: cancel, metrics: newPluginMetrics(opts.Registerer),
 		plugins: map[string]*entry{}}
+	h.policy.Store(opts.Policy)
+	return h
 }
 
 // Options returns the host's options with defaults filled.
@@ -166,7 +173,7 @@ func (h *Host) Invoke(ctx context.Context, name string, req InvokeRequest) (*Out
 	if err != nil {
 		return nil, err
 	}
-	return invokePath{opts: h.opts, base: h.ctx}.invoke(ctx, name, rt, req)
+	return invokePath{opts: h.invokeOptions(), base: h.ctx}.invoke(ctx, name, rt, req)
 }
 
 // Shutdown stops the host: new calls are refused, calls in flight are

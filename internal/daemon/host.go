@@ -50,7 +50,8 @@ const HostShutdownTimeout = 30 * time.Second
 // control API, and the host admin listener — beside an `airlock serve`
 // reached over the broker socket. A plugin that fails is marked failed
 // and the others keep serving; Host returns an error only when its config,
-// a listener, the broker or the evidence log fails.
+// a listener, the broker or the evidence log fails. opts.Reload rereads
+// the config file's host.policy and swaps the policy in.
 func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	opts = opts.withDefaults()
 	// One host per state directory: a second one would launch every
@@ -77,6 +78,7 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	n.reloadOn(opts.Reload, cfg)
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Control: n.control})
 	}

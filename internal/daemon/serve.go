@@ -51,10 +51,12 @@ type Options struct {
 	// Pprof adds Go's profiling endpoints to the admin listener
 	// (diagnostics; off by default).
 	Pprof bool
-	// RefreshSecrets, when set, invalidates the secret cache each time it
-	// delivers (cmd/airlock feeds it SIGHUP; signal handlers are the
-	// process's, so main owns them).
-	RefreshSecrets <-chan os.Signal
+	// Reload, when set, delivers the operator's reload requests
+	// (cmd/airlock feeds it SIGHUP; signal handlers are the process's, so
+	// main owns them). Serve invalidates the secret cache and reloads
+	// the config file (see reload.go); Host reloads its policy; Dev
+	// invalidates the secret cache. None of them ever exits for one.
+	Reload <-chan os.Signal
 }
 
 func (o Options) withDefaults() Options {
@@ -78,10 +80,10 @@ type Ready struct {
 }
 
 // Serve runs `airlock serve` until ctx ends: broker, egress proxy, token
-// issuer, broker API and admin listener. opts.RefreshSecrets refreshes
-// secrets.
+// issuer, broker API and admin listener. opts.Reload refreshes secrets
+// and reloads the config file's intents and rates.
 func Serve(ctx context.Context, cfg *config.Config, opts Options) error {
-	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true})
+	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true, reload: true})
 	if err != nil {
 		return err
 	}
@@ -100,6 +102,9 @@ type serveParts struct {
 	// secrets, when set, replace the config's secret sources of the same
 	// name (Dev serves its demo secret beside the user's file).
 	secrets map[string]broker.SecretSource
+	// reload: a reload request rereads the config file too, not only the
+	// secrets (Serve; Dev's config is the file's plus the demo's).
+	reload bool
 }
 
 // serveNode is a running Serve.
@@ -160,7 +165,7 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if opts.Pprof {
 		mountPprof(n.admin)
 	}
-	n.refreshOn(opts.RefreshSecrets)
+	n.reloadOn(opts.Reload, parts.reload)
 	pc, err := n.startProxy(cfg, parts, vc, opts.AuditOut)
 	if err != nil {
 		return nil, err
@@ -256,23 +261,6 @@ func (n *serveNode) addAdmin(vc *vault.Client) {
 		n.admin.AddCheck("vault", vaultCheck)
 		reg.MustRegister(upGauge("airlock_vault_up", "1 when Vault answers and Airlock's token is valid.", vaultCheck))
 	}
-}
-
-// refreshOn invalidates the secret cache on every value of refresh.
-func (n *serveNode) refreshOn(refresh <-chan os.Signal) {
-	if refresh == nil {
-		return
-	}
-	n.goRun(func(ctx context.Context) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-refresh:
-				n.broker.RefreshSecrets()
-			}
-		}
-	})
 }
 
 // startProxy builds the egress proxy over the broker; it returns the
