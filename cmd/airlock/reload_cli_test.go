@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -178,4 +179,107 @@ proxy:
 		t.Fatalf("serve after SIGHUPs: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// SIGHUP never ends airlock host: it rereads host.policy and the call it
+// denied goes through; a policy that does not parse changes nothing, and
+// the log names the problem, not the value.
+func TestHostSIGHUPReloadsPolicy(t *testing.T) {
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.yaml")
+	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret-1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("version: v1\ndefault: deny\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin := freeAddr(t)
+	fixture := filepath.Join(dir, "sampling.jsonl")
+	if err := os.WriteFile(fixture, []byte(`{"match":"","text":"t","model":"reload-fixture","inputTokens":1,"outputTokens":1}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %q
+admin: {listen: %q}
+broker:
+  api: {socket: %q}
+  secrets: {file: %q}
+  intents:
+    tickets.placeholder:
+      class: read
+      secret: {source: file, path: demo/api, field: token}
+      inject: {placeholder: {headers: [Authorization]}}
+      destinations: [{host: tickets.demo.airlock.test, port: 443, path_prefix: /api/, methods: [GET]}]
+host:
+  admin: %q
+  policy: %q
+  executa:
+    sampling: {fixture: %q}
+    plugins:
+      - name: executa-tickets
+        command: %q
+        credentials: {TICKETS_API_KEY: tickets.placeholder}
+`, filepath.Join(dir, "state"), admin, filepath.Join(dir, "run", "broker.sock"), secrets, freeAddr(t), policy, fixture, executaBin))
+	startServeProcess(t, nil, cfg, admin)
+
+	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
+	hostCmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+	logs := &testenv.SyncBuffer{}
+	hostCmd.Stderr = logs
+	if err := hostCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- hostCmd.Wait() }()
+	defer func() {
+		_ = hostCmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = hostCmd.Process.Kill()
+			t.Errorf("host ignored SIGTERM\n%s", logs.String())
+		}
+	}()
+	alive := func() {
+		t.Helper()
+		select {
+		case err := <-exited:
+			t.Fatalf("airlock host exited after SIGHUP: %v\n%s", err, logs.String())
+		default:
+		}
+	}
+	waitLog(t, logs, 0, "airlock host running")
+	invoke := func() string {
+		out, stderr, _ := cli(t, []string{"AIRLOCK_CONFIG=" + cfg}, "", "invoke", "executa-tickets", "summarize",
+			`{"base_url":"http://tickets.demo.airlock.test"}`)
+		return out + stderr
+	}
+	if res := invoke(); !strings.Contains(res, "policy_denied") {
+		t.Fatalf("a call under default: deny: %s", res)
+	}
+
+	if err := os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hangUp(t, hostCmd.Process)
+	at := waitLog(t, logs, 0, "host policy reloaded")
+	alive()
+	if res := invoke(); strings.Contains(res, "policy_denied") {
+		t.Fatalf("a call after the policy allows it and SIGHUP: %s\n%s", res, logs.String())
+	}
+
+	const bad = "maybe-7f3a"
+	if err := os.WriteFile(policy, []byte("version: v1\ndefault: "+bad+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hangUp(t, hostCmd.Process)
+	waitLog(t, logs, at, "policy reload refused")
+	alive()
+	if !strings.Contains(logs.String()[at:], "policy.default") || strings.Contains(logs.String(), bad) {
+		t.Fatalf("the refusal should name policy.default and not quote the value:\n%s", logs.String()[at:])
+	}
+	if res := invoke(); strings.Contains(res, "policy_denied") {
+		t.Fatalf("the running policy did not stay after a bad file: %s", res)
+	}
 }
