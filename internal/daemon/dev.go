@@ -118,7 +118,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		flags = strings.TrimSpace(flags + " --control " + hn.control + " --control-token-file " + cfg.Host.ControlTokenFile)
 	}
 	printBanner(opts.Stdout, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: up.port,
-		secrets: demo.file, secretFP: demo.fp, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
+		secrets: demo.file, secretFP: demo.fp, kid: activeKID(sn.ring), evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
 	// Ready once the banner is out: callers (and tests) read it then.
 	if opts.OnReady != nil {

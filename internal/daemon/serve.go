@@ -186,9 +186,12 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 }
 
 // startKeys connects to Vault (nil when unused) and starts the token
-// signing key ring and the issuer on it.
+// signing key ring and the issuer on it. Vault down is no reason to
+// exit: the login and the keys are retried until they succeed, and
+// /readyz says vault and signing_key until then (see startVault,
+// loadKeys).
 func (n *serveNode) startKeys(cfg *config.Config) (*vault.Client, error) {
-	vc, err := ConnectVault(n.ctx, cfg, n.log)
+	vc, err := startVault(n.ctx, cfg, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +199,43 @@ func (n *serveNode) startKeys(cfg *config.Config) (*vault.Client, error) {
 		n.goRun(vc.Run)
 	}
 	if n.ring, err = NewRing(n.ctx, cfg, vc, n.log); err != nil {
-		return nil, err
+		if cfg.Tokens.Keys.Source != tokens.SourceVault {
+			return nil, err
+		}
+		n.log.Warn("signing keys cannot be read from Vault; starting without a key and retrying (not ready until they load)", "err", err.Error())
+		if n.ring, err = newPendingRing(cfg, vc, n.log); err != nil {
+			return nil, err
+		}
+		n.goRun(n.loadKeys)
 	}
 	n.goRun(func(ctx context.Context) { n.ring.Run(ctx, cfg.Tokens.Refresh) })
 	n.issuer = NewIssuer(cfg, n.ring)
 	return vc, nil
+}
+
+// Retries of the signing keys while Vault cannot be read: the first after
+// keyRetryFirst, doubling up to keyRetryMax.
+const (
+	keyRetryFirst = time.Second
+	keyRetryMax   = 30 * time.Second
+)
+
+// loadKeys retries loading (or, from an empty source, creating) the
+// signing keys of a ring that started without them, until it holds one.
+func (n *serveNode) loadKeys(ctx context.Context) {
+	wait := keyRetryFirst
+	for n.ring.Active() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := n.ring.RotateIfDue(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("signing keys still cannot be read; retrying", "err", err.Error(), "in", wait)
+			wait = min(2*wait, keyRetryMax)
+		}
+	}
+	n.log.Info("signing keys loaded; serve can mint and verify tokens", "kid", n.ring.Active().ID)
 }
 
 // newRegistry is the process's metrics: Go and process collectors, build
@@ -307,7 +342,7 @@ func (n *serveNode) listen(cfg *config.Config, pc proxy.Config) error {
 	n.adminAddr = n.adminL.Addr().String()
 	n.proxy.AddSelf(n.adminL.Addr())
 	n.log.Info("airlock serving", "admin", n.adminAddr, "jwks", "http://"+n.adminAddr+tokens.JWKSPath,
-		"key_source", cfg.Tokens.Keys.Source, "kid", n.ring.Active().ID,
+		"key_source", cfg.Tokens.Keys.Source, "kid", activeKID(n.ring),
 		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
 		"egress_proxy", n.proxyAddr, "echo_guard", *pc.EchoGuard)
 	n.serve("admin listener", func(ctx context.Context) error { return n.admin.Serve(ctx, n.adminL) })

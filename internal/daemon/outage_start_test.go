@@ -1,0 +1,117 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/vault"
+	"github.com/airlock-dev/airlock/tokens"
+)
+
+// serve started while Vault is down — AppRole login, signing keys and
+// secrets all in Vault — comes up not ready, naming vault and
+// signing_key, and becomes ready once a Vault that was never up before
+// starts, without a restart; then it serves the key and the secret.
+func TestServeStartsWhileVaultIsDown(t *testing.T) {
+	v := testenv.NewVault(t)
+	v.Stop()
+	dir := t.TempDir()
+	roleIDFile, secretIDFile := filepath.Join(dir, "role-id"), filepath.Join(dir, "secret-id")
+	const roleID, secretID = "serve-outage-role", "serve-outage-secret-id-5d1c"
+	if err := os.WriteFile(roleIDFile, []byte(roleID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretIDFile, []byte(secretID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Vault.Address = v.Addr
+	cfg.Vault.Auth = vault.AuthConfig{Method: vault.AuthAppRole, RoleIDFile: roleIDFile, SecretIDFile: secretIDFile}
+	cfg.Tokens.Keys = tokens.KeysConfig{Source: tokens.SourceVault, Mount: "secret", Path: "airlock/outage-signing-keys"}
+	cfg.Broker.Intents = map[string]broker.Intent{"outage.read": {Class: broker.ClassRead,
+		Secret: broker.SecretRef{Source: broker.SourceVault, Mount: "secret", Path: "airlock/outage", Field: "token"},
+		Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
+	cfg.Broker = cfg.Broker.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := serveForTest(t, cfg)
+	code, body := readyz(t, r.Admin)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"vault"`) || !strings.Contains(body, `"signing_key"`) {
+		t.Fatalf("/readyz with Vault down: %d %s", code, body)
+	}
+
+	v.Start(t)
+	ctx := context.Background()
+	root := v.Client(t)
+	if err := root.Sys().EnableAuthWithOptionsWithContext(ctx, "approle", &vaultapi.EnableAuthOptions{Type: "approle"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Sys().PutPolicyWithContext(ctx, "airlock-serve", `path "secret/*" { capabilities = ["create", "read", "update", "list"] }`); err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range map[string]map[string]any{
+		"auth/approle/role/serve":                  {"token_policies": "airlock-serve", "token_ttl": "10m"},
+		"auth/approle/role/serve/role-id":          {"role_id": roleID},
+		"auth/approle/role/serve/custom-secret-id": {"secret_id": secretID},
+	} {
+		if _, err := root.Logical().WriteWithContext(ctx, path, data); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if _, err := root.KVv2("secret").Put(ctx, "airlock/outage", map[string]any{"token": "outage-secret-value"}); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(t, r.Admin, http.StatusOK, "", "Vault up after serve started")
+
+	resp, err := client.Get("http://" + r.Admin + tokens.JWKSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var jwks tokens.JWKS
+	if err := json.NewDecoder(resp.Body).Decode(&jwks); err != nil || len(jwks.Keys) != 1 {
+		t.Fatalf("JWKS once ready: %+v %v", jwks, err)
+	}
+	if _, err := root.KVv2("secret").Get(ctx, "airlock/outage-signing-keys"); err != nil {
+		t.Fatalf("the signing key serve created is not in Vault: %v", err)
+	}
+}
+
+// serve started while Redis is down comes up not ready, naming
+// handle_store, and becomes ready when Redis starts, without a restart.
+func TestServeStartsWhileRedisIsDown(t *testing.T) {
+	rd := testenv.Redis(t)
+	rd.Stop()
+	cfg := testConfig(t)
+	cfg.Broker.Store.Type = broker.StoreRedis
+	cfg.Broker.Store.Redis.Address = rd.Addr
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := serveForTest(t, cfg)
+	if code, body := readyz(t, r.Admin); code != http.StatusServiceUnavailable || !strings.Contains(body, `"handle_store"`) {
+		t.Fatalf("/readyz with Redis down: %d %s", code, body)
+	}
+	if err := rd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(t, r.Admin, http.StatusOK, "", "Redis up after serve started")
+	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	if _, err := bc.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
