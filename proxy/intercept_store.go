@@ -182,6 +182,18 @@ func newCAStore(cfg InterceptConfig, vc *vaultapi.Client) (caStore, error) {
 // the bundle. A failed read keeps the CA in use.
 func (s *Server) reloadCA(ctx context.Context) {
 	cur := s.ca.Load()
+	if cur == nil {
+		// Not loaded at start (Vault down): load it, or create it when
+		// the store holds none, as New would have.
+		ca, err := openCA(ctx, s.caStore, s.cfg.Intercept.PermittedDomains)
+		if err != nil {
+			s.log.Warn("proxy: the intercept CA still cannot be loaded; CONNECT stays refused", "error", err.Error())
+			return
+		}
+		s.ca.Store(ca)
+		s.log.Info("proxy: intercept CA loaded", "signer", ca.cert.Subject.CommonName)
+		return
+	}
 	st, err := s.caStore.load(ctx)
 	if err != nil || st.empty() {
 		if err != nil {

@@ -1,5 +1,7 @@
 package proxy
 
+import "errors"
+
 // SetLimits applies new request rates and the per-plugin concurrency cap
 // (a config reload): PerHandleRPS, PerHandleBurst, PerPluginRPS,
 // PerPluginBurst and PerPluginConcurrency of c, after WithDefaults and
@@ -16,3 +18,14 @@ func (s *Server) SetLimits(c LimitsConfig) {
 	lim.global = old.global
 	s.limits.Store(lim)
 }
+
+// InterceptReady reports an intercept CA that is configured but not
+// loaded yet (Vault was down at start): CONNECT is refused until it is.
+func (s *Server) InterceptReady() error {
+	if s.caStore != nil && s.ca.Load() == nil {
+		return errInterceptNotLoaded
+	}
+	return nil
+}
+
+var errInterceptNotLoaded = errors.New("the intercept CA is not loaded yet (retried every proxy.intercept.reload)")

@@ -141,10 +141,17 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ca, err := openCA(ctx, s.caStore, cfg.Intercept.PermittedDomains)
 		cancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			s.ca.Store(ca)
+		case cfg.Intercept.Vault.Path != "":
+			// Vault down at start is an outage, not a bad config: CONNECT
+			// is refused until the reload loop loads the CA (Serve).
+			opts.Logger.Warn("proxy: the intercept CA cannot be read from Vault; CONNECT is refused until it loads (retried every proxy.intercept.reload)",
+				"error", err.Error())
+		default:
 			return nil, err
 		}
-		s.ca.Store(ca)
 	}
 	return s, nil
 }

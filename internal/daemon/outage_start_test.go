@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/internal/vault"
+	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -41,12 +43,16 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 		Secret: broker.SecretRef{Source: broker.SourceVault, Mount: "secret", Path: "airlock/outage", Field: "token"},
 		Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
 	cfg.Broker = cfg.Broker.WithDefaults()
+	cfg.Proxy.Intercept.CAFile = filepath.Join(dir, "intercept-ca.pem")
+	cfg.Proxy.Intercept.Vault = proxy.InterceptVault{Mount: "secret", Path: "airlock/outage-intercept-ca"}
+	cfg.Proxy.Intercept.Reload = time.Second
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	r := serveForTest(t, cfg)
 	code, body := readyz(t, r.Admin)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"vault"`) || !strings.Contains(body, `"signing_key"`) {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"vault"`) || !strings.Contains(body, `"signing_key"`) ||
+		!strings.Contains(body, `"intercept_ca"`) {
 		t.Fatalf("/readyz with Vault down: %d %s", code, body)
 	}
 
@@ -71,7 +77,17 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 	if _, err := root.KVv2("secret").Put(ctx, "airlock/outage", map[string]any{"token": "outage-secret-value"}); err != nil {
 		t.Fatal(err)
 	}
-	waitReadyz(t, r.Admin, http.StatusOK, "", "Vault up after serve started")
+	// The login backs off up to a minute while Vault is down; on a
+	// loaded machine Vault's own start takes a while.
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		code, body := readyz(t, r.Admin)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after Vault came up: %d %s", code, body)
+		}
+	}
 
 	resp, err := client.Get("http://" + r.Admin + tokens.JWKSPath)
 	if err != nil {
@@ -82,8 +98,13 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&jwks); err != nil || len(jwks.Keys) != 1 {
 		t.Fatalf("JWKS once ready: %+v %v", jwks, err)
 	}
-	if _, err := root.KVv2("secret").Get(ctx, "airlock/outage-signing-keys"); err != nil {
-		t.Fatalf("the signing key serve created is not in Vault: %v", err)
+	for _, p := range []string{"airlock/outage-signing-keys", "airlock/outage-intercept-ca"} {
+		if _, err := root.KVv2("secret").Get(ctx, p); err != nil {
+			t.Fatalf("what serve created is not in Vault at %s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(cfg.Proxy.Intercept.CAFile); err != nil {
+		t.Fatalf("the intercept CA bundle is not published: %v", err)
 	}
 }
 

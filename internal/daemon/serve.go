@@ -324,6 +324,10 @@ func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.C
 		return pc, err
 	}
 	n.proxy = px
+	if pc.Intercept.CAFile != "" {
+		// Not ready while a CA kept in Vault could not be loaded yet.
+		n.admin.AddCheck("intercept_ca", func(context.Context) error { return px.InterceptReady() })
+	}
 	return pc, nil
 }
 
