@@ -144,6 +144,9 @@ proxy:
 			t.Fatalf("the reload does not say it applied %s:\n%s", want, logs.String())
 		}
 	}
+	if strings.Contains(logs.String(), "restart_needed") {
+		t.Fatalf("an edit of intents and rates only asks for a restart:\n%s", logs.String())
+	}
 	h2, err := issue("added")
 	if err != nil {
 		t.Fatalf("the added intent after SIGHUP: %v", err)
@@ -173,6 +176,20 @@ proxy:
 	}
 	if _, err := issue("added"); err != nil {
 		t.Fatalf("the running config did not stay after a bad file: %v", err)
+	}
+
+	// A setting a reload cannot apply is named, and the rest applies.
+	if err := os.WriteFile(cfg, []byte(config(demo, "per_handle_rps: 0.001, per_handle_burst: 2, max_request_body: 4096")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	at = len(logs.String())
+	hangUp(t, cmd.Process)
+	waitLog(t, logs, at, "restart_needed")
+	if !strings.Contains(logs.String()[at:], "proxy.limits.max_request_body") {
+		t.Fatalf("the restart warning does not name the setting:\n%s", logs.String()[at:])
+	}
+	if _, err := issue("added"); err == nil {
+		t.Fatal("the intent removed by the same edit is still issued")
 	}
 	resp, err := http.Get("http://" + admin + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
