@@ -165,7 +165,6 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if opts.Pprof {
 		mountPprof(n.admin)
 	}
-	n.reloadOn(opts.Reload, parts.reload)
 	pc, err := n.startProxy(cfg, parts, vc, opts.AuditOut)
 	if err != nil {
 		return nil, err
@@ -182,6 +181,8 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if err := n.listen(cfg, pc); err != nil {
 		return nil, err
 	}
+	// Once every part a reload swaps into is there.
+	n.reloadOn(opts.Reload, parts.reload)
 	return n, nil
 }
 
