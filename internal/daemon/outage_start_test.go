@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,7 +50,20 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r := serveForTest(t, cfg)
+	logs := &testenv.SyncBuffer{}
+	ready := make(chan Ready, 1)
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(sctx, cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil)), OnReady: func(r Ready) { ready <- r }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Serve with Vault down: %v\n%s", err, logs.String())
+	}
 	code, body := readyz(t, r.Admin)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"vault"`) || !strings.Contains(body, `"signing_key"`) ||
 		!strings.Contains(body, `"intercept_ca"`) {
@@ -65,13 +79,16 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 	if err := root.Sys().PutPolicyWithContext(ctx, "airlock-serve", `path "secret/*" { capabilities = ["create", "read", "update", "list"] }`); err != nil {
 		t.Fatal(err)
 	}
-	for path, data := range map[string]map[string]any{
-		"auth/approle/role/serve":                  {"token_policies": "airlock-serve", "token_ttl": "10m"},
-		"auth/approle/role/serve/role-id":          {"role_id": roleID},
-		"auth/approle/role/serve/custom-secret-id": {"secret_id": secretID},
+	for _, w := range []struct {
+		path string
+		data map[string]any
+	}{
+		{"auth/approle/role/serve", map[string]any{"token_policies": "airlock-serve", "token_ttl": "10m"}},
+		{"auth/approle/role/serve/role-id", map[string]any{"role_id": roleID}},
+		{"auth/approle/role/serve/custom-secret-id", map[string]any{"secret_id": secretID}},
 	} {
-		if _, err := root.Logical().WriteWithContext(ctx, path, data); err != nil {
-			t.Fatalf("%s: %v", path, err)
+		if _, err := root.Logical().WriteWithContext(ctx, w.path, w.data); err != nil {
+			t.Fatalf("%s: %v", w.path, err)
 		}
 	}
 	if _, err := root.KVv2("secret").Put(ctx, "airlock/outage", map[string]any{"token": "outage-secret-value"}); err != nil {
@@ -85,7 +102,7 @@ func TestServeStartsWhileVaultIsDown(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready after Vault came up: %d %s", code, body)
+			t.Fatalf("not ready after Vault came up: %d %s\n%s", code, body, logs.String())
 		}
 	}
 

@@ -276,7 +276,11 @@ func (c *Client) Run(ctx context.Context) {
 		if w != nil {
 			renew = w.RenewCh()
 		}
-		relogin := false
+		// With a login method but no token (the last login failed: Vault
+		// was down at start, or still is), log in again at once: nothing
+		// else would ask.
+		static := c.cfg.Auth.Method == "" || c.cfg.Auth.Method == AuthToken
+		relogin := auth == nil && !static
 		for !relogin && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
