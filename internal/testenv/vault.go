@@ -133,7 +133,8 @@ func startVaultAt(bin string, port int, rootToken string) (*VaultServer, error) 
 		os.RemoveAll(home)
 		return nil, fmt.Errorf("exec %s: %w", bin, err)
 	}
-	go func() { <-v.proc.done; os.RemoveAll(home) }()
+	proc := v.proc // Start replaces v.proc
+	go func() { <-proc.done; os.RemoveAll(home) }()
 	if err := v.waitReady(30 * time.Second); err != nil {
 		v.Stop()
 		return nil, err
