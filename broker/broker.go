@@ -30,6 +30,7 @@ type Broker struct {
 	leases  *Leases
 	// intents are cfg.Intents until SetIntents replaces them (a reload).
 	intents atomic.Pointer[map[string]Intent]
+	owed    owedLedger // revocations the store has not acknowledged
 }
 
 // New returns a Broker. cfg must have passed Validate (after WithDefaults).
@@ -226,6 +227,10 @@ func (b *Broker) resolveKey(ctx context.Context, key HandleKey) (*Grant, error) 
 	if err != nil {
 		return g, err
 	}
+	if b.owed.covers(g) {
+		// Revoked here; the store does not know yet.
+		return g, ErrHandleRevoked
+	}
 	if !b.now().Before(g.ExpiresAt) {
 		return g, ErrHandleExpired
 	}
@@ -234,43 +239,60 @@ func (b *Broker) resolveKey(ctx context.Context, key HandleKey) (*Grant, error) 
 
 // RevokeInvocation revokes every handle of the invocation, on every
 // replica sharing the store, and refuses new ones for it; then it ends
-// the invocation's leases (see EndInvocation).
+// the invocation's leases (see EndInvocation). ErrRevocationOwed: the
+// store did not acknowledge it (see EndInvocation).
 func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int, error) {
-	end, err := b.EndInvocation(ctx, invocationID)
+	end, owed, err := b.endInvocation(ctx, invocationID)
+	if owed != nil {
+		err = owed
+	}
 	return end.Handles, err
 }
 
 // EndInvocation is RevokeInvocation saying what it revoked: the handles,
 // and the leases (Leases.End). The leases end even when the handles'
 // revocation failed: the credentials behind them then die at the
-// upstream all the same. Ending twice is harmless: the second finds
-// nothing.
+// upstream all the same. A handle revocation the store did not
+// acknowledge is owed (HandlesOwed): kept, enforced on this replica at
+// once and retried until it lands or the handles have expired. Ending
+// twice is harmless: the second finds nothing.
 func (b *Broker) EndInvocation(ctx context.Context, invocationID string) (InvocationEnd, error) {
-	n, err := b.store.RevokeInvocation(ctx, invocationID)
-	var end InvocationEnd
+	end, _, err := b.endInvocation(ctx, invocationID)
+	return end, err
+}
+
+// endInvocation is EndInvocation, with the error its handles' revocation
+// is owed for (ErrRevocationOwed, wrapping the store's), if it is.
+func (b *Broker) endInvocation(ctx context.Context, invocationID string) (end InvocationEnd, owed, err error) {
+	at := b.now()
+	n, serr := b.store.RevokeInvocation(ctx, invocationID)
 	var lerr error
 	if b.leases != nil {
 		if end.Leases, lerr = b.leases.End(ctx, invocationID); lerr != nil {
 			b.log.Error("ending the invocation's leases", "invocation", invocationID, "err", lerr)
 		}
 	}
-	if err != nil {
-		return end, err
+	if serr != nil {
+		end.HandlesOwed = true
+		return end, b.owe(owedInvocation, invocationID, at, serr), nil
 	}
 	end.Handles = n
 	b.metrics.revoke("invocation", n)
 	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n, "leases", len(end.Leases))
-	return end, lerr
+	return end, nil, lerr
 }
 
 // Leases is the lease manager (nil when none is configured).
 func (b *Broker) Leases() *Leases { return b.leases }
 
-// RevokePlugin revokes every handle the plugin holds now.
+// RevokePlugin revokes every handle and pass the plugin holds now.
+// ErrRevocationOwed: the store did not acknowledge it; this replica
+// refuses them at once and retries.
 func (b *Broker) RevokePlugin(ctx context.Context, pluginID string) (int, error) {
-	n, err := b.store.RevokePlugin(ctx, pluginID)
+	at := b.now()
+	n, err := b.store.RevokePlugin(ctx, pluginID, at)
 	if err != nil {
-		return 0, err
+		return 0, b.owe(owedPlugin, pluginID, at, err)
 	}
 	b.metrics.revoke("plugin", n)
 	b.log.Info("plugin handles revoked", "plugin", pluginID, "handles", n)

@@ -101,6 +101,9 @@ func (c *Client) RevokeInvocation(ctx context.Context, id string) (int, error) {
 	if err != nil {
 		return 0, errorFromStatus(err)
 	}
+	if resp.GetHandlesOwed() {
+		return 0, ErrRevocationOwed
+	}
 	return int(resp.GetRevoked()), nil
 }
 
@@ -111,7 +114,7 @@ func (c *Client) EndInvocation(ctx context.Context, id string) (InvocationEnd, e
 	if err != nil {
 		return InvocationEnd{}, errorFromStatus(err)
 	}
-	end := InvocationEnd{Handles: int(resp.GetRevoked())}
+	end := InvocationEnd{Handles: int(resp.GetRevoked()), HandlesOwed: resp.GetHandlesOwed()}
 	for _, l := range resp.GetLeases() {
 		end.Leases = append(end.Leases, LeaseEnd{Intent: l.GetIntent(), Fingerprint: l.GetFingerprint(), Revoked: l.GetRevoked()})
 	}

@@ -3,11 +3,12 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/hostport"
 )
 
 // Defaults for Config.
@@ -94,12 +95,13 @@ type RedisConfig struct {
 	// that feed is down the cache is bypassed.
 	LocalCache int `yaml:"local_cache"`
 	// RevocationReplicas is how many replicas must hold a revocation
-	// before it is acknowledged (Redis WAIT): default 1, capped at the
-	// replicas the primary has connected; -1 never waits. A revocation
-	// that no replica confirmed within RevocationWait fails with
-	// ErrRevocationUnreplicated, so a failover cannot silently undo it.
+	// before it is acknowledged (Redis WAIT); -1 never waits. Default 1:
+	// with Sentinel required, without it capped at the replicas the
+	// primary has connected. A revocation not confirmed is written again
+	// for up to DefaultRevocationAck, then owed (ErrRevocationOwed), so a
+	// failover cannot silently undo it.
 	RevocationReplicas int `yaml:"revocation_replicas"`
-	// RevocationWait bounds that wait (default 1s).
+	// RevocationWait bounds one WAIT (default 1s).
 	RevocationWait time.Duration `yaml:"revocation_wait"`
 }
 
@@ -209,8 +211,10 @@ func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.EgressProxy != "" {
-		if _, _, err := net.SplitHostPort(c.EgressProxy); err != nil {
-			add("broker.egress_proxy: must be host:port")
+		// It defaults to proxy.listen (port 0 there: the port serve
+		// binds), so it is checked as one.
+		if err := hostport.Listen(c.EgressProxy); err != nil {
+			add("broker.egress_proxy: %v", err)
 		}
 	}
 	if c.MaxHandleLifetime <= 0 || c.MaxHandleLifetime > 24*time.Hour {
@@ -249,13 +253,13 @@ func (c Config) Validate() error {
 				add("broker.store.redis.sentinel.addresses: at least one Sentinel")
 			}
 			for i, a := range sn.Addresses {
-				if _, _, err := net.SplitHostPort(a); err != nil {
-					add("broker.store.redis.sentinel.addresses[%d]: must be host:port", i)
+				if err := hostport.Dial(a); err != nil {
+					add("broker.store.redis.sentinel.addresses[%d]: %v", i, err)
 				}
 			}
 		default:
-			if _, _, err := net.SplitHostPort(r.Address); err != nil {
-				add("broker.store.redis.address: must be host:port")
+			if err := hostport.Dial(r.Address); err != nil {
+				add("broker.store.redis.address: %v", err)
 			}
 		}
 		if c.Store.Redis.DB < 0 {
@@ -271,7 +275,7 @@ func (c Config) Validate() error {
 			add("broker.store.redis.revocation_wait: must be between 0 and 1m")
 		}
 	default:
-		add("broker.store.type: %q is not one of: memory, redis", c.Store.Type)
+		add("broker.store.type: must be one of: memory, redis")
 	}
 	errs = append(errs, c.Leases.validate(c.Store.Type, c.leased())...)
 	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
@@ -340,7 +344,7 @@ func (r SecretRef) validate(p string, haveFile bool) []error {
 	case "":
 		add("%s.source: required (vault, vault_lease or file)", p)
 	default:
-		add("%s.source: %q is not one of: vault, vault_lease, file", p, r.Source)
+		add("%s.source: must be one of: vault, vault_lease, file", p)
 	}
 	if len(r.Data) > 0 && r.Source != SourceVaultLease {
 		add("%s.data: is for source vault_lease", p)

@@ -46,6 +46,11 @@ var (
 	// (it is enforced now) but no replica confirmed it within the wait, so
 	// a failover could still undo it. Revocations are idempotent: retry.
 	ErrRevocationUnreplicated = errors.New("revocation was applied but no replica confirmed it")
+	// ErrRevocationOwed: the handle store did not acknowledge the
+	// revocation (unreachable, or unreplicated). The broker keeps it,
+	// refuses what it covers on this replica at once and retries it until
+	// the store acknowledges it or all it covers has expired.
+	ErrRevocationOwed = errors.New("revocation is owed: refused on this replica, not yet acknowledged by the handle store")
 )
 
 // Secret failures.

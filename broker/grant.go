@@ -105,6 +105,16 @@ func (d *Destination) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// String is d as an operator reads it (and a plugin, in a refusal that
+// lists its own handle's destinations): the URL prefix and the methods.
+func (d Destination) String() string {
+	methods := "any method"
+	if len(d.Methods) > 0 {
+		methods = strings.Join(d.Methods, ",")
+	}
+	return fmt.Sprintf("https://%s:%d%s (%s)", d.Host, d.Port, d.PathPrefix, methods)
+}
+
 // Check returns the problem decoding found, naming its config line.
 func (d Destination) Check() error {
 	if d.invalid == nil {

@@ -78,6 +78,7 @@ type trackedLease struct {
 	nextTry  time.Time
 	failing  bool      // attempts used up; retried slowly until expires
 	checked  time.Time // obtained leases: when the record was last read
+	raw      []byte    // revoking: the owed record in the store (nil: none holds it)
 }
 
 // LeaseOptions configure NewLeases.

@@ -39,42 +39,94 @@ func (l *Leases) End(ctx context.Context, invocationID string) ([]LeaseEnd, erro
 }
 
 func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, error) {
-	// The tombstone keeps the lease's fingerprint for operators (handle
-	// inspect); a record that changed between the load and the swap only
-	// costs the tombstone its fingerprint.
+	// The record is swapped for one that says the lease is ended and its
+	// revocation owed, keeping the sealed lease id, so that no replica
+	// claims a new lease for the invocation and any replica can finish
+	// the revocation should this one be gone (it stays on the due list
+	// until it lands). A record that changed between the load and the
+	// swap only costs the tombstone its fingerprint.
+	now := l.now()
 	tomb := leaseRecord{State: leaseEnded}
+	ttl := l.tombstone
 	cur, lerr := l.store.LoadLease(ctx, key)
 	if lerr == nil && cur != nil {
 		if r, err := decodeLease(cur); err == nil {
 			tomb.Fingerprint, tomb.ObtainedAt, tomb.ExpiresAt = r.Fingerprint, r.ObtainedAt, r.ExpiresAt
+			if r.State == leaseActive || r.State == leaseRevoking {
+				tomb = r
+				tomb.State = leaseRevoking
+				ttl = max(ttl, r.ExpiresAt.Sub(now)+time.Minute)
+			}
 		}
 	}
-	old, err := l.store.SwapLease(ctx, key, encodeLease(tomb), l.tombstone)
-	if err == nil && (lerr != nil || cur != nil || old != nil) {
-		// Off the deadline list; an invocation that never used the
-		// intent has no entry there, and costs no third round trip.
-		_ = l.store.ForgetLease(ctx, key)
-	}
+	raw := encodeLease(tomb)
+	old, err := l.store.SwapLease(ctx, key, raw, ttl)
 	l.mu.Lock()
 	delete(l.held, key)
 	if t := l.tracked[key]; t != nil && !t.revoking {
 		delete(l.tracked, key) // whoever swapped the record revokes it
 	}
 	l.mu.Unlock()
-	if err != nil || old == nil {
+	if err != nil {
 		return nil, err
 	}
-	rec, err := decodeLease(old)
-	if err != nil || rec.State != leaseActive {
-		return nil, err
+	rec, derr := decodeLease(old)
+	if old == nil || derr != nil || rec.State == leaseEnded {
+		if lerr != nil || cur != nil || old != nil {
+			// Off the deadline list; an invocation that never used the
+			// intent has no entry there, and costs no third round trip.
+			_ = l.store.ForgetLease(ctx, key)
+		}
+		return nil, derr
 	}
 	sec, err := l.seal.open(key, rec.Sealed)
 	if err != nil {
 		return nil, err
 	}
-	t := &trackedLease{tk: key, key: key, intent: intent, id: sec.ID, fp: rec.Fingerprint, expires: rec.ExpiresAt, deadline: rec.Deadline, revoking: true}
+	if tomb.State != leaseRevoking {
+		// Claimed between the load and the swap: record what is owed.
+		tomb = rec
+		tomb.State = leaseRevoking
+		raw = encodeLease(tomb)
+		if _, err := l.store.SwapLease(ctx, key, raw, max(l.tombstone, rec.ExpiresAt.Sub(now)+time.Minute)); err != nil {
+			raw = nil
+		}
+	}
+	if rec.State == leaseRevoking {
+		l.mu.Lock()
+		t := l.tracked[key]
+		l.mu.Unlock()
+		if t != nil && t.revoking {
+			return nil, nil // this replica owes it already and retries it
+		}
+		if !now.Before(rec.ExpiresAt) {
+			l.settle(ctx, key, raw) // dead at Vault anyway
+			return nil, nil
+		}
+		l.log.Info("finishing an owed lease revocation", "intent", intent, "lease_fp", rec.Fingerprint)
+	}
+	t := &trackedLease{tk: key, key: key, intent: intent, id: sec.ID, fp: rec.Fingerprint, expires: rec.ExpiresAt,
+		deadline: rec.Deadline, revoking: true, raw: raw}
 	ok := l.attempt(ctx, t)
 	return &LeaseEnd{Intent: intent, Fingerprint: rec.Fingerprint, Revoked: ok}, nil
+}
+
+// settle records in the store that the lease under key is revoked (or
+// dead at Vault): the owed record raw becomes a plain tombstone, and the
+// key leaves the deadline list. A record changed meanwhile (another
+// replica settled it) is left alone.
+func (l *Leases) settle(ctx context.Context, key string, raw []byte) {
+	if raw == nil {
+		return
+	}
+	rec, err := decodeLease(raw)
+	if err != nil {
+		return
+	}
+	tomb := encodeLease(leaseRecord{State: leaseEnded, Fingerprint: rec.Fingerprint, ObtainedAt: rec.ObtainedAt, ExpiresAt: rec.ExpiresAt})
+	if _, err := l.store.UpdateLease(ctx, key, raw, tomb, l.tombstone); err == nil {
+		_ = l.store.ForgetLease(ctx, key)
+	}
 }
 
 // revokeLater revokes a lease no record holds (the loser of a claim race)
@@ -88,19 +140,27 @@ func (l *Leases) revokeLater(key, intent, id, fp string, expires time.Time) {
 }
 
 // attempt tries one revocation of t; on failure t is tracked for the
-// background retries. It reports whether Vault confirmed.
+// background retries, and, when a record holds it, listed in the store
+// as due at the next try, for any replica to retry should this one be
+// gone. It reports whether Vault confirmed.
 func (l *Leases) attempt(ctx context.Context, t *trackedLease) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RevokeTimeout)
 	err := l.revoke(rctx, t.id)
 	cancel()
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RevokeTimeout)
+	defer scancel()
 	if err == nil {
+		l.mu.Lock()
 		delete(l.tracked, t.tk)
+		l.mu.Unlock()
 		l.metrics.revocation("ok")
 		l.log.Info("lease revoked", "intent", t.intent, "lease_fp", t.fp)
+		if t.raw != nil {
+			l.settle(sctx, t.key, t.raw)
+		}
 		return true
 	}
+	l.mu.Lock()
 	t.attempts++
 	wait := l.cfg.RevokeBackoff * time.Duration(math.Pow(2, float64(min(t.attempts-1, 16))))
 	t.nextTry = l.now().Add(min(wait, time.Minute))
@@ -114,6 +174,12 @@ func (l *Leases) attempt(ctx context.Context, t *trackedLease) bool {
 		l.log.Warn("lease revocation failed; retrying", "intent", t.intent, "lease_fp", t.fp, "attempts", t.attempts, "err", err)
 	}
 	l.tracked[t.tk] = t
+	next := t.nextTry
+	l.mu.Unlock()
+	if t.raw != nil {
+		// Another replica takes over a little after this one's next try.
+		_ = l.store.DeferLease(sctx, t.key, next.Add(l.cfg.CheckInterval))
+	}
 	return false
 }
 
@@ -205,11 +271,12 @@ func (l *Leases) Run(ctx context.Context) {
 func (l *Leases) sweep(ctx context.Context, final bool) {
 	now := l.now()
 	l.mu.Lock()
-	var due []*trackedLease
+	var due, dead []*trackedLease
 	for k, t := range l.tracked {
 		if t.revoking && !now.Before(t.expires) {
 			delete(l.tracked, k) // dead at Vault anyway
 			l.metrics.revocation("expired")
+			dead = append(dead, t)
 			continue
 		}
 		if final && !t.revoking {
@@ -225,6 +292,9 @@ func (l *Leases) sweep(ctx context.Context, final bool) {
 		}
 	}
 	l.mu.Unlock()
+	for _, t := range dead {
+		l.settle(ctx, t.key, t.raw)
+	}
 	for _, t := range due {
 		if t.revoking {
 			l.attempt(ctx, t)

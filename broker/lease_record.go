@@ -16,7 +16,10 @@ import (
 // Lease states in a record.
 const (
 	leaseActive = "active"
-	leaseEnded  = "ended" // revoked, or being revoked: no further use
+	// leaseRevoking: ended, and its revocation at Vault is owed; the
+	// record keeps the sealed lease id, so any replica can finish it.
+	leaseRevoking = "revoking"
+	leaseEnded    = "ended" // revoked (or expired at Vault): no further use
 )
 
 // leaseRecord is what the store holds for one invocation's lease of one

@@ -8,7 +8,10 @@ import (
 // InvocationEnd is what ending an invocation revoked.
 type InvocationEnd struct {
 	Handles int
-	Leases  []LeaseEnd
+	// HandlesOwed: the store did not acknowledge the handles' revocation;
+	// the broker refuses them and retries (ErrRevocationOwed).
+	HandlesOwed bool
+	Leases      []LeaseEnd
 }
 
 // InvocationEnder ends an invocation and says what it revoked; *Broker

@@ -31,6 +31,9 @@ type LeaseStore interface {
 	DueLeases(ctx context.Context, now time.Time, limit int) ([]string, error)
 	// ForgetLease takes key off the deadline list.
 	ForgetLease(ctx context.Context, key string) error
+	// DeferLease lists key as due at at (again): an owed revocation any
+	// replica retries from then, should the one that owes it be gone.
+	DeferLease(ctx context.Context, key string, at time.Time) error
 }
 
 var (
@@ -74,6 +77,9 @@ func (s *MemoryStore) DueLeases(context.Context, time.Time, int) ([]string, erro
 
 // ForgetLease implements LeaseStore.
 func (s *MemoryStore) ForgetLease(context.Context, string) error { return nil }
+
+// DeferLease implements LeaseStore: the one process retries its own.
+func (s *MemoryStore) DeferLease(context.Context, string, time.Time) error { return nil }
 
 // LoadLease implements LeaseStore.
 func (s *MemoryStore) LoadLease(_ context.Context, key string) ([]byte, error) {

@@ -2,11 +2,12 @@ package broker
 
 import (
 	"errors"
-	"net"
+	"fmt"
 	"path/filepath"
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/airlock-dev/airlock/internal/hostport"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
@@ -79,8 +80,8 @@ func (c APIConfig) Validate() error {
 		}
 	}
 	if t := c.TCP; t.Listen != "" {
-		if _, _, err := net.SplitHostPort(t.Listen); err != nil {
-			errs = append(errs, errors.New("broker.api.tcp.listen: must be host:port"))
+		if err := hostport.Listen(t.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("broker.api.tcp.listen: %w", err))
 		}
 		if t.CertFile == "" || t.KeyFile == "" || t.ClientCAFile == "" {
 			errs = append(errs, errors.New("broker.api.tcp: cert_file, key_file and client_ca_file are required (mutual TLS)"))

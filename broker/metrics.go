@@ -22,6 +22,8 @@ type Metrics struct {
 	stale         prometheus.Counter
 	secretVersion *prometheus.GaugeVec
 	minted        *prometheus.CounterVec
+	owed          prometheus.Gauge
+	owedEvents    *prometheus.CounterVec
 }
 
 // NewMetrics registers the broker metrics with reg.
@@ -62,12 +64,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stale: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "airlock_secret_stale_served_total", Help: "Expired cache entries served because the source failed (stale_if_error).",
 		}),
+		owed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "airlock_broker_revocations_owed",
+			Help: "Revocations this replica accepted that the handle store has not acknowledged (refused here, retried).",
+		}),
+		owedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_broker_owed_revocations_total",
+			Help: "Owed revocations by event: owed (the store did not acknowledge), landed (a retry did), expired (what it covered expired first).",
+		}, []string{"event"}),
 		secretVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "airlock_secret_version", Help: "Version of the secret last used for each intent (never the value).",
 		}, []string{"intent"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.issued, m.issueErrors, resolves, m.revoked, m.reads, m.readErrors, m.hits, m.misses, m.stale, m.secretVersion, m.minted)
+		reg.MustRegister(m.issued, m.issueErrors, resolves, m.revoked, m.reads, m.readErrors, m.hits, m.misses, m.stale, m.secretVersion, m.minted,
+			m.owed, m.owedEvents)
 	}
 	return m
 }
@@ -148,5 +159,14 @@ func (m *Metrics) staleServed() {
 func (m *Metrics) version(intent string, v int) {
 	if m != nil {
 		m.secretVersion.WithLabelValues(intent).Set(float64(v))
+	}
+}
+
+// owedRevocation counts an owed revocation's event and sets the gauge of
+// those owed now.
+func (m *Metrics) owedRevocation(event string, owed int) {
+	if m != nil {
+		m.owedEvents.WithLabelValues(event).Inc()
+		m.owed.Set(float64(owed))
 	}
 }

@@ -43,22 +43,19 @@ func (b *Broker) Inspect(ctx context.Context, fingerprint string) (Inspection, e
 
 // RevokeHandle revokes the one handle with this fingerprint, on every
 // replica sharing the store; it returns how many live handles it revoked
-// (0 or 1).
+// (0 or 1). ErrRevocationOwed: the store did not acknowledge it; this
+// replica refuses the handle at once and retries.
 func (b *Broker) RevokeHandle(ctx context.Context, fingerprint string) (int, error) {
 	if !fingerprintRE.MatchString(fingerprint) {
 		return 0, fmt.Errorf("%w: fingerprint: 16 lower-case hex characters", ErrBadRequest)
 	}
-	k, _, err := b.store.Find(ctx, fingerprint)
-	if err != nil && !errors.Is(err, ErrHandleRevoked) {
+	at := b.now()
+	n, err := b.revokeNow(ctx, owedHandle, fingerprint, at)
+	if errors.Is(err, ErrHandleUnknown) {
 		return 0, err
 	}
-	ok, err := b.store.RevokeKey(ctx, k)
 	if err != nil {
-		return 0, err
-	}
-	n := 0
-	if ok {
-		n = 1
+		return 0, b.owe(owedHandle, fingerprint, at, err)
 	}
 	b.metrics.revoke("handle", n)
 	b.log.Info("handle revoked by an operator", "handle_fp", fingerprint, "handles", n)

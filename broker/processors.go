@@ -65,7 +65,8 @@ type TokenInject struct {
 	// every token, or of a failing token endpoint (default 1s): the
 	// first refusal or failure is retried at once, each further one
 	// waits this long after the previous fetch, doubling up to 5
-	// minutes, until the API accepts a token.
+	// minutes, until the API accepts a token. While the endpoint is down
+	// (unreachable, 5xx) the wait stays at this floor.
 	RefreshBackoff time.Duration `yaml:"refresh_backoff"`
 }
 

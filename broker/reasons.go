@@ -16,6 +16,8 @@ var reasons = []struct {
 	reason string
 	code   codes.Code
 }{
+	// First: an owed revocation wraps the store's error it was owed for.
+	{ErrRevocationOwed, "revocation_owed", codes.Unavailable},
 	{ErrBadRequest, "bad_request", codes.InvalidArgument},
 	{ErrIntentUnknown, "intent_unknown", codes.NotFound},
 	{ErrIntentUnbound, "intent_unbound", codes.FailedPrecondition},

@@ -60,7 +60,7 @@ func (s *Server) RevokeInvocation(ctx context.Context, r *brokerv1.RevokeInvocat
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	resp := &brokerv1.RevokeResponse{Revoked: uint32(end.Handles)}
+	resp := &brokerv1.RevokeResponse{Revoked: uint32(end.Handles), HandlesOwed: end.HandlesOwed}
 	for _, l := range end.Leases {
 		resp.Leases = append(resp.Leases, &brokerv1.LeaseEnd{Intent: l.Intent, Fingerprint: l.Fingerprint, Revoked: l.Revoked})
 	}

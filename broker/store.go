@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 )
 
 // Store keeps grants under their handle's hash, with the indexes that
@@ -21,9 +22,10 @@ type Store interface {
 	// later ones; it returns how many live grants it revoked.
 	RevokeInvocation(ctx context.Context, invocationID string) (int, error)
 	// RevokePlugin revokes every grant of every invocation of the plugin
-	// issued up to now; grants issued later (a restarted plugin) are
-	// unaffected.
-	RevokePlugin(ctx context.Context, pluginID string) (int, error)
+	// issued at or before at, and refuses to store one issued by then;
+	// grants issued later (a restarted plugin) are unaffected, so a
+	// revocation written again later covers what it covered at first.
+	RevokePlugin(ctx context.Context, pluginID string, at time.Time) (int, error)
 	// Ping reports whether the store can serve.
 	Ping(ctx context.Context) error
 	// Find returns the key and grant whose key starts with the

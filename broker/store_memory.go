@@ -163,13 +163,20 @@ func (s *MemoryStore) revokeInvocationLocked(id string) int {
 }
 
 // RevokePlugin implements Store.
-func (s *MemoryStore) RevokePlugin(_ context.Context, id string) (int, error) {
+func (s *MemoryStore) RevokePlugin(_ context.Context, id string, at time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pluginRevokedAt[id] = s.now()
+	if at.After(s.pluginRevokedAt[id]) {
+		s.pluginRevokedAt[id] = at
+	}
 	n := 0
 	for inv := range s.byPlugin[id] {
-		n += s.revokeInvocationLocked(inv)
+		for _, k := range s.byInvocation[inv] {
+			if e := s.grants[k]; e != nil && !e.revoked && !e.g.IssuedAt.After(at) {
+				e.revoked = true
+				n++
+			}
+		}
 	}
 	return n, nil
 }

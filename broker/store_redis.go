@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +25,7 @@ import (
 //
 // Layout, under KeyPrefix:
 //
-//	h:<sha256 hex>   hash {g: grant JSON, r: "0"|"1"}, PEXPIREAT expires_at + retention
+//	h:<sha256 hex>   hash {g: grant JSON, r: "0"|"1", i: issued_at unix ms}, PEXPIREAT expires_at + retention
 //	inv:<id>         set of handle hashes of an invocation (lives as long as its longest grant)
 //	plg:<id>         set of invocation ids of a plugin
 //	invrev:<id>      revoked-invocation tombstone
@@ -38,10 +40,20 @@ type RedisStore struct {
 	tombstone time.Duration
 	cache     *grantCache // nil: every Get is a round trip
 
-	// Revocations wait for this many replicas (capped at those connected;
-	// 0: never), for at most waitTimeout.
+	// Revocations wait for this many replicas (0: never), capped at
+	// those connected when capWait, for at most waitTimeout per WAIT, and
+	// are written again until they are confirmed, for at most ackWithin.
 	waitReplicas int
+	capWait      bool
 	waitTimeout  time.Duration
+	ackWithin    time.Duration
+
+	journal          revocationJournal // written again after a primary change
+	epoch            atomic.Uint64     // bumped at each primary change: the feed subscribes again
+	switched         chan struct{}     // Sentinel announced a new primary
+	sentinel         *SentinelConfig
+	sentinelPassword string
+	log              *slog.Logger
 
 	// The grant cache's feed publishes a probe on probeChannel every
 	// feedPing (settable by tests; see Run).
@@ -86,6 +98,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		opts.TLSConfig = tc
 	}
 	var rdb *redis.Client
+	var sentinelPassword string
 	if sn := cfg.Sentinel; sn != nil {
 		// The failover client asks the Sentinels for the primary and
 		// follows a failover; writes then go to the promoted replica.
@@ -100,15 +113,20 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 			}
 			fo.SentinelPassword = strings.TrimSpace(string(b))
 		}
+		sentinelPassword = fo.SentinelPassword
 		rdb = redis.NewFailoverClient(fo)
 	} else {
 		rdb = redis.NewClient(opts)
 	}
 	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
-		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait,
-		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing}
+		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait, ackWithin: DefaultRevocationAck,
+		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing,
+		switched: make(chan struct{}, 1), sentinel: cfg.Sentinel, sentinelPassword: sentinelPassword, log: slog.New(slog.DiscardHandler)}
 	if st.waitReplicas == 0 {
-		st.waitReplicas = 1
+		// With Sentinel a revocation needs a replica: a primary that has
+		// none connected is the one a failover replaces. A lone primary
+		// (no Sentinel) waits for the replicas it has, if any.
+		st.waitReplicas, st.capWait = 1, cfg.Sentinel == nil
 	}
 	if st.waitTimeout == 0 {
 		st.waitTimeout = DefaultRevocationWait
@@ -123,6 +141,10 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 	return st, nil
 }
 
+// SetLogger makes the store log to l (primary changes, revocations
+// written again); call it before Run.
+func (s *RedisStore) SetLogger(l *slog.Logger) { s.log = l }
+
 // channel is where revocations are announced to every replica's cache.
 func (s *RedisStore) channel() string { return s.prefix + "revocations" }
 
@@ -136,7 +158,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
 local w = redis.call('GET', KEYS[5])
 if w and tonumber(w) >= tonumber(ARGV[4]) then return -1 end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -2 end
-redis.call('HSET', KEYS[1], 'g', ARGV[1], 'r', '0')
+redis.call('HSET', KEYS[1], 'g', ARGV[1], 'r', '0', 'i', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 local want = tonumber(ARGV[2]) - tonumber(ARGV[7])
 redis.call('SADD', KEYS[2], ARGV[5])
@@ -229,12 +251,15 @@ func (s *RedisStore) RevokeInvocation(ctx context.Context, id string) (int, erro
 }
 
 var revokePluginScript = redis.NewScript(`
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+local w = tonumber(ARGV[1])
+local cur = redis.call('GET', KEYS[2])
+if not cur or tonumber(cur) < w then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
 local n = 0
 for _, inv in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   for _, hk in ipairs(redis.call('SMEMBERS', ARGV[3] .. 'inv:' .. inv)) do
     local k = ARGV[3] .. 'h:' .. hk
-    if redis.call('HGET', k, 'r') == '0' then redis.call('HSET', k, 'r', '1'); n = n + 1 end
+    local f = redis.call('HMGET', k, 'r', 'i')
+    if f[1] == '0' and (not f[2] or tonumber(f[2]) <= w) then redis.call('HSET', k, 'r', '1'); n = n + 1 end
   end
 end
 redis.call('PUBLISH', ARGV[4], 'plg:' .. ARGV[5])
@@ -242,10 +267,10 @@ return n
 `)
 
 // RevokePlugin implements Store.
-func (s *RedisStore) RevokePlugin(ctx context.Context, id string) (int, error) {
+func (s *RedisStore) RevokePlugin(ctx context.Context, id string, at time.Time) (int, error) {
 	n, err := s.revoke(ctx, revokePluginScript,
 		[]string{s.key("plg:", id), s.key("plgrev:", id)},
-		strconv.FormatInt(time.Now().UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
+		strconv.FormatInt(at.UnixMilli(), 10), s.tombstone.Milliseconds(), s.prefix, s.channel(), id)
 	s.cache.invalidate("plg:" + id)
 	return n, err
 }

@@ -35,6 +35,7 @@ type grantCache struct {
 	mu       sync.Mutex
 	gen      uint64
 	heard    time.Time // when the newest probe that came back was sent
+	downAt   time.Time // a probe sent before this proves nothing
 	live     bool      // proven, and nothing missed since the cache was emptied
 	entries  map[string]cached
 	byInv    map[string]map[string]struct{}
@@ -148,12 +149,17 @@ func (c *grantCache) resetLocked() {
 	c.byPlugin = map[string]map[string]struct{}{}
 }
 
-// down stops the cache's use: the feed is not proven to hear the primary.
+// down stops the cache's use: the feed is not proven to hear the primary
+// until a probe published from now on comes back over it.
 func (c *grantCache) down() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.live = false
+	c.downAt = time.Now()
 }
 
 // proven records that a probe published at sent came back over the feed.
@@ -162,6 +168,9 @@ func (c *grantCache) down() {
 func (c *grantCache) proven(sent time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sent.Before(c.downAt) {
+		return
+	}
 	if !c.live || sent.Sub(c.heard) >= c.stale {
 		c.resetLocked()
 		c.live = true
@@ -183,8 +192,20 @@ func (c *grantCache) proven(sent time.Time) {
 // the cache is used only while a probe sent less than FeedStale ago has
 // come back over the subscription. A subscription that stops proving
 // itself is dropped and made again, which asks Sentinel for the primary.
+//
+// It also watches for a primary change (see watchPrimary): revocations
+// are written again, and the cache waits for its feed on the new primary.
 func (s *RedisStore) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.watchPrimary(ctx) }()
+	if s.sentinel != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.watchSentinel(ctx) }()
+	}
 	if s.cache == nil {
+		<-ctx.Done()
 		return
 	}
 	for ctx.Err() == nil {
@@ -200,6 +221,7 @@ func (s *RedisStore) Run(ctx context.Context) {
 // follow holds one subscription until it fails to prove itself within
 // the cache's staleness bound, breaks, or ctx ends.
 func (s *RedisStore) follow(ctx context.Context) {
+	epoch := s.epoch.Load()
 	ps := s.rdb.Subscribe(ctx, s.channel(), s.probeChannel)
 	defer ps.Close()
 	sent := map[string]time.Time{} // probe -> when it was published
@@ -208,8 +230,8 @@ func (s *RedisStore) follow(ctx context.Context) {
 	proof := time.Now()     // a new subscription has FeedStale to prove itself
 	for ctx.Err() == nil {
 		now := time.Now()
-		if now.Sub(proof) >= s.cache.stale {
-			return
+		if now.Sub(proof) >= s.cache.stale || s.epoch.Load() != epoch {
+			return // quiet too long, or the primary changed: subscribe afresh
 		}
 		if now.Sub(lastProbe) >= s.feedPing {
 			lastProbe = now

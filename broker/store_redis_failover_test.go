@@ -141,7 +141,9 @@ func TestRedisRevocationWaitsForReplica(t *testing.T) {
 	link := testenv.NewRelay(t, primary.Addr)
 	replica := testenv.RedisReplica(t, link.Addr)
 	a, sa := newRedisBroker(t, primary.Addr, nil)
-	sa.waitTimeout = 300 * time.Millisecond // only makes the failing case return sooner
+	// The healthy case must not race a timeout on a loaded machine: a
+	// revocation keeps waiting for the replica for a minute.
+	sa.ackWithin = time.Minute
 	issue := func(inv string) Issued {
 		iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: inv, Intent: "example.read",
 			Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
@@ -157,6 +159,8 @@ func TestRedisRevocationWaitsForReplica(t *testing.T) {
 		t.Fatalf("a revocation with a healthy replica: %v", err)
 	}
 	link.Hold()
+	// Only makes the failing case return sooner.
+	sa.waitTimeout, sa.ackWithin = 300*time.Millisecond, 0
 	_, err := a.RevokeInvocation(ctx, "inv-lost")
 	if !errors.Is(err, ErrRevocationUnreplicated) {
 		t.Fatalf("a revocation no replica holds was acknowledged: %v", err)

@@ -100,3 +100,11 @@ func (s *RedisStore) ForgetLease(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// DeferLease implements LeaseStore.
+func (s *RedisStore) DeferLease(ctx context.Context, key string, at time.Time) error {
+	if err := s.rdb.ZAdd(ctx, s.deadlinesKey(), redis.Z{Score: float64(at.UnixMilli()), Member: key}).Err(); err != nil {
+		return fmt.Errorf("%w: defer lease: %v", ErrStoreUnavailable, err)
+	}
+	return nil
+}

@@ -71,6 +71,12 @@ type Options struct {
 	// that plugin (named by plugin): the proxy then refuses any other
 	// plugin's handle or pass on it.
 	ProxyServe func(plugin string, l net.Listener) (io.Closer, error)
+	// Egress, when set, says whether the egress proxy serves a running
+	// plugin's proxy listener now (known false: the plugin's listener is
+	// not handed to a proxy, it is relayed). A plugin whose egress is
+	// down shows egress "unavailable", is not ready (/readyz), and has
+	// airlock_plugin_egress_up 0.
+	Egress func(plugin string) (up, known bool)
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger

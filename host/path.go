@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
@@ -70,9 +71,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	// Revoke before anyone is told the call is over.
 	outcome := map[string]any{"status": string(out.Status), "reason": out.Reason, "evidence_ids": out.EvidenceIDs}
 	if ip.opts.Broker != nil {
-		if leases := revokeInvocation(ctx, ip.opts, name, id); len(leases) > 0 {
-			outcome["leases_revoked"] = leases
-		}
+		maps.Copy(outcome, revokeInvocation(ctx, ip.opts, name, id, req.Deadline))
 	}
 	if _, err := ip.opts.Record(name, "invocation.outcome", id, outcome); err != nil {
 		// The call ran and cannot be undone; the caller is told its

@@ -30,17 +30,24 @@ const (
 
 // Status is what GET /v1/plugins shows of one plugin.
 type Status struct {
-	Name        string    `json:"name"`
-	Kind        Kind      `json:"kind"`
-	State       State     `json:"state"`
-	Protocol    string    `json:"protocol_version,omitempty"`
-	Pid         int       `json:"pid,omitempty"`
-	Sandbox     string    `json:"sandbox,omitempty"`
-	Restarts    int       `json:"restarts"`
-	LastFailure string    `json:"last_failure,omitempty"`
-	Health      string    `json:"health"` // ok | not_serving | unknown
-	Since       time.Time `json:"since"`
-	RetryAt     time.Time `json:"retry_at,omitzero"`
+	Name        string `json:"name"`
+	Kind        Kind   `json:"kind"`
+	State       State  `json:"state"`
+	Protocol    string `json:"protocol_version,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Sandbox     string `json:"sandbox,omitempty"`
+	Restarts    int    `json:"restarts"`
+	LastFailure string `json:"last_failure,omitempty"`
+	// LastStderr are the last lines the plugin's failed process wrote
+	// to stderr, redacted as they were logged.
+	LastStderr []string `json:"last_stderr,omitempty"`
+	Health     string   `json:"health"` // ok | not_serving | unknown
+	// Egress is whether the egress proxy serves a running plugin's proxy
+	// listener: ok, or unavailable (serve is away; the plugin's requests
+	// get 503 egress_unavailable); empty when not known (relayed).
+	Egress  string    `json:"egress,omitempty"`
+	Since   time.Time `json:"since"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // Launcher starts one process of a plugin; the supervisor calls it for the
@@ -79,6 +86,9 @@ func New(opts Options) *Host {
 	h := &Host{opts: opts, ctx: ctx, cancel: cancel, metrics: newPluginMetrics(opts.Registerer),
 		plugins: map[string]*entry{}}
 	h.policy.Store(opts.Policy)
+	if opts.Registerer != nil && opts.Egress != nil {
+		opts.Registerer.MustRegister(egressCollector{h})
+	}
 	return h
 }
 
@@ -105,8 +115,48 @@ func (h *Host) Add(name string, kind Kind, launch Launcher) error {
 	}
 	e := newEntry(name, kind, launch, h.opts.Restart)
 	h.plugins[name] = e
+	// A series from the start: a plugin that never runs is down, not
+	// absent (an absent series fires no alert).
+	h.metrics.setUp(e, false)
 	h.sup.Add(1)
 	h.mu.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		defer h.sup.Done()
+		h.supervise(e, first)
+	}()
+	return <-first
+}
+
+// Revive starts a plugin marked failed again, with its restart budget
+// whole: a reinstall may have fixed what failed it. Like Add it returns
+// the first launch's result. A plugin in any other state is left alone
+// (its next launch picks up a reinstall), and nil is returned.
+func (h *Host) Revive(name string) error {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return ErrHostShutdown
+	}
+	e := h.plugins[name]
+	if e == nil {
+		h.mu.Unlock()
+		return ErrPluginUnknown
+	}
+	e.mu.Lock()
+	if e.state != StateFailed {
+		e.mu.Unlock()
+		h.mu.Unlock()
+		return nil
+	}
+	// The failed plugin's supervisor has returned (or is returning without
+	// touching e again): this one takes over.
+	e.backoff.Reset()
+	e.setLocked(StateStarting)
+	e.mu.Unlock()
+	h.sup.Add(1)
+	h.mu.Unlock()
+	h.opts.Log.Info("restarting a failed plugin with its restart budget whole", "plugin", name, "kind", string(e.kind))
 	first := make(chan error, 1)
 	go func() {
 		defer h.sup.Done()
@@ -125,7 +175,13 @@ func (h *Host) Status() []Status {
 	h.mu.Unlock()
 	out := make([]Status, 0, len(es))
 	for _, e := range es {
-		out = append(out, e.status())
+		s := e.status()
+		if h.opts.Egress != nil && s.State == StateRunning {
+			if up, known := h.opts.Egress(s.Name); known {
+				s.Egress = map[bool]string{true: "ok", false: "unavailable"}[up]
+			}
+		}
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -140,11 +196,12 @@ func (h *Host) Names() []string {
 	return out
 }
 
-// Degraded names the plugins that are not serving (for /readyz).
+// Degraded names the plugins that are not serving, or whose egress is
+// down (for /readyz).
 func (h *Host) Degraded() []string {
 	var out []string
 	for _, s := range h.Status() {
-		if s.State != StateRunning && s.State != StateStopped || s.Health == "not_serving" {
+		if s.State != StateRunning && s.State != StateStopped || s.Health == "not_serving" || s.Egress == "unavailable" {
 			out = append(out, s.Name)
 		}
 	}
@@ -236,3 +293,26 @@ func (m *pluginMetrics) setUp(e *entry, up bool) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// egressCollector exports airlock_plugin_egress_up for every running
+// plugin whose egress is known, read at scrape time.
+type egressCollector struct{ h *Host }
+
+var egressDesc = prometheus.NewDesc("airlock_plugin_egress_up",
+	"1 when the egress proxy serves the running plugin's proxy listener, 0 while serve is away (its requests get 503 egress_unavailable).",
+	[]string{"plugin"}, nil)
+
+func (c egressCollector) Describe(ch chan<- *prometheus.Desc) { ch <- egressDesc }
+
+func (c egressCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.h.Status() {
+		if s.Egress == "" {
+			continue
+		}
+		v := 0.0
+		if s.Egress == "ok" {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(egressDesc, prometheus.GaugeValue, v, s.Name)
+	}
+}

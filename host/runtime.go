@@ -44,7 +44,9 @@ type Runtime interface {
 	// on the next call).
 	Fault() error
 	// Shutdown cancels what is in flight, revokes the plugin's handles,
-	// asks the plugin to stop and kills its process group after the grace.
+	// asks the plugin to stop and kills its process group after the grace,
+	// or at ctx's deadline when that comes first (the supervisor's one
+	// grace, part of which the calls in flight may have used).
 	Shutdown(ctx context.Context) error
 	// Kill ends the process group at once.
 	Kill()

@@ -23,7 +23,10 @@ const (
 // RestartPolicy is how a plugin that crashed, failed to start or failed a
 // health probe is restarted: after Base, 2·Base, 4·Base … (at most Max);
 // more than Budget consecutive failures mark it failed; a run that stayed
-// up for ResetAfter starts the count over.
+// healthy for ResetAfter starts the count over. Healthy uptime runs from
+// the launch to the last health probe the plugin passed: a run that
+// never passed one counts nothing, however long it lasted, so a plugin
+// that fails every probe exhausts its budget whatever the probe interval.
 type RestartPolicy struct {
 	Base       time.Duration `yaml:"base"`
 	Max        time.Duration `yaml:"max"`
@@ -82,7 +85,9 @@ type entry struct {
 	rt          Runtime
 	restarts    int
 	lastFailure string
+	lastStderr  []string
 	health      string
+	healthyAt   time.Time // when the running process last passed a probe
 	since       time.Time
 	retryAt     time.Time
 	changed     chan struct{} // closed and replaced on every state change
@@ -99,7 +104,7 @@ func (e *entry) status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
-		Health: e.health, Since: e.since}
+		LastStderr: e.lastStderr, Health: e.health, Since: e.since}
 	if e.rt != nil && e.state == StateRunning {
 		s.Protocol, s.Pid, s.Sandbox = e.rt.Protocol(), e.rt.Pid(), e.rt.Sandbox()
 	}
@@ -201,7 +206,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			reason := err.Error()
 			log.Warn("plugin failed to start", "reason", reason)
 			e.mu.Lock()
-			e.lastFailure = reason
+			e.lastFailure, e.lastStderr = reason, stderrOf(err)
 			e.mu.Unlock()
 			// The state says failed or restarting before Add returns.
 			delay, retry := h.failed(e, isPermanent(err), log)
@@ -218,7 +223,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			continue
 		}
 		started := time.Now()
-		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health = rt, false, "ok" })
+		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health, e.healthyAt = rt, false, "ok", time.Time{} })
 		report(nil)
 		h.metrics.setUp(e, true)
 		h.metrics.setSandbox(e, rt)
@@ -226,16 +231,21 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		h.metrics.setUp(e, false)
 		h.metrics.setSandbox(e, nil)
 		if w == whyShutdown {
-			waitCtxTimeout(&e.calls, h.opts.ShutdownGrace)
-			if err := rt.Shutdown(context.Background()); err != nil {
+			// One grace for the calls in flight to end (they are
+			// cancelled) and for the plugin to stop: the runtime kills it
+			// at the deadline, however long the calls took.
+			ctx, cancel := context.WithTimeout(context.Background(), h.opts.ShutdownGrace)
+			waitCtx(ctx, &e.calls)
+			if err := rt.Shutdown(ctx); err != nil {
 				log.Error("plugin shutdown", "err", err)
 			}
+			cancel()
 			e.set(StateShutdown, func(e *entry) { e.rt = nil })
 			return
 		}
 		uptime := time.Since(started)
 		e.mu.Lock()
-		e.backoff.Ran(uptime)
+		e.backoff.Ran(healthyUptime(started, e.healthyAt))
 		e.mu.Unlock()
 		fault := rt.Fault()
 		if w == whyUnhealthy {
@@ -276,7 +286,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 		log.Warn("plugin crashed", "reason", reason, "uptime", uptime.Round(time.Millisecond))
 		e.mu.Lock()
 		e.restarts++
-		e.lastFailure, e.rt = reason, nil
+		e.lastFailure, e.lastStderr, e.rt = reason, stderrOf(fault), nil
 		e.mu.Unlock()
 		if delay, retry := h.failed(e, false, log); !retry || !h.await(e, delay) {
 			return
@@ -354,15 +364,30 @@ func (h *Host) watch(e *entry, rt Runtime) why {
 			}
 			e.mu.Lock()
 			e.health = health
+			if health == "ok" {
+				e.healthyAt = time.Now()
+			}
 			e.mu.Unlock()
 		}
 	}
 }
 
-func waitCtxTimeout(wg *sync.WaitGroup, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	waitCtx(ctx, wg)
+// stderrOf is the stderr tail an exit error carries (none: nil).
+func stderrOf(err error) []string {
+	var x *supervise.ExitError
+	if errors.As(err, &x) {
+		return x.Stderr
+	}
+	return nil
+}
+
+// healthyUptime is how long a run counts towards resetting the restart
+// budget: from its start to the last probe it passed (none: nothing).
+func healthyUptime(started, healthyAt time.Time) time.Duration {
+	if healthyAt.Before(started) {
+		return 0
+	}
+	return healthyAt.Sub(started)
 }
 
 // isPermanent: failures a restart cannot fix (the installed package or

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/hostport"
 )
 
 // Defaults for Config.
@@ -213,8 +214,8 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		add("proxy.listen: must be host:port")
+	if err := hostport.Listen(c.Listen); err != nil {
+		add("proxy.listen: %v", err)
 	}
 	for i, s := range c.AllowCIDRs {
 		if _, err := netip.ParsePrefix(s); err != nil {
@@ -243,9 +244,9 @@ func (c Config) Validate() error {
 		if host == "" || len(addrs) == 0 {
 			add("proxy.resolve: each entry needs a host name and at least one address")
 		}
-		for _, a := range addrs {
+		for i, a := range addrs {
 			if _, err := netip.ParseAddr(a); err != nil {
-				add("proxy.resolve.%s: %q is not an IP address", host, a)
+				add("proxy.resolve.%s[%d]: not an IP address", host, i)
 			}
 		}
 	}

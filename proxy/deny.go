@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 // Error codes, sent in X-Airlock-Error and the JSON body's "error".
@@ -89,11 +91,18 @@ type denial struct {
 	code   string
 	detail string
 	reason string // for the audit line; defaults to detail
+	// declared: the refused handle's own destinations (its plugin's
+	// manifest's, or the intent binding's it was issued with), which the
+	// answer's body lists so the plugin sees what it may reach. Never
+	// another plugin's, and not in the audit line.
+	declared []broker.Destination
 }
 
 func deny(code, detail string) *denial { return &denial{code: code, detail: detail} }
 
 func (d *denial) withReason(r string) *denial { d.reason = r; return d }
+
+func (d *denial) withDeclared(ds []broker.Destination) *denial { d.declared = ds; return d }
 
 func (d *denial) auditReason() string {
 	if d.reason != "" {
@@ -112,9 +121,10 @@ func (d *denial) response(req *http.Request) *http.Response {
 		status = http.StatusForbidden
 	}
 	body, _ := json.Marshal(struct {
-		Error  string `json:"error"`
-		Detail string `json:"detail"`
-	}{d.code, d.detail})
+		Error    string               `json:"error"`
+		Detail   string               `json:"detail"`
+		Declared []broker.Destination `json:"declared,omitempty"`
+	}{d.code, d.detail, d.declared})
 	body = append(body, '\n')
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")

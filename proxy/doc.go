@@ -21,7 +21,9 @@
 // clients do). Each is turned into the absolute-form request it stands for and
 // goes through exactly the same path as a plain one: handle, target,
 // destination, limits, secret, injection, the scan that refuses a handle
-// left anywhere injection does not replace it, dial, echo guard, audit.
+// left anywhere injection does not replace it (head, body, gRPC and
+// WebSocket messages: handlescan.go, bodyscan.go), dial, echo guard,
+// audit.
 //
 // # Design
 //

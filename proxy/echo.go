@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unicode/utf16"
 )
 
 // Redaction is what the echo guard writes over an echoed secret in a
@@ -177,6 +178,7 @@ type formsKey struct{ secret, basicUser, derived string }
 // breaks (a PEM key) its lines joined by LF and by CRLF, each also
 // JSON-escaped ("\n", "\r\n"). Any value JSON escapes is caught
 // JSON-escaped, with and without HTML escapes and with "/" as "\/".
+// And every byte escaped: hex, percent-encoded, \uXXXX (byteForms).
 func encodings(v string) []string {
 	if v == "" {
 		return nil
@@ -188,6 +190,7 @@ func encodings(v string) []string {
 	if g := grpcPercentEncode(v); g != v {
 		forms = append(forms, g)
 	}
+	forms = append(forms, byteForms(v)...)
 	texts := []string{v}
 	if strings.Contains(v, "\n") {
 		lf := strings.ReplaceAll(v, "\r\n", "\n")
@@ -224,6 +227,27 @@ func base64Core(enc *base64.Encoding, v string) string {
 func base64Shifted(enc *base64.Encoding, v string, o int) string {
 	s := enc.EncodeToString(append(make([]byte, o), v...))
 	return s[o+1 : (o+len(v))*8/6]
+}
+
+// byteForms are the spellings of v that write every byte (or character)
+// as an escape: hex, every byte percent-encoded, every character a JSON
+// \uXXXX escape — each with lower- and upper-case hex digits. They cost
+// one pattern each, and an upstream that hex-dumps or escapes what it
+// got produces them whole.
+func byteForms(v string) []string {
+	var forms []string
+	for _, digits := range []string{"%02x", "%02X"} {
+		var h, pct, uni strings.Builder
+		for i := 0; i < len(v); i++ {
+			fmt.Fprintf(&h, digits, v[i])
+			fmt.Fprintf(&pct, "%%"+digits, v[i])
+		}
+		for _, u := range utf16.Encode([]rune(v)) {
+			fmt.Fprintf(&uni, `\u`+strings.Replace(digits, "2", "4", 1), u)
+		}
+		forms = append(forms, h.String(), pct.String(), uni.String())
+	}
+	return forms
 }
 
 // grpcPercentEncode is v as a grpc-message trailer carries it (the

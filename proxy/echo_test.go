@@ -3,12 +3,15 @@ package proxy
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode/utf16"
 )
 
 func TestRedactorAcrossReads(t *testing.T) {
@@ -99,6 +102,48 @@ func TestEncodingsCatchDerivedForms(t *testing.T) {
 			}
 			if strings.Contains(string(out), echo) || len(out) != len(body) {
 				t.Errorf("%.12q… echoed %s passed the guard: %q", v, name, out)
+			}
+		}
+	}
+}
+
+// The forms that escape every byte: each encoded by the standard library
+// (or checked against its decoder) and caught.
+func TestEncodingsCatchByteEscapedForms(t *testing.T) {
+	for _, v := range []string{"sk-live-0123456789abcdef", "wJalrXUtnFEMI/K7MDENG+bPxRfiCY>?>", "clé-secrète-été"} {
+		hexLower := hex.EncodeToString([]byte(v))
+		var pct, uni strings.Builder
+		for i := 0; i < len(hexLower); i += 2 {
+			pct.WriteString("%" + hexLower[i:i+2])
+		}
+		for _, u := range utf16.Encode([]rune(v)) {
+			fmt.Fprintf(&uni, `\u%04x`, u)
+		}
+		if dec, err := url.PathUnescape(pct.String()); err != nil || dec != v {
+			t.Fatalf("percent form does not decode to the value: %v", err)
+		}
+		var dec string
+		if err := json.Unmarshal([]byte(`"`+uni.String()+`"`), &dec); err != nil || dec != v {
+			t.Fatalf("\\u form does not decode to the value: %v", err)
+		}
+		uniUpper := strings.ReplaceAll(strings.ToUpper(uni.String()), `\U`, `\u`)
+		if err := json.Unmarshal([]byte(`"`+uniUpper+`"`), &dec); err != nil || dec != v {
+			t.Fatalf("upper-case \\u form does not decode to the value: %v", err)
+		}
+		for name, echo := range map[string]string{
+			"hex": hexLower, "HEX": strings.ToUpper(hexLower),
+			"percent-encoded every byte": pct.String(), "PERCENT-ENCODED every byte": strings.ToUpper(pct.String()),
+			`\u every character`: uni.String(), `\U every character (upper-case digits)`: uniUpper,
+		} {
+			body := "before " + echo + " after"
+			for _, src := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
+				out, err := io.ReadAll(newRedactor(src, newEchoForms(encodings(v))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(out), echo) || len(out) != len(body) {
+					t.Errorf("%.8q… echoed %s passed the guard: %q", v, name, out)
+				}
 			}
 		}
 	}

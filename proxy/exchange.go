@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -38,7 +39,11 @@ type exchange struct {
 	// fresh access token after a 401; token is the access token sent.
 	tokenRetry bool
 	token      string
-	replay     []byte
+	// replay is the request body when the proxy holds it whole (kept
+	// for a replay, or read to be signed).
+	replay []byte
+	// bodyHandle: the upload was cut at a handle (bodyscan.go).
+	bodyHandle atomic.Bool
 	// placeholders holds the placeholder headers' values before
 	// substitution, for a retry (the other injections are idempotent).
 	placeholders http.Header
@@ -62,7 +67,9 @@ func (x *exchange) send(req *http.Request) *http.Response {
 	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		d := upstreamDenial(err)
-		if errors.Is(context.Cause(req.Context()), errClientGone) {
+		if cut := x.bodyHandleCut(); cut != nil {
+			d = cut
+		} else if errors.Is(context.Cause(req.Context()), errClientGone) {
 			d = deny(CodeClientClosed, "the client closed the connection before the upstream answered")
 		} else if credentialGone(req.Context()) {
 			d = deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")

@@ -60,7 +60,7 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 		"intent "+g.Intent+" is bound (class "+string(g.Class)+")") {
 		return ex
 	}
-	if !step("destination", checkDestination(g, in, method, t), fmt.Sprintf("%s %s:%d%s is declared", method, t.host, t.port, t.path)) {
+	if d, ok := explainDestination(g, in, method, t); !step("destination", d, ok) {
 		return ex
 	}
 	addrs, err := s.dialer.resolver.LookupNetIP(ctx, "ip", t.host)
@@ -93,6 +93,38 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 	return ex
 }
 
+// explainDestination is the destination step: checkDestination, with
+// the destinations that were not met listed (the operator reads this).
+// A grant without destinations is an intent explained without a handle
+// whose binding declares none: a handle's would be its plugin's
+// manifest's, unknown here, so only the binding and the class are
+// checked, and the step says so.
+func explainDestination(g *broker.Grant, in broker.Intent, method string, t target) (*denial, string) {
+	ok := fmt.Sprintf("%s %s:%d%s is declared", method, t.host, t.port, t.path)
+	if len(g.Destinations) == 0 {
+		stand := *g
+		stand.Destinations = []broker.Destination{{Host: t.host, Port: t.port}}
+		g = &stand
+		ok = fmt.Sprintf("%s %s:%d%s is allowed by the intent binding; a handle's destinations are its plugin's manifest's "+
+			"(explain an issued handle with --handle-fp to check them)", method, t.host, t.port, t.path)
+	}
+	d := checkDestination(g, in, method, t)
+	if d == nil || (d.code != CodeDestination && d.code != CodeMethodNotDeclared) {
+		return d, ok
+	}
+	e := *d
+	switch {
+	case d.declared != nil:
+		e.detail = "the destination is not declared for this handle, which declares " + destinationsText(d.declared)
+		if d.code == CodeMethodNotDeclared {
+			e.detail = "the method is not declared for this destination; the handle declares " + destinationsText(d.declared)
+		}
+	case len(in.Destinations) > 0:
+		e.detail = d.detail + "; the intent binding allows " + destinationsText(in.Destinations)
+	}
+	return &e, ok
+}
+
 // explainConnect checks what a CONNECT for r's https:// URL would meet,
 // and turns r into the absolute-form request it stands for inside the
 // tunnel, as tunnel.adopt does.
@@ -119,8 +151,11 @@ func (s *Server) explainConnect(r *http.Request, g *broker.Grant, step func(stri
 	if !ok {
 		return step("connect", deny(CodeHandleInvalid, "the intent is no longer configured"), "")
 	}
-	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
-		return step("connect", deny(CodeDestination, "the CONNECT host and port are not declared for this handle"), "")
+	if len(g.Destinations) > 0 && !declaresPlace(g.Destinations, host, port) {
+		return step("connect", deny(CodeDestination, "the CONNECT host and port are not declared for this handle; it declares "+destinationsText(g.Destinations)), "")
+	}
+	if len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
+		return step("connect", deny(CodeDestination, "the CONNECT host and port are outside the intent binding's destinations: "+destinationsText(in.Destinations)), "")
 	}
 	what := "the handle"
 	if g.Pass {

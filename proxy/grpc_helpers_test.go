@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -96,6 +97,13 @@ func grpcClientMain(target string) int {
 		call("fail", "/t.T/Unary", []string{"fail"}, false, false)
 	case "unary":
 		call("unary", "/t.T/Unary", []string{"hi"}, false, false)
+	case "handle":
+		// The plugin's own handle (from the proxy URL) in a message.
+		u, _ := url.Parse(os.Getenv("HTTPS_PROXY"))
+		m := "key=" + u.User.Username()
+		call("unary-handle", "/t.T/Unary", []string{m}, false, false)
+		call("bidi-handle", "/t.T/Bidi", []string{"x", m}, true, true)
+		call("after", "/t.T/Unary", []string{"hi"}, false, false)
 	case "echo-bin":
 		call("echo-bin", "/t.T/Unary", []string{"echo-bin"}, false, false)
 	case "slow":

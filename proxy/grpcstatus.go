@@ -74,8 +74,14 @@ func grpcCode(code string) int {
 }
 
 // grpcStatusFields are the grpc-status and grpc-message values for d.
+// A gRPC answer has no body: the declared destinations are in the
+// message.
 func grpcStatusFields(d *denial) (status, message string) {
-	return strconv.Itoa(grpcCode(d.code)), encodeGRPCMessage("airlock " + d.code + ": " + d.detail)
+	msg := "airlock " + d.code + ": " + d.detail
+	if len(d.declared) > 0 {
+		msg += " (declared: " + destinationsText(d.declared) + ")"
+	}
+	return strconv.Itoa(grpcCode(d.code)), encodeGRPCMessage(msg)
 }
 
 // grpcResponse is d as a trailers-only gRPC response.

@@ -179,6 +179,9 @@ func (x *exchange) cutShort() *denial {
 	if credentialGone(x.ctx) {
 		return deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
 	}
+	if d := x.bodyHandleCut(); d != nil {
+		return d
+	}
 	if c, _ := x.ctx.Value(grpcCutKey{}).(*grpcCut); c != nil {
 		return c.d
 	}

@@ -95,7 +95,10 @@ func (s *Server) admitConnect(r *http.Request, a *auditRecord) (*tunnel, *denial
 	if d != nil {
 		return nil, d
 	}
-	if !declaresPlace(g.Destinations, host, port) || len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
+	if !declaresPlace(g.Destinations, host, port) {
+		return nil, deny(CodeDestination, "the CONNECT host and port are not declared for this handle; \"declared\" lists its destinations").withDeclared(g.Destinations)
+	}
+	if len(in.Destinations) > 0 && !declaresPlace(in.Destinations, host, port) {
 		return nil, deny(CodeDestination, "the CONNECT host and port are not declared for this handle")
 	}
 	cred := handle

@@ -13,6 +13,7 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/vault"
 )
 
@@ -179,36 +180,54 @@ func newCAStore(cfg InterceptConfig, vc *vaultapi.Client) (caStore, error) {
 
 // reloadCA rereads the CA and, when it changed (a rotation by the CLI or
 // another replica), signs with the new one from now on and republishes
-// the bundle. A failed read keeps the CA in use.
+// the bundle. A failed read keeps the CA in use, and is recorded
+// (CAReload): the process is not ready until a reread succeeds.
 func (s *Server) reloadCA(ctx context.Context) {
-	cur := s.ca.Load()
-	if cur == nil {
+	if s.ca.Load() == nil {
 		// Not loaded at start (Vault down): load it, or create it when
-		// the store holds none, as New would have.
+		// the store holds none, as New would have. The intercept_ca
+		// readiness check reports this state; it is not a failed reread.
 		ca, err := openCA(ctx, s.caStore, s.cfg.Intercept.PermittedDomains)
 		if err != nil {
-			s.log.Warn("proxy: the intercept CA still cannot be loaded; CONNECT stays refused", "error", err.Error())
+			if ctx.Err() == nil {
+				s.log.Warn("proxy: the intercept CA still cannot be loaded; CONNECT stays refused", "error", err.Error())
+			}
 			return
 		}
 		s.ca.Store(ca)
 		s.log.Info("proxy: intercept CA loaded", "signer", ca.cert.Subject.CommonName)
 		return
 	}
-	st, err := s.caStore.load(ctx)
-	if err != nil || st.empty() {
-		if err != nil {
-			s.log.Warn("proxy: rereading the intercept CA failed; the loaded one stays in use", "error", err.Error())
-		}
+	err := s.rereadCA(ctx)
+	if ctx.Err() != nil {
 		return
 	}
+	s.caReload.Record(err)
+}
+
+func (s *Server) rereadCA(ctx context.Context) error {
+	cur := s.ca.Load()
+	st, err := s.caStore.load(ctx)
+	if err != nil {
+		s.log.Warn("proxy: rereading the intercept CA failed; the loaded one stays in use", "error", err.Error())
+		return err
+	}
+	if st.empty() {
+		return nil
+	}
 	if bytes.Equal(st.Bundle, cur.state.Bundle) && bytes.Equal(st.Key, cur.state.Key) && bytes.Equal(st.NextKey, cur.state.NextKey) {
-		return
+		return nil
 	}
 	ca, err := openCA(ctx, s.caStore, s.cfg.Intercept.PermittedDomains)
 	if err != nil {
 		s.log.Warn("proxy: the changed intercept CA is not usable; the loaded one stays in use", "error", err.Error())
-		return
+		return err
 	}
 	s.ca.Store(ca)
 	s.log.Info("proxy: intercept CA reloaded", "signer", ca.cert.Subject.CommonName, "staged_next", ca.next != nil)
+	return nil
 }
+
+// CAReload is the state of the intercept CA's periodic reread: its error
+// while the CA cannot be read or is not usable, and a count of failures.
+func (s *Server) CAReload() *health.Reload { return &s.caReload }

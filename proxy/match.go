@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/airlock-dev/airlock/broker"
 )
@@ -16,7 +17,10 @@ func checkDestination(g *broker.Grant, in broker.Intent, method string, t target
 		return deny(CodeMethodForIntent, "a read-class intent allows only GET, HEAD and OPTIONS")
 	}
 	if d := matchAny(g.Destinations, method, t); d != nil {
-		return d
+		// The plugin sees its own handle's destinations: what it may
+		// reach instead.
+		d.detail += "; \"declared\" lists the handle's destinations"
+		return d.withDeclared(g.Destinations)
 	}
 	if len(in.Destinations) > 0 {
 		if d := matchAny(in.Destinations, method, t); d != nil {
@@ -67,4 +71,14 @@ func declaresPlace(ds []broker.Destination, host string, port int) bool {
 		}
 	}
 	return false
+}
+
+// destinationsText lists ds as an operator (or the plugin they were
+// declared for) reads them.
+func destinationsText(ds []broker.Destination) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ", ")
 }

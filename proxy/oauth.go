@@ -189,6 +189,24 @@ func jwtAssertion(j *broker.OAuth2JWTBearerInject, t *broker.TokenInject, sec br
 	return signed, nil
 }
 
+// tokenEndpointDown reports whether a failed fetch means the token
+// endpoint is down (unreachable, timed out, or a 5xx answer) rather than
+// that it refused the credential or answered nonsense: an outage is
+// retried at refresh_backoff, a refusal backs off further (tokenCache).
+func tokenEndpointDown(err error) bool {
+	var re *oauth2.RetrieveError
+	var se errTokenSecret
+	switch {
+	case errors.As(err, &se):
+		return false
+	case errors.As(err, &re):
+		return re.Response != nil && re.Response.StatusCode >= http.StatusInternalServerError
+	case strings.HasPrefix(err.Error(), "oauth2: "):
+		return false
+	}
+	return true
+}
+
 // tokenDenial maps a failed fetch to the plugin's answer. A refusal's
 // body is never used: it may echo what was sent.
 func tokenDenial(err error) *denial {

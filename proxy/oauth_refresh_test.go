@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +191,39 @@ func TestOAuth2RotatedTokenLargeUploads(t *testing.T) {
 	}
 	if n := a.fetches.Load(); n != 3 {
 		t.Fatalf("%d token fetches, want 3", n)
+	}
+}
+
+// After a token endpoint outage, the first request that comes
+// refresh_backoff after the last try gets a token: an outage does not
+// double the backoff as refusals do. The cache's clock is stepped, so
+// the outage's length is the test's, not the machine's.
+func TestOAuth2RecoversAfterOutage(t *testing.T) {
+	f, a := oauthFixture(t)
+	var offset atomic.Int64
+	base := time.Now()
+	f.proxy.tokens.now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	step := func(d time.Duration) { offset.Add(int64(d)) }
+	h := f.issueFor(t, "oauth.cc") // refresh_backoff: the default, 1s
+	a.set("unavailable")
+	for i := range 20 { // a 20 s outage, a request a second
+		if code, errCode, _ := do(t, f.client(h), http.MethodGet, a.apiURL("x"), nil, ""); code != http.StatusBadGateway || errCode != CodeTokenExchange {
+			t.Fatalf("request %d during the outage: %d %q", i, code, errCode)
+		}
+		step(time.Second)
+	}
+	fetches := a.fetches.Load()
+	if fetches != 20 {
+		t.Fatalf("%d token fetches for 20 requests a second apart, want 20 (one per refresh_backoff)", fetches)
+	}
+	// Within refresh_backoff of the last try: the last failure, no fetch.
+	step(-time.Second / 2)
+	if code, _, _ := do(t, f.client(h), http.MethodGet, a.apiURL("x"), nil, ""); code != http.StatusBadGateway || a.fetches.Load() != fetches {
+		t.Fatalf("a request within refresh_backoff: %d, %d fetches (want 502 from the backoff, %d)", code, a.fetches.Load(), fetches)
+	}
+	a.set("")
+	step(time.Second / 2)
+	if code, errCode, body := do(t, f.client(h), http.MethodGet, a.apiURL("x"), nil, ""); code != http.StatusOK {
+		t.Fatalf("the first request after the endpoint is back: %d %q %.60q", code, errCode, body)
 	}
 }

@@ -96,6 +96,9 @@ func (a *authServer) serve(w http.ResponseWriter, r *http.Request) {
 			a.gone <- struct{}{}
 		}
 		return
+	case "unavailable":
+		http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
+		return
 	case "refuse":
 		// An error body that repeats what was sent: it must not reach the plugin.
 		w.Header().Set("Content-Type", "application/json")

@@ -38,6 +38,7 @@ func bufferBody(r *http.Request, x *exchange) ([]byte, *denial) {
 	}
 	r.Body.Close()
 	setBody(r, b)
+	x.replay = b
 	return b, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/serve"
 )
 
@@ -67,7 +68,9 @@ type Server struct {
 	echo    bool
 	ca      atomic.Pointer[interceptCA] // nil: CONNECT is refused
 	caStore caStore
-	tokens  tokenCache // the OAuth2 processors' access tokens
+	// caReload: whether the last reread of the CA succeeded.
+	caReload health.Reload
+	tokens   tokenCache // the OAuth2 processors' access tokens
 	// h2 sends the requests that came as HTTP/2 (h2pool.go).
 	h2 *h2Pools
 	// ws opens upstream WebSockets (HTTP/1.1 only, never pooled).
@@ -382,7 +385,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if where := handleLeft(r, t.host); where != "" {
 		return x, handleLeftDenial(where)
 	}
-	return x, nil
+	return x, x.scanBody(r)
 }
 
 func idempotent(method string) bool {

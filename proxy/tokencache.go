@@ -24,9 +24,16 @@ import (
 // requests are sent with the refused token (the upstream answers them)
 // or get the last fetch's failure. A token the upstream accepts
 // (accepted) ends the backoff.
+//
+// An outage is not a refusal: while the last fetch failed because the
+// token endpoint could not be reached or answered 5xx, the wait stays at
+// refresh_backoff, so the first request after the endpoint is back (and
+// that much after the last try) gets a token, not the remainder of a
+// doubled backoff.
 type tokenCache struct {
 	mu    sync.Mutex
 	slots map[string]*tokenSlot
+	now   func() time.Time // time.Now when nil; tests step it
 }
 
 // maxRefreshBackoff caps the wait between fetches of a refused intent.
@@ -41,6 +48,7 @@ type tokenSlot struct {
 	strikes int       // refusals and failed fetches since a token was accepted
 	started time.Time // when the last fetch started
 	lastErr error     // the last fetch's failure, while it is the latest news
+	outage  bool      // lastErr says the endpoint is down, not that it refused
 }
 
 // tokenFlight is one fetch and the requests waiting for it.
@@ -91,10 +99,10 @@ func (c *tokenCache) slot(intent string) *tokenSlot {
 func (c *tokenCache) get(ctx context.Context, q tokenRequest) (*oauth2.Token, string, error) {
 	sl := c.slot(q.intent)
 	sl.mu.Lock()
-	now := time.Now()
+	now := c.clock()
 	if sl.version != q.version {
 		// A new secret version: its tokens and refusals start afresh.
-		sl.version, sl.tok, sl.refused, sl.strikes, sl.lastErr = q.version, nil, false, 0, nil
+		sl.version, sl.tok, sl.refused, sl.strikes, sl.lastErr, sl.outage = q.version, nil, false, 0, nil, false
 	}
 	if sl.tok != nil && !sl.refused && sl.tok.Expiry.Sub(now) > q.skew {
 		tok := sl.tok
@@ -103,7 +111,11 @@ func (c *tokenCache) get(ctx context.Context, q tokenRequest) (*oauth2.Token, st
 	}
 	fl := sl.flight
 	if fl == nil || fl.version != q.version {
-		if sl.strikes > 1 && now.Before(sl.started.Add(refreshWait(sl.strikes, q.backoff))) {
+		wait := refreshWait(sl.strikes, q.backoff)
+		if sl.outage {
+			wait = min(wait, q.backoff)
+		}
+		if sl.strikes > 1 && now.Before(sl.started.Add(wait)) {
 			if sl.tok != nil && now.Before(sl.tok.Expiry) {
 				tok := sl.tok
 				sl.mu.Unlock()
@@ -114,7 +126,7 @@ func (c *tokenCache) get(ctx context.Context, q tokenRequest) (*oauth2.Token, st
 				return nil, tokenBackoff, err
 			}
 		}
-		fl = sl.start(q)
+		fl = sl.start(q, now, c.clock)
 	}
 	fl.waiters++
 	sl.mu.Unlock()
@@ -140,16 +152,24 @@ func (c *tokenCache) get(ctx context.Context, q tokenRequest) (*oauth2.Token, st
 	}
 }
 
-// start begins a fetch for q; sl.mu is held.
-func (sl *tokenSlot) start(q tokenRequest) *tokenFlight {
+// clock is the cache's time.
+func (c *tokenCache) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
+// start begins a fetch for q at now; sl.mu is held.
+func (sl *tokenSlot) start(q tokenRequest, now time.Time, clock func() time.Time) *tokenFlight {
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	fl := &tokenFlight{done: make(chan struct{}), version: q.version, cancel: cancel}
-	sl.flight, sl.started = fl, time.Now()
+	sl.flight, sl.started = fl, now
 	go func() {
 		defer cancel()
 		tok, err := q.fetch(ctx)
 		if err == nil && tok.Expiry.IsZero() {
-			tok.Expiry = time.Now().Add(noExpiryLife + q.skew)
+			tok.Expiry = clock().Add(noExpiryLife + q.skew)
 		}
 		sl.mu.Lock()
 		fl.tok, fl.err = tok, err
@@ -158,10 +178,10 @@ func (sl *tokenSlot) start(q tokenRequest) *tokenFlight {
 		}
 		if !fl.abandoned && fl.version == sl.version {
 			if err == nil {
-				sl.tok, sl.refused, sl.lastErr = tok, false, nil
+				sl.tok, sl.refused, sl.lastErr, sl.outage = tok, false, nil, false
 			} else {
 				sl.strikes++
-				sl.lastErr = err
+				sl.lastErr, sl.outage = err, tokenEndpointDown(err)
 			}
 		}
 		sl.mu.Unlock()
@@ -199,7 +219,7 @@ func (c *tokenCache) accepted(intent, access string) {
 	sl := c.slot(intent)
 	sl.mu.Lock()
 	if sl.strikes != 0 && sl.tok != nil && sl.tok.AccessToken == access {
-		sl.strikes, sl.refused, sl.lastErr = 0, false, nil
+		sl.strikes, sl.refused, sl.lastErr, sl.outage = 0, false, nil, false
 	}
 	sl.mu.Unlock()
 }

@@ -245,6 +245,12 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 				return
 			}
 			timer.Reset(idle)
+			if from == pc && bytesHoldHandle(data) {
+				// A handle is never sent on (bodyscan.go): the message
+				// is dropped and the socket closed.
+				ends <- end{name, errHandleInBody}
+				return
+			}
 			if g != nil {
 				st.redactions.Add(int64(g.redact(data)))
 			}
@@ -269,6 +275,8 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errCredentialGone):
 		code, reason, st.closedBy = websocket.StatusPolicyViolation, "airlock "+CodeHandleInvalid, "revoked"
+	case errors.Is(first.err, errHandleInBody):
+		code, reason, st.closedBy = websocket.StatusPolicyViolation, "airlock "+CodeHandleInRequest, "handle_in_request"
 	case errors.Is(cause, errWSIdle):
 		code, reason, st.closedBy = websocket.StatusGoingAway, "airlock idle timeout", "idle"
 	case first.err == nil:

@@ -84,7 +84,7 @@ func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.Algorithm != EdDSA && c.Algorithm != ES256 {
-		add("tokens.algorithm: %q is not EdDSA or ES256", c.Algorithm)
+		add("tokens.algorithm: must be EdDSA or ES256")
 	}
 	if c.TTL <= 0 || c.TTL > MaxTTL {
 		add("tokens.ttl: must be between 1s and %s", MaxTTL)
@@ -114,7 +114,7 @@ func (c Config) Validate() error {
 			add("tokens.keys.path: required with source %s", c.Keys.Source)
 		}
 	default:
-		add("tokens.keys.source: %q is not one of: memory, file, vault", c.Keys.Source)
+		add("tokens.keys.source: must be one of: memory, file, vault")
 	}
 	if c.Keys.Source != SourceVault && c.Keys.Mount != "" {
 		add("tokens.keys.mount: only used with source vault")

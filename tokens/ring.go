@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/serve"
 )
 
@@ -41,6 +42,7 @@ type Ring struct {
 	writeMu sync.Mutex // serialises Refresh/Rotate
 	snap    atomic.Pointer[ringSnapshot]
 	lastRef atomic.Int64 // unix nanos of the last refresh
+	reload  health.Reload
 }
 
 type ringSnapshot struct {
@@ -162,12 +164,20 @@ func (r *Ring) MaybeRefresh(ctx context.Context) bool {
 	if time.Since(last) < r.opts.MinRefresh {
 		return false
 	}
-	if err := r.Refresh(ctx); err != nil {
+	err := r.Refresh(ctx)
+	r.reload.Record(err)
+	if err != nil {
 		r.opts.Logger.Warn("reload signing keys", "err", err)
 		return false
 	}
 	return true
 }
+
+// Reload is the state of the periodic reload (Run) and of reloads for
+// unknown kids: its error while the source cannot be read or written
+// (the ring keeps signing with the keys it holds), and a count of
+// failures. airlock serve is not ready while it fails.
+func (r *Ring) Reload() *health.Reload { return &r.reload }
 
 // Refresh reloads the key set from the source.
 func (r *Ring) Refresh(ctx context.Context) error {
@@ -300,9 +310,17 @@ func (r *Ring) Run(ctx context.Context, refresh time.Duration) {
 	if refresh <= 0 {
 		return
 	}
-	serve.Every(ctx, refresh, func(time.Time) {
-		if _, err := r.RotateIfDue(ctx); err != nil && ctx.Err() == nil {
-			r.opts.Logger.Warn("signing key refresh failed", "err", err)
-		}
-	})
+	serve.Every(ctx, refresh, func(time.Time) { r.reloadOnce(ctx) })
+}
+
+// reloadOnce is one tick of Run: reload, rotate when due, record.
+func (r *Ring) reloadOnce(ctx context.Context) {
+	_, err := r.RotateIfDue(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	r.reload.Record(err)
+	if err != nil {
+		r.opts.Logger.Warn("signing key refresh failed; signing on with the keys held", "err", err)
+	}
 }

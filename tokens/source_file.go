@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // PEM headers a FileSource writes on each PRIVATE KEY block. A plain PKCS #8
@@ -81,7 +83,7 @@ func (f *FileSource) Save(_ context.Context, set KeySet) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create key directory: %w", err)
 	}
-	lock, err := os.OpenFile(f.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := fsutil.OpenLockFile(f.Path + ".lock")
 	if err != nil {
 		return fmt.Errorf("open key file lock: %w", err)
 	}
@@ -107,27 +109,9 @@ func (f *FileSource) Save(_ context.Context, set KeySet) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".airlock-keys-*")
-	if err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.Path); err != nil {
+	// Atomic, and the file keeps its owner whoever rotates (or the write
+	// is refused, naming the user to run as).
+	if err := fsutil.WriteFile(f.Path, data, 0o600); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
 	return nil

@@ -53,6 +53,23 @@ for u in airlock-broker airlock-host; do
 	grep -q "^u $u " deploy/systemd/airlock.sysusers || fail "airlock.sysusers creates no $u user"
 done
 grep -Eq '^m airlock-host +airlock' deploy/systemd/airlock.sysusers || fail "airlock.sysusers does not put airlock-host in group airlock"
+# Each unit checks only its own files, as its own user (neither may enter
+# the other's state directory); restarting serve does not stop the host.
+grep -q '^ExecStartPre=/usr/local/bin/airlock check-config --serve ' "$serve" || fail "$serve: ExecStartPre must be check-config --serve"
+grep -q '^ExecStartPre=/usr/local/bin/airlock check-config --host ' "$host" || fail "$host: ExecStartPre must be check-config --host"
+grep -q '^Requires=airlock-serve' "$host" && fail "$host: Requires= would stop the host (and its plugins) with every serve restart; use Wants="
+# The one persistent directory both users share (the intercept CA bundle).
+grep -Eq '^d /var/lib/airlock 0750 airlock-broker airlock ' deploy/systemd/airlock.tmpfiles || fail "airlock.tmpfiles does not create /var/lib/airlock (0750, airlock-broker:airlock)"
+grep -q '^ReadWritePaths=/var/lib/airlock$' "$serve" || fail "$serve cannot write /var/lib/airlock (ReadWritePaths)"
+# The units' commands, run as their users in a scratch root through first
+# start, serve restart, host restart and a reboot (needs root: it creates
+# the users; deploy/systemd/units_test.go).
+if [ "$(id -u)" -eq 0 ]; then
+	out=$(${GO:-go} test -count=1 ./deploy/systemd 2>&1) || fail "the units do not survive restarts and reboots (go test ./deploy/systemd):
+$out"
+else
+	echo "check-deploy: not root; the units' restart and reboot sequence was not run (go test ./deploy/systemd as root)" >&2
+fi
 bash -n deploy/vault/bootstrap.sh || fail "deploy/vault/bootstrap.sh does not parse"
 if command -v promtool >/dev/null 2>&1; then
 	promtool check rules deploy/prometheus/alerts.yaml >/dev/null || fail "promtool check rules deploy/prometheus/alerts.yaml"

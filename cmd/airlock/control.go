@@ -10,8 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/airlock-dev/airlock/internal/daemon"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
 // controlTarget is a control API to call and how to authenticate.
@@ -88,6 +90,11 @@ func clientTLS(cert, key, ca string) (*tls.Config, error) {
 
 // unreachable is the error for a control API that did not answer.
 func (t controlTarget) unreachable(err error) error {
+	if path, ok := strings.CutPrefix(t.addr, "unix:"); ok {
+		if why := peerauth.Refusal(path); why != "" {
+			return fmt.Errorf("control API at %s refused this user: %s", t.addr, why)
+		}
+	}
 	return fmt.Errorf("control API at %s: %w (is airlock dev or airlock host running?)", t.addr, err)
 }
 

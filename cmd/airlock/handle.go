@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
 const handleUsage = `usage: airlock handle <issue|inspect|revoke> [flags]
@@ -31,7 +32,9 @@ broker.api.token_file (or --broker-token-file). No secret is ever shown.`
 // a dialer. The token file is the flag's, else the config's
 // broker.api.token_file — or, with --broker and no config, broker.token
 // beside that socket (where serve puts it by default).
-func brokerFlags(fs *flag.FlagSet) func() (*broker.Client, error) {
+// When socket is not nil, the dialer records there the socket it dials
+// (see explainRefusal).
+func brokerFlags(fs *flag.FlagSet, socket *string) func() (*broker.Client, error) {
 	path := configFlag(fs)
 	addr := fs.String("broker", "", "the broker API socket (default: broker.api.socket of the config)")
 	tokenFile := fs.String("broker-token-file", "", "the broker API token (default: broker.api.token_file of the config)")
@@ -53,11 +56,37 @@ func brokerFlags(fs *flag.FlagSet) func() (*broker.Client, error) {
 				}
 			}
 		}
+		if socket != nil {
+			*socket = target
+		}
 		return broker.Dial("unix://"+target, broker.DialOptions{TokenFile: tf})
 	}
 }
 
+// explainRefusal replaces a failed call's error with the socket's own
+// refusal when the socket refused this user by peer uid (the call saw a
+// reset or a gRPC "error reading server preface"), naming the users it
+// admits.
+func explainRefusal(err error, what, socket string) error {
+	if err == nil || socket == "" {
+		return err
+	}
+	if why := peerauth.Refusal(socket); why != "" {
+		return fmt.Errorf("%s at %s refused this user: %s", what, socket, why)
+	}
+	return err
+}
+
 func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var socket string
+	err := handleCommand(ctx, args, stdout, stderr, &socket)
+	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errHelp) {
+		return err
+	}
+	return explainRefusal(err, "broker API", socket)
+}
+
+func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer, socket *string) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, handleUsage)
 		return errUsage
@@ -69,7 +98,7 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fs := newFlags("handle "+args[0], stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, handleUsage); fs.PrintDefaults() }
-	dial := brokerFlags(fs)
+	dial := brokerFlags(fs, socket)
 	switch args[0] {
 	case "issue":
 		plugin := fs.String("plugin", "", "plugin id the handle is bound to (required)")
@@ -162,11 +191,7 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			g.Fingerprint, state, g.PluginID, g.InvocationID, g.Intent, g.Class, g.IssuedAt.UTC().Format(time.RFC3339),
 			g.ExpiresAt.UTC().Format(time.RFC3339))
 		for _, d := range g.Destinations {
-			methods := "any method"
-			if len(d.Methods) > 0 {
-				methods = strings.Join(d.Methods, ",")
-			}
-			fmt.Fprintf(stdout, "destination:  https://%s:%d%s (%s)\n", d.Host, d.Port, d.PathPrefix, methods)
+			fmt.Fprintf(stdout, "destination:  %s\n", d)
 		}
 		if l := in.Lease; l != nil {
 			fmt.Fprintf(stdout, "lease:        %s\n", leaseLine(*l))
@@ -231,7 +256,7 @@ explains the CONNECT it opens; the request inside needs its own handle.`
 func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, explainUsage); fs.PrintDefaults() }
-	dial := brokerFlags(fs)
+	dial := brokerFlags(fs, nil)
 	fp := fs.String("handle-fp", "", "the handle's fingerprint (from evidence or the audit log)")
 	intent := fs.String("intent", "", "an intent, as a handle issued with its own destinations")
 	if err := parse(fs, args); err != nil {

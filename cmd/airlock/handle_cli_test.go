@@ -31,6 +31,10 @@ broker:
       secret: {source: file, path: demo/api, field: token}
       inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
       destinations: ["https://api.demo.test/v1/", "https://internal.demo.test/"]
+    demo.manifest:
+      class: write
+      secret: {source: file, path: demo/api, field: token}
+      inject: {header: {name: Authorization, template: "Bearer {{secret}}"}}
 proxy:
   listen: %q
   resolve: {api.demo.test: [93.184.216.34], internal.demo.test: [10.1.2.3]}
@@ -70,6 +74,9 @@ proxy:
 		{[]string{"--handle-fp", fp[1], "POST", "http://api.demo.test/v1/items"}, 1, "denied: method_not_allowed_for_intent"},
 		{[]string{"--handle-fp", fp[1], "GET", "http://internal.demo.test/x"}, 1, "10.0.0.0/8"},
 		{[]string{"--intent", "demo.read", "GET", "http://other.demo.test/v1/"}, 1, "denied: destination_not_declared"},
+		{[]string{"--intent", "demo.read", "GET", "http://other.demo.test/v1/"}, 1, "https://api.demo.test:443/v1/ (any method)"},
+		// Destinations from the plugin's manifest: the binding allows it.
+		{[]string{"--intent", "demo.manifest", "POST", "http://api.demo.test/v2/x"}, 0, "plugin's manifest"},
 	} {
 		if out := run(tt.code, append([]string{"explain"}, tt.args...)...); !strings.Contains(out, tt.want) {
 			t.Errorf("explain %v:\n%s", tt.args, out)

@@ -93,6 +93,7 @@ proxy:
   upstream_ca_file: %q
   resolve: {tickets.demo.airlock.test: [127.0.0.1]}
 host:
+  admin: 127.0.0.1:0
   checkpoint_interval: 1s
   policy: %q
   executa:

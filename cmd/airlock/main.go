@@ -27,7 +27,7 @@ commands:
   serve         run the broker, egress proxy, token issuer, broker API and admin listener
   check-config  validate a config file and report every problem
   token         mint, verify or rotate Executa tokens (airlock token -h)
-  evidence      verify an evidence log: chain, exact encoding, signed checkpoints
+  evidence      verify (or repair) an evidence log: chain, exact encoding, signed checkpoints
   intercept-ca  show, stage or promote the proxy's CONNECT intercept CA (rotation)
   version       print version information
 

@@ -17,7 +17,7 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	control := controlFlags(fs)
 	asJSON := fs.Bool("json", false, "print the control API's JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--control-token-file FILE] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health and the last failure.")
+		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--control-token-file FILE] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health, the last failure and a failed plugin's last stderr lines.")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -55,16 +55,30 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tSANDBOX\tRESTARTS\tHEALTH\tLAST FAILURE")
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPROTOCOL\tPID\tSANDBOX\tRESTARTS\tHEALTH\tEGRESS\tLAST FAILURE")
 	for _, p := range list.Plugins {
 		pid := "-"
 		if p.Pid != 0 {
 			pid = fmt.Sprint(p.Pid)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, orDash(p.Sandbox), p.Restarts,
-			p.Health, orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Kind, p.State, orDash(p.Protocol), pid, orDash(p.Sandbox), p.Restarts,
+			p.Health, orDash(p.Egress), orDash(strings.ReplaceAll(p.LastFailure, "\n", "; ")))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What a failed plugin last wrote to stderr (redacted by the host):
+	// usually the reason in its own words.
+	for _, p := range list.Plugins {
+		if len(p.LastStderr) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "\nlast stderr of %s:\n", p.Name)
+		for _, l := range p.LastStderr {
+			fmt.Fprintf(stdout, "  %s\n", l)
+		}
+	}
+	return nil
 }
 
 func orDash(s string) string {

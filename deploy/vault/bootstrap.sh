@@ -6,7 +6,12 @@
 #   2. writes the "airlock" policy from airlock-policy.hcl,
 #   3. creates or updates the "airlock" role bound to that policy,
 #   4. writes the role id to $OUT_DIR/role-id and a response-wrapped
-#      secret id to $OUT_DIR/secret-id (mode 0600).
+#      secret id to $OUT_DIR/secret-id (mode 0600), owned by $OWNER:
+#      the user airlock serve runs as (default airlock-broker, the
+#      shipped unit's user, when it exists; set OWNER=user[:group] for
+#      another, or OWNER= to keep them yours). Giving a file to another
+#      user needs root; the script refuses rather than leave files serve
+#      cannot read.
 # Configure Airlock with:
 #   vault:
 #     auth: {method: approle, role_id_file: OUT_DIR/role-id,
@@ -27,6 +32,7 @@ TOKEN_MAX_TTL=${TOKEN_MAX_TTL:-24h}
 SECRET_ID_TTL=${SECRET_ID_TTL:-0}
 WRAP_TTL=${WRAP_TTL:-10m}
 OUT_DIR=${OUT_DIR:-.}
+OWNER=${OWNER-airlock-broker}
 here=$(cd "$(dirname "$0")" && pwd)
 
 : "${VAULT_ADDR:?set VAULT_ADDR}"
@@ -63,4 +69,16 @@ umask 077
 "$VAULT" write -f -wrap-ttl="$WRAP_TTL" -field=wrapping_token \
 	"auth/$APPROLE_PATH/role/$ROLE/secret-id" >"$OUT_DIR/secret-id"
 chmod 600 "$OUT_DIR/role-id" "$OUT_DIR/secret-id"
+if [ -n "$OWNER" ]; then
+	owner_user=${OWNER%%:*}
+	if [[ $owner_user =~ ^[0-9]+$ ]] || id -u "$owner_user" >/dev/null 2>&1; then
+		if ! chown "$OWNER" "$OUT_DIR/role-id" "$OUT_DIR/secret-id"; then
+			echo "bootstrap: cannot give role-id and secret-id to $OWNER: run as root, or set OWNER= and hand them over yourself" >&2
+			exit 1
+		fi
+		echo "bootstrap: role-id and secret-id belong to $OWNER (mode 0600)" >&2
+	else
+		echo "bootstrap: no user $owner_user here: role-id and secret-id stay yours; give them to the user airlock serve runs as (chown) before it starts" >&2
+	fi
+fi
 echo "bootstrap: role id in $OUT_DIR/role-id; wrapped secret id (valid $WRAP_TTL) in $OUT_DIR/secret-id" >&2

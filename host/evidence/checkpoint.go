@@ -141,13 +141,22 @@ func ParseJWKS(b []byte) (map[string]ed25519.PublicKey, error) {
 func (l *Log) Checkpoint(key *Key) (*Checkpoint, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.ready(); err != nil {
+		return nil, err
+	}
+	return l.checkpointLocked(key)
+}
+
+// checkpointLocked signs the head the file holds: seq and last advance
+// only once a record is durably written.
+func (l *Log) checkpointLocked(key *Key) (*Checkpoint, error) {
 	if l.seq == 0 || l.lastType == CheckpointType {
 		return l.lastCheckpoint, nil
 	}
 	cp := Checkpoint{LogID: l.logID, Seq: l.seq, Head: l.last, Time: l.now().UTC(), KeyID: key.ID}
 	cp.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(key.priv, cp.signingInput()))
 	data, _ := json.Marshal(cp)
-	if _, err := l.appendLocked(Record{Type: CheckpointType, Data: data}); err != nil {
+	if _, err := l.write(Record{Type: CheckpointType, Data: data}); err != nil {
 		return nil, err
 	}
 	l.lastCheckpoint = &cp

@@ -11,9 +11,22 @@
 // holds the hash of the one before it. Checkpoint signs the head with a
 // Key (Ed25519, LoadKey), whose public half is served as a JWKS.
 //
+// A write that fails, whole or in part (a full disk), is cut back to the
+// last whole record and the chain is not advanced, so the file always
+// verifies and a checkpoint never signs what is not on disk; if the cut
+// fails, the log takes no record (ErrTorn) until it succeeds. Repair
+// cuts an incomplete last record that a crash left, and records the cut.
+//
+// # Rotation
+//
+// A log is rotated by renaming its file: before the next record (or at
+// Reopen, on the operator's signal) the log goes on in a new file at its
+// path, a segment whose first record (SegmentType) continues the chain.
+// VerifyFiles checks a log's segments as one chain.
+//
 // # Reading
 //
-// Verify and VerifyWith check a log byte for byte, and against keys and a
+// Verify, VerifyWith and VerifyFiles check a log byte for byte, and against keys and a
 // head saved by an auditor (VerifyOptions), naming the first line that
 // breaks (VerifyError). docs/evidence.md gives the format, so an auditor
 // can check a log without this package.

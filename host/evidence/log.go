@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +26,10 @@ var (
 	// so the call (or the step of it) was refused: evidence fails closed
 	// unless host.evidence_fail_open is set.
 	ErrUnavailable = errors.New("evidence could not be recorded")
+	// ErrTorn: a write failed part-way and the part written could not
+	// be cut off the file yet; the log takes no record until it can be
+	// (retried at each record), or until `airlock evidence repair`.
+	ErrTorn = errors.New("the evidence log holds part of a failed write that could not be cut back; it takes no record until it is")
 )
 
 // GenesisHash is the prev of the first record.
@@ -63,8 +67,15 @@ func hashOf(r Record) (string, error) {
 // Log appends records to one file, each holding the hash of the
 // one before it.
 type Log struct {
-	mu             sync.Mutex
-	f              *os.File
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	// size is the length of the whole records in f: where a failed
+	// append is cut back to.
+	size int64
+	// torn says a failed append could not be cut back yet: the log
+	// takes no record until it is (ErrTorn).
+	torn           bool
 	seq            uint64
 	last           string
 	lastType       string
@@ -73,7 +84,8 @@ type Log struct {
 	now            func() time.Time
 	// w is where records go (f, unless WrapFile put a writer
 	// in front of it).
-	w Writer
+	w    Writer
+	wrap func(*os.File) Writer
 	// FailOpen lets a call proceed when one of its records cannot be
 	// written (host.evidence_fail_open): the failure is only logged. Set
 	// it before the log is shared. By default a call whose record cannot
@@ -86,8 +98,45 @@ type Log struct {
 
 // Open opens (or creates, mode 0600) an evidence file for
 // appending. An existing file must verify, so the chain is never extended
-// from a tampered head.
+// from a tampered head. The file may begin the log or be a later segment
+// of it (SegmentType).
 func Open(path string) (*Log, error) {
+	f, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := fromFile(f, path)
+	if err != nil {
+		f.Close()
+		var ve *VerifyError
+		switch {
+		case errors.Is(err, ErrTornTail):
+			return nil, fmt.Errorf("evidence log %s does not verify: %w; `airlock evidence repair` cuts the incomplete record off and records the cut", path, err)
+		case errors.As(err, &ve):
+			// The full-disk damage of an older release looks like this
+			// too; Repair cuts that and refuses anything else.
+			return nil, fmt.Errorf("evidence log %s does not verify: %w (if a write failed there on a full disk under an older release, `airlock evidence repair` cuts its remains; it refuses any other damage)", path, err)
+		}
+		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
+	}
+	return l, nil
+}
+
+// fromFile is the Log that continues the verified chain in f.
+func fromFile(f *os.File, path string) (*Log, error) {
+	v, err := VerifyWith(f, VerifyOptions{})
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{path: path, f: f, w: f, size: v.Bytes, seq: v.Seq, last: v.Head, logID: v.LogID, lastCheckpoint: v.Last, now: time.Now}
+	if v.Records > 0 && v.Unsigned == 0 {
+		l.lastType = CheckpointType
+	}
+	return l, nil
+}
+
+// openFile opens path for appending and takes its lock.
+func openFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
@@ -104,28 +153,18 @@ func Open(path string) (*Log, error) {
 		}
 		return nil, fmt.Errorf("evidence log lock: %w", err)
 	}
-	v, err := VerifyWith(f, VerifyOptions{})
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
-	}
-	l := &Log{f: f, w: f, seq: uint64(v.Records), last: v.Head, lastCheckpoint: v.Last, now: time.Now}
-	if v.Records > 0 {
-		if l.logID, err = firstID(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if v.Unsigned == 0 {
-			l.lastType = CheckpointType
-		}
-	}
-	return l, nil
+	return f, nil
 }
 
 // Append completes r (seq, id, time, prev, hash) and writes it durably.
+// A write that fails, whole or in part, is cut back, so the file ends
+// with the last whole record and the chain is not advanced; if it
+// cannot be cut back, the log takes no record (ErrTorn) until it can.
+// When the log's file was renamed away (rotated), the record begins a
+// new segment at the log's path (see Reopen).
 func (l *Log) Append(r Record) (Record, error) {
-	if r.Type == CheckpointType {
-		return Record{}, errors.New("checkpoints are written by Checkpoint")
+	if strings.HasPrefix(r.Type, "evidence.") {
+		return Record{}, errors.New("evidence.* records (checkpoint, segment, repair) are written by the log itself")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -133,6 +172,14 @@ func (l *Log) Append(r Record) (Record, error) {
 }
 
 func (l *Log) appendLocked(r Record) (Record, error) {
+	if err := l.ready(); err != nil {
+		return Record{}, err
+	}
+	return l.write(r)
+}
+
+// write completes r and writes it.
+func (l *Log) write(r Record) (Record, error) {
 	if len(r.Data) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, r.Data); err != nil {
@@ -159,11 +206,8 @@ func (l *Log) appendLocked(r Record) (Record, error) {
 	if len(line) >= MaxLine {
 		return Record{}, errors.New("evidence record too large")
 	}
-	if _, err := l.w.Write(append(line, '\n')); err != nil {
-		return Record{}, fmt.Errorf("write evidence: %w", err)
-	}
-	if err := l.w.Sync(); err != nil {
-		return Record{}, fmt.Errorf("sync evidence: %w", err)
+	if err := l.writeLine(append(line, '\n')); err != nil {
+		return Record{}, err
 	}
 	l.seq, l.last, l.lastType = r.Seq, r.Hash, r.Type
 	if l.logID == "" {
@@ -175,6 +219,55 @@ func (l *Log) appendLocked(r Record) (Record, error) {
 	return r, nil
 }
 
+// writeLine writes one record's line durably, or cuts the file back to
+// the records before it.
+func (l *Log) writeLine(line []byte) error {
+	n, err := l.w.Write(line)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("write evidence: %w", err)
+	case n != len(line):
+		err = fmt.Errorf("write evidence: %w", io.ErrShortWrite)
+	default:
+		if err = l.w.Sync(); err != nil {
+			err = fmt.Errorf("sync evidence: %w", err)
+		}
+	}
+	if err == nil {
+		l.size += int64(len(line))
+		return nil
+	}
+	// Part of the line may be in the file (a short write), or all of it
+	// without being durable (a failed sync): either way it is not a
+	// record of the chain, and the next one must not follow it.
+	l.torn = true
+	if cerr := l.cutBack(); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	return err
+}
+
+// truncater is a Writer that cuts its file back itself (a test's).
+type truncater interface{ Truncate(size int64) error }
+
+// cutBack cuts the file back to its whole records, durably.
+func (l *Log) cutBack() error {
+	var err error
+	if t, ok := l.w.(truncater); ok {
+		err = t.Truncate(l.size)
+	} else {
+		err = l.f.Truncate(l.size)
+	}
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTorn, err)
+	}
+	l.torn = false
+	return nil
+}
+
 // Head is the hash of the last record (GenesisHash when empty). Keeping
 // it elsewhere lets `airlock evidence verify --head` detect a truncated tail.
 func (l *Log) Head() string {
@@ -184,20 +277,8 @@ func (l *Log) Head() string {
 }
 
 // Close closes the file.
-func (l *Log) Close() error { return l.f.Close() }
-
-// firstID reads the id of the log's first record.
-func firstID(f *os.File) (string, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("evidence log: %w", err)
-	}
-	var r Record
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		return "", fmt.Errorf("evidence log: first record: %w", err)
-	}
-	return r.ID, nil
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
 }

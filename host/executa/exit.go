@@ -22,7 +22,7 @@ var healthWords = map[string]error{
 // healthWords, case-insensitive); "initializing" and the like are
 // ErrNotReady; anything else, or no answer, is ErrUnhealthy.
 func (p *Process) Health(ctx context.Context) error {
-	if err := p.proc.PassErr(); err != nil {
+	if err := p.proc.PassErr(ctx); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnhealthy, err)
 	}
 	m, err := p.call(ctx, "health", map[string]any{}, p.opts.Timeouts.Health)

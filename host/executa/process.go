@@ -216,7 +216,8 @@ func (p *Process) call(ctx context.Context, method string, params any, timeout t
 	select {
 	case m, ok := <-ch:
 		if !ok {
-			return nil, ErrPluginExited
+			// Closed once the process has exited: its status is known.
+			return nil, fmt.Errorf("%w: %w", ErrPluginExited, p.proc.ExitErr())
 		}
 		return m, nil
 	case <-t.C:

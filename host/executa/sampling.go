@@ -180,8 +180,69 @@ func (fb *FixtureBackend) SupportsFormat(string) bool {
 type samplingBudget struct {
 	mu      sync.Mutex
 	calls   int
-	tokens  int
+	tokens  int // settled, plus reserved for the calls in flight
 	storage int // storage RPCs
+	// inflight counts the sampling calls admitted and not yet settled.
+	inflight int
+	// parallel says the backend has been seen to count no more than a
+	// call reserves: calls are then admitted side by side. Until then
+	// (an invoke's first call), and again after a call settles above its
+	// reservation, a call is admitted only when none is in flight, so
+	// the budget is passed by at most one call's overshoot.
+	parallel bool
+	// idle, when set, is closed once no call is in flight.
+	idle chan struct{}
+}
+
+// admit reserves tokens for one call: refused past the call or token
+// cap; while calls are serialised it waits until none is in flight (or
+// ctx ends).
+func (b *samplingBudget) admit(ctx context.Context, maxCalls, reserved int) *RPCError {
+	for {
+		b.mu.Lock()
+		switch {
+		case b.calls >= maxCalls:
+			b.mu.Unlock()
+			return rpcError(CodeSamplingMaxCalls, "sampling call limit for this invoke reached", "MAX_CALLS_EXCEEDED")
+		case b.tokens+reserved > MaxTokensPerInvoke:
+			b.mu.Unlock()
+			return rpcError(CodeSamplingMaxTokens, "sampling token budget for this invoke spent", "MAX_TOKENS_EXCEEDED")
+		case b.parallel || b.inflight == 0:
+			b.calls++
+			b.tokens += reserved
+			b.inflight++
+			b.mu.Unlock()
+			return nil
+		}
+		if b.idle == nil {
+			b.idle = make(chan struct{})
+		}
+		idle := b.idle
+		b.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return rpcError(CodeSamplingTimeout, "the invoke ended before the sampling call could be sent", "TIMEOUT")
+		}
+	}
+}
+
+// settle replaces a call's reservation with what it used. counted says
+// the call reached the backend and used is its count: a count above the
+// reservation serialises the calls that follow, one within it lets them
+// run side by side.
+func (b *samplingBudget) settle(reserved, used int, counted bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens += used - reserved
+	b.inflight--
+	if counted {
+		b.parallel = used <= reserved
+	}
+	if b.inflight == 0 && b.idle != nil {
+		close(b.idle)
+		b.idle = nil
+	}
 }
 
 // sample handles sampling/createMessage after the gates passed.
@@ -233,33 +294,22 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 			return nil, bad("responseFormat.type: json_object or json_schema")
 		}
 	}
-	// Per-invoke caps: hitting either ends sampling for the invoke.
-	inv.budget.mu.Lock()
-	if inv.budget.calls >= min(claims.MaxCallsPerInvoke, MaxCallsPerInvoke) {
-		inv.budget.mu.Unlock()
-		return nil, rpcError(CodeSamplingMaxCalls, "sampling call limit for this invoke reached", "MAX_CALLS_EXCEEDED")
-	}
-	// The call's prompt (estimated from its bytes) and its maxTokens are
+	// Per-invoke caps: hitting either ends sampling for the invoke. The
+	// call's prompt (estimated from its bytes) and its maxTokens are
 	// reserved before it is sent, so concurrent calls cannot together
 	// pass the cap; what was used is settled after.
 	reserved := promptTokens(&req) + req.MaxTokens
-	if inv.budget.tokens+reserved > MaxTokensPerInvoke {
-		inv.budget.mu.Unlock()
-		return nil, rpcError(CodeSamplingMaxTokens, "sampling token budget for this invoke spent", "MAX_TOKENS_EXCEEDED")
+	if e := inv.budget.admit(ctx, min(claims.MaxCallsPerInvoke, MaxCallsPerInvoke), reserved); e != nil {
+		return nil, e
 	}
-	inv.budget.calls++
-	inv.budget.tokens += reserved
-	inv.budget.mu.Unlock()
 	settled := false
 	settle := func(used int) {
-		inv.budget.mu.Lock()
-		inv.budget.tokens += used - reserved
-		inv.budget.mu.Unlock()
+		inv.budget.settle(reserved, used, true)
 		settled = true
 	}
 	defer func() {
 		if !settled {
-			settle(0) // nothing was spent: release the reservation
+			inv.budget.settle(reserved, 0, false) // nothing was spent: release the reservation
 		}
 	}()
 

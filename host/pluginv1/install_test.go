@@ -123,3 +123,43 @@ func TestFailedReinstallKeepsRunningPlugin(t *testing.T) {
 		t.Fatalf("call on the new version: %+v %v", out, err)
 	}
 }
+
+// A reinstall of a plugin the supervisor marked failed (its restart
+// budget spent) launches it again at once with a whole budget; no host
+// restart is needed.
+func TestReinstallRevivesFailedPlugin(t *testing.T) {
+	f := newHostFixture(t)
+	h := newTestHost(t, f, nil)
+	state := t.TempDir()
+	ctl := control.NewHandler(h)
+	ctl.EnableInstall(&Installer{Host: h, PluginsDir: filepath.Join(state, "plugins"), Lockfile: filepath.Join(state, "plugins.lock.json")})
+	srv := httptest.NewServer(ctl)
+	defer srv.Close()
+	good, err := os.ReadFile(providerBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := f.inst.Name
+	if code, res := postInstall(t, srv.URL, f.writePackage(t, good)); code != http.StatusOK || res["state"] != string(host.StateRunning) {
+		t.Fatalf("first install: %d %v", code, res)
+	}
+	// Four crashes in a row spend a budget of three.
+	for {
+		s := waitState(t, h, name, "running or failed", func(s host.Status) bool {
+			return s.State == host.StateRunning || s.State == host.StateFailed
+		})
+		if s.State == host.StateFailed {
+			break
+		}
+		killPid(t, s.Pid)
+		waitState(t, h, name, "noticed the crash", func(n host.Status) bool { return n.Pid != s.Pid })
+	}
+	newer := append(append([]byte(nil), good...), "airlock-reinstall"...)
+	code, res := postInstall(t, srv.URL, f.writePackage(t, newer))
+	if code != http.StatusOK || res["state"] != string(host.StateRunning) {
+		t.Fatalf("reinstall of a failed plugin: %d %v", code, res)
+	}
+	if out, err := invokeList(h, name); err != nil || out.Status != host.CallSucceeded {
+		t.Fatalf("call after the reinstall: %+v %v", out, err)
+	}
+}

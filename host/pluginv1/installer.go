@@ -32,7 +32,8 @@ type Installer struct {
 // Install reviews and installs the package in dir (see Install) and
 // launches it; its result is an InstallResult. A reinstall of a running
 // plugin takes effect at its next launch (its launcher reads the
-// lockfile).
+// lockfile); a reinstall of a plugin marked failed launches it again at
+// once, with its restart budget whole.
 func (in *Installer) Install(ctx context.Context, dir string) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -43,7 +44,7 @@ func (in *Installer) Install(ctx context.Context, dir string) (any, error) {
 	res := InstallResult{Name: name, ProtocolVersion: e.ProtocolVersion, BinarySHA256: e.BinarySHA256, ManifestSHA256: e.ManifestSHA256}
 	err = AddInstalled(in.Host, name, in.Lockfile)
 	if errors.Is(err, host.ErrNameTaken) {
-		err = nil
+		err = in.Host.Revive(name)
 	}
 	for _, s := range in.Host.Status() {
 		if s.Name == name {

@@ -193,6 +193,9 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 	select {
 	case r := <-lc:
 		if r.err != nil {
+			if x := exitOf(proc); x != nil {
+				return nil, fmt.Errorf("%w: %w (the provider exited: %w)", ErrHandshake, r.err, x)
+			}
 			return nil, fmt.Errorf("%w: %w", ErrHandshake, r.err)
 		}
 		line = r.hl
@@ -341,7 +344,7 @@ func (p *Plugin) record(typ, invocation string, data map[string]any) (evidence.R
 // serving (NOT_SERVING, the zero value, or no answer) accepts no Invoke
 // until a later Health says SERVING.
 func (p *Plugin) Health(ctx context.Context) error {
-	if err := p.proc.PassErr(); err != nil {
+	if err := p.proc.PassErr(ctx); err != nil {
 		return fmt.Errorf("%w: %w", host.ErrProbeFailed, err)
 	}
 	err := p.health(ctx)
@@ -397,7 +400,8 @@ func (p *Plugin) Fault() error {
 
 // Shutdown cancels in-flight invocations, revokes the plugin's handles,
 // asks the provider to stop, and kills its process group when the grace
-// (one budget for the RPC and the exit) has passed.
+// (one budget for the RPC and the exit) has passed, or at ctx's deadline
+// when that is sooner.
 func (p *Plugin) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -410,6 +414,9 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	deadline := time.Now().Add(p.opts.ShutdownGrace)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	var revokeErr error
 	if p.opts.Broker != nil {
 		_, revokeErr = p.opts.Broker.RevokePlugin(context.WithoutCancel(ctx), p.inst.Name)
@@ -441,5 +448,19 @@ func (p *Plugin) cleanup() {
 	}
 	if p.host != nil {
 		p.host.Stop()
+	}
+}
+
+// exitOf is how a provider that ended its stdout before a handshake line
+// exited (its status and stderr tail): nil when it has not exited within
+// a second (it closed stdout and runs on; the launch kills it).
+func exitOf(proc *launch.Process) error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-proc.Exited():
+		return proc.ExitErr()
+	case <-t.C:
+		return nil
 	}
 }

@@ -215,6 +215,7 @@ func TestRestartBudgetResets(t *testing.T) {
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *host.Options) {
 		o.Restart = host.RestartPolicy{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Budget: 2, ResetAfter: 1500 * time.Millisecond}
+		o.HealthInterval = 100 * time.Millisecond // healthy uptime is uptime up to a passed probe
 	})
 	if err := AddProvider(h, f.inst); err != nil {
 		t.Fatal(err)

@@ -6,17 +6,20 @@
 //
 // The listener binds to loopback by default. It serves no secret: the
 // JWKS holds public keys only, and readiness failures name the check, not
-// its error detail, to unauthenticated callers.
+// its error detail, to unauthenticated callers (a check's NotReady names
+// what is not ready, such as plugin names, and nothing else).
 package admin
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +31,17 @@ import (
 
 // Check reports whether a dependency is ready.
 type Check func(ctx context.Context) error
+
+// NotReady is a check's failure that names what is not ready (the plugins
+// not serving): /readyz lists Items under the check's name in
+// "not_ready", so a probe or a person sees which one. Only names that are
+// no secret belong in Items; any other error's text stays in the log.
+type NotReady struct {
+	What  string
+	Items []string
+}
+
+func (e *NotReady) Error() string { return e.What + ": " + strings.Join(e.Items, ", ") }
 
 // DefaultCheckTimeout is how long /readyz waits for one check: a
 // dependency that has not answered by then (a stalled Vault or Redis)
@@ -94,6 +108,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		go func() { ch <- checks[n](ctx) }()
 	}
 	failed := []string{}
+	detail := map[string][]string{}
 	for _, n := range names {
 		var err error
 		select {
@@ -108,10 +123,17 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.log.Warn("readiness check failed", "check", n, "err", err)
 			failed = append(failed, n)
+			if nr := (*NotReady)(nil); errors.As(err, &nr) {
+				detail[n] = nr.Items
+			}
 		}
 	}
 	if len(failed) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
+		body := map[string]any{"status": "not ready", "failed": failed}
+		if len(detail) > 0 {
+			body["not_ready"] = detail
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

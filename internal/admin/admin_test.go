@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,31 @@ func TestReadyzChecksInParallel(t *testing.T) {
 	code, failed := readyz(t, s)
 	if code != http.StatusServiceUnavailable || len(failed) != 1 || failed[0] != "hung" {
 		t.Fatalf("a hung check: readyz %d %v", code, failed)
+	}
+}
+
+// A check that fails with NotReady has its items named under its name;
+// any other failure's text stays out of the answer.
+func TestReadyzNamesWhatIsNotReady(t *testing.T) {
+	s := newServer()
+	s.AddCheck("plugins", func(context.Context) error {
+		return &NotReady{What: "plugins not serving", Items: []string{"c4.revoker"}}
+	})
+	s.AddCheck("vault", func(context.Context) error { return errors.New("dial 10.0.0.7: secret-ish detail") })
+	rec := httptest.NewRecorder()
+	s.mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var body struct {
+		Failed   []string            `json:"failed"`
+		NotReady map[string][]string `json:"not_ready"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusServiceUnavailable || len(body.Failed) != 2 || len(body.NotReady) != 1 ||
+		len(body.NotReady["plugins"]) != 1 || body.NotReady["plugins"][0] != "c4.revoker" {
+		t.Fatalf("readyz %d %s", rec.Code, rec.Body.String())
+	}
+	if strings.Contains(rec.Body.String(), "10.0.0.7") {
+		t.Fatalf("an error's text reached the answer: %s", rec.Body.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/hostport"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -74,6 +74,19 @@ func Default() *Config {
 // Load reads and strictly decodes path, then applies defaults. It does not
 // validate: call Validate to get every problem at once.
 func Load(path string) (*Config, error) {
+	c, err := LoadAll(path)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// LoadAll is Load for check-config: when the file is YAML whose keys or
+// types are wrong, it returns the config decoded from the rest (defaults
+// applied) together with those problems, so that every later check runs
+// in the same pass. The config is nil only when there is nothing to
+// check (no file, not YAML, more than one document).
+func LoadAll(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -86,18 +99,30 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("config %s: larger than %d bytes", path, MaxSize)
 	}
-	c, err := Parse(data)
+	c, err := ParseAll(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		err = fmt.Errorf("config %s: %w", path, err)
 	}
-	if c.Path, err = filepath.Abs(path); err != nil {
-		c.Path = path
+	if c != nil {
+		if c.Path, _ = filepath.Abs(path); c.Path == "" {
+			c.Path = path
+		}
 	}
-	return c, nil
+	return c, err
 }
 
 // Parse strictly decodes one YAML document and applies defaults.
 func Parse(data []byte) (*Config, error) {
+	c, err := ParseAll(data)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ParseAll is Parse that also returns the partly decoded config beside
+// the errors of a document whose keys or types are wrong (see LoadAll).
+func ParseAll(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	c := &Config{}
@@ -105,7 +130,13 @@ func Parse(data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("config is empty")
 		}
-		return nil, decodeError(err)
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, decodeError(err)
+		}
+		// yaml decoded everything else: keep it for the other checks.
+		c.applyDefaults()
+		return c, decodeError(err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -235,13 +266,13 @@ func (c *Config) Validate() error {
 	switch c.Log.Format {
 	case "auto", "json", "text":
 	default:
-		add("log.format: %q is not one of: auto, json, text", c.Log.Format)
+		add("log.format: must be one of: auto, json, text")
 	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		add("log.level: %v", err)
 	}
-	if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
-		add("admin.listen: must be host:port")
+	if err := hostport.Listen(c.Admin.Listen); err != nil {
+		add("admin.listen: %v", err)
 	}
 	if err := c.Vault.Validate(); err != nil {
 		errs = append(errs, err)
@@ -264,6 +295,7 @@ func (c *Config) Validate() error {
 	if c.Proxy.Limits.Scope == proxy.LimitsGlobal && c.Broker.Store.Type != broker.StoreRedis {
 		add("proxy.limits.scope: global needs broker.store.type redis (the replicas share their rates there)")
 	}
+	errs = append(errs, c.checkIntentReferences()...)
 	if !c.Vault.Configured() {
 		for _, name := range c.Broker.IntentNames() {
 			if c.Broker.Intents[name].Secret.Source == broker.SourceVault {
@@ -278,7 +310,7 @@ func (c *Config) Validate() error {
 func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("%q is not one of: debug, info, warn, error", s)
+		return 0, errors.New("must be one of: debug, info, warn, error")
 	}
 	return l, nil
 }

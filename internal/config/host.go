@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/internal/hostport"
 	"github.com/airlock-dev/airlock/internal/redact"
 )
 
@@ -175,13 +176,15 @@ func (c HostExecuta) Validate() error {
 		add("host.executa.storage_quota: must not be negative")
 	}
 	if c.FilesListen != "" {
-		if _, _, err := net.SplitHostPort(c.FilesListen); err != nil {
+		if err := hostport.Listen(c.FilesListen); err != nil {
 			add("host.executa.files_listen: %v", err)
 		}
 	}
 	if c.JWKS != "" {
 		if u, err := url.Parse(c.JWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("host.executa.jwks: want an http(s) URL, got %q", c.JWKS)
+			add("host.executa.jwks: must be an http(s) URL")
+		} else if err := hostport.URL(u.Host); err != nil {
+			add("host.executa.jwks: %v", err)
 		}
 	}
 	if err := c.Timeouts.Validate("host.executa.timeouts"); err != nil {
@@ -197,7 +200,9 @@ func (c HostExecuta) Validate() error {
 		u, err := url.Parse(o.BaseURL)
 		switch {
 		case err != nil || u.Scheme != "http" || u.Host == "":
-			add("host.executa.sampling.openai.base_url: want http://host[:port][/prefix] (the proxy adds TLS), got %q", o.BaseURL)
+			add("host.executa.sampling.openai.base_url: must be http://host[:port][/prefix] (the proxy adds TLS)")
+		case hostport.URL(u.Host) != nil:
+			add("host.executa.sampling.openai.base_url: %v", hostport.URL(u.Host))
 		case strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/chat/completions"):
 			// The host appends the endpoint itself: this one would call
 			// .../chat/completions/v1/chat/completions and get 404.
@@ -215,17 +220,18 @@ func (c HostExecuta) Validate() error {
 		at := fmt.Sprintf("host.executa.plugins[%d]", i)
 		switch {
 		case !executaName.MatchString(p.Name):
-			add("%s.name: %q must be lower-case letters, digits, '.', '_' or '-' (at most 63)", at, p.Name)
+			add("%s.name: must be lower-case letters, digits, '.', '_' or '-' (at most 63)", at)
 		case seen[p.Name]:
-			add("%s.name: %q is configured twice", at, p.Name)
+			add("%s.name: the same name as an earlier plugin", at)
 		}
 		seen[p.Name] = true
 		if !filepath.IsAbs(p.Command) {
-			add("%s.command: must be an absolute path, got %q", at, p.Command)
+			add("%s.command: must be an absolute path", at)
 		}
 		for _, k := range slices.Sorted(maps.Keys(p.Credentials)) {
 			if !envName.MatchString(k) {
-				add("%s.credentials: %q is not an environment variable name", at, k)
+				add("%s.credentials: a key is not an environment variable name", at)
+				continue
 			}
 			if p.Credentials[k] == "" {
 				add("%s.credentials.%s: needs a broker intent", at, k)
@@ -236,17 +242,17 @@ func (c HostExecuta) Validate() error {
 		}
 		for _, k := range slices.Sorted(maps.Keys(p.Settings)) {
 			if !envName.MatchString(k) {
-				add("%s.settings: %q is not a credential name", at, k)
+				add("%s.settings: a key is not a credential name", at)
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			if !envName.MatchString(k) {
-				add("%s.env: %q is not an environment variable name", at, k)
+				add("%s.env: a key is not an environment variable name", at)
 			}
 		}
 		for i, k := range p.InheritEnv {
 			if !envName.MatchString(strings.TrimSuffix(k, "*")) {
-				add("%s.inherit_env[%d]: %q is not a variable name or NAME_* prefix", at, i, k)
+				add("%s.inherit_env[%d]: must be a variable name or NAME_* prefix", at, i)
 			}
 		}
 	}
@@ -312,6 +318,10 @@ func (c Host) validateControl() []error {
 		add("host.control: must be unix:/path or host:port")
 		return errs
 	}
+	if err := hostport.Listen(c.Control); err != nil {
+		add("host.control: " + err.Error())
+		return errs
+	}
 	switch {
 	case c.ControlTLS == nil && c.ControlTokenFile == "":
 		add("host.control: a TCP control API needs host.control_tls (mutual TLS) or host.control_token_file; " +
@@ -346,8 +356,8 @@ func (c Host) Validate() error {
 	}
 	errs = append(errs, c.Sandbox.Validate())
 	if c.Admin != "" {
-		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
-			errs = append(errs, errors.New("host.admin: must be host:port"))
+		if err := hostport.Listen(c.Admin); err != nil {
+			errs = append(errs, fmt.Errorf("host.admin: %w", err))
 		}
 	}
 	r := c.Restart

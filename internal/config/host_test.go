@@ -31,21 +31,27 @@ func TestExecutaConfigValidate(t *testing.T) {
 		t.Fatal("bad section accepted")
 	}
 	for _, want := range []string{
-		"host.executa.jwks: want an http(s) URL",
+		"host.executa.jwks: must be an http(s) URL",
 		"host.executa.storage_quota: must not be negative",
 		"host.executa.files_listen:",
 		"host.executa.sampling: set fixture or openai, not both",
-		"sampling.openai.base_url: want http://",
+		"sampling.openai.base_url: must be http://",
 		"sampling.openai.model: required",
 		"sampling.openai.intent: required",
-		`plugins[0].name: "Tickets" must be lower-case`,
+		`plugins[0].name: must be lower-case`,
 		`plugins[0].command: must be an absolute path`,
-		`plugins[1].credentials: "1BAD" is not an environment variable name`,
+		`plugins[1].credentials: a key is not an environment variable name`,
 		`plugins[1].credentials.OK: needs a broker intent`,
-		`plugins[2].name: "dup" is configured twice`,
+		`plugins[2].name: the same name as an earlier plugin`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%v", want, err)
+		}
+	}
+	// Names the keys, never the values.
+	for _, value := range []string{"Tickets", "1BAD", "nowhere", "api.example.test", "f.jsonl"} {
+		if strings.Contains(err.Error(), value) {
+			t.Errorf("errors quote the value %q:\n%v", value, err)
 		}
 	}
 	endpoint := good
@@ -54,7 +60,7 @@ func TestExecutaConfigValidate(t *testing.T) {
 		t.Errorf("a base_url naming the endpoint: %v", err)
 	}
 	// The host section reports the Executa problems too.
-	if err := (Host{Control: "unix:/run/airlock/control.sock", Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
+	if err := (Host{Control: "unix:/run/airlock/control.sock", Executa: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "the same name as an earlier plugin") {
 		t.Fatalf("host section: %v", err)
 	}
 }

@@ -109,6 +109,10 @@ func TestSystemdConfigMatchesUnits(t *testing.T) {
 		{"host.evidence_key", cfg.Host.EvidenceKey, "/var/lib/airlock-host", "airlock-host", "StateDirectory=airlock-host"},
 		{"host.control", strings.TrimPrefix(cfg.Host.Control, "unix:"), "/run/airlock-host", "airlock-host", "RuntimeDirectory=airlock-host"},
 		{"host.control_token_file", cfg.Host.ControlTokenFile, "/run/airlock-host", "airlock-host", "RuntimeDirectory=airlock-host"},
+		{"proxy.intercept.ca_key_file", cfg.Proxy.Intercept.CAKeyFile, "/var/lib/airlock-broker", "airlock-serve", "StateDirectory=airlock-broker"},
+		// Persistent and shared (airlock.tmpfiles): never in /run, which a
+		// reboot empties while the key stays.
+		{"proxy.intercept.ca_file", cfg.Proxy.Intercept.CAFile, "/var/lib/airlock", "airlock-serve", "ReadWritePaths=/var/lib/airlock"},
 	} {
 		if !under(c.path, c.dir) || !regexp.MustCompile(`(?m)^`+c.directive+`$`).MatchString(units[c.unit]) {
 			t.Errorf("%s = %s: want it under %s, the %s of %s", c.what, c.path, c.dir, c.directive, c.unit)

@@ -70,11 +70,18 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 		if errors.Is(err, broker.ErrUnauthenticated) {
 			return fmt.Errorf("broker at %s: %w (the host presents broker.api.token_file %s)", cfg.Host.Broker, err, cfg.Broker.API.TokenFile)
 		}
+		if why := peerauth.Refusal(strings.TrimPrefix(cfg.Host.Broker, "unix:")); why != "" {
+			return fmt.Errorf("broker at %s refused this user: %s", cfg.Host.Broker, why)
+		}
 		return fmt.Errorf("broker at %s: %w (is airlock serve running?)", cfg.Host.Broker, err)
 	}
 	verifyKeys := &tokens.JWKSClient{URL: cfg.Host.Executa.JWKS, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
-	n, err := startHost(ctx, cfg, opts, hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy,
-		proxyServe: handoffTo(cfg, opts.Log)})
+	deps := hostDeps{broker: bc, tokens: bc, keys: verifyKeys, egressProxy: cfg.Broker.EgressProxy}
+	if give := handoffTo(cfg, opts.Log); give != nil {
+		kept := &keptListeners{give: give, by: map[string]*handoff.Kept{}}
+		deps.proxyServe, deps.egress = kept.serve, kept.state
+	}
+	n, err := startHost(ctx, cfg, opts, deps)
 	if err != nil {
 		return err
 	}
@@ -95,6 +102,9 @@ type hostDeps struct {
 	// proxyServe hands the egress proxy a sandboxed plugin's listener
 	// (host.Options.ProxyServe); relayed when nil.
 	proxyServe func(plugin string, l net.Listener) (io.Closer, error)
+	// egress says whether serve holds a plugin's listener now
+	// (host.Options.Egress); unknown when nil.
+	egress func(plugin string) (up, known bool)
 	// admin, when set, is the listener the host registers its checks on
 	// (Dev shares Serve's); else the host serves its own on host.admin.
 	admin    *admin.Server
@@ -108,7 +118,7 @@ type hostDeps struct {
 // handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
 // beside this host, whose proxy is the plugins' egress proxy when that is
 // a loopback address; nil (relay) otherwise or without the broker token.
-func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) (io.Closer, error) {
+func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) (*handoff.Kept, error) {
 	host, _, err := net.SplitHostPort(cfg.Broker.EgressProxy)
 	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
 		return nil
@@ -121,9 +131,45 @@ func handoffTo(cfg *config.Config, log *slog.Logger) func(string, net.Listener) 
 	socket := handoff.Path(strings.TrimPrefix(cfg.Host.Broker, "unix:"))
 	// Kept, not only given: the port stays the plugin's, and the
 	// listener goes over again after serve restarts.
-	return func(plugin string, l net.Listener) (io.Closer, error) {
+	return func(plugin string, l net.Listener) (*handoff.Kept, error) {
 		return handoff.Keep(socket, tok, plugin, l, log)
 	}
+}
+
+// keptListeners are the plugins' listeners kept handed over to serve, by
+// plugin, so that the host can say whose egress is down.
+type keptListeners struct {
+	give func(string, net.Listener) (*handoff.Kept, error)
+	mu   sync.Mutex
+	by   map[string]*handoff.Kept // the running process's, per plugin
+}
+
+func (k *keptListeners) serve(plugin string, l net.Listener) (io.Closer, error) {
+	kept, err := k.give(plugin, l)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.by[plugin] = kept
+	k.mu.Unlock()
+	return closerFunc(func() error {
+		k.mu.Lock()
+		if k.by[plugin] == kept {
+			delete(k.by, plugin)
+		}
+		k.mu.Unlock()
+		return kept.Close()
+	}), nil
+}
+
+func (k *keptListeners) state(plugin string) (up, known bool) {
+	k.mu.Lock()
+	kept := k.by[plugin]
+	k.mu.Unlock()
+	if kept == nil {
+		return false, false
+	}
+	return kept.Serving(), true
 }
 
 // hostNode is a running host.
@@ -131,6 +177,9 @@ type hostNode struct {
 	log     *slog.Logger
 	h       *host.Host
 	control string
+	// ev is the evidence log, reopened on SIGHUP (after logrotate
+	// renamed it).
+	ev *evidence.Log
 	*node
 }
 
@@ -148,6 +197,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if err != nil {
 		return nil, err
 	}
+	n.ev = ev
 	policy, err := hostPolicy(cfg, deps, log)
 	if err != nil {
 		return nil, err
@@ -158,7 +208,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		return nil, err
 	}
 	hopts.Broker, hopts.Evidence, hopts.EvidenceKey, hopts.Policy = deps.broker, ev, evKey, policy
-	hopts.EgressProxy, hopts.ProxyServe, hopts.Registerer = deps.egressProxy, deps.proxyServe, reg
+	hopts.EgressProxy, hopts.ProxyServe, hopts.Egress, hopts.Registerer = deps.egressProxy, deps.proxyServe, deps.egress, reg
 	h := host.New(hopts)
 	n.h = h
 	ctl := control.NewHandler(h)
@@ -336,7 +386,7 @@ func (n *hostNode) serveAdminChecks(cfg *config.Config, adm *admin.Server, own *
 	}
 	adm.AddCheck("plugins", func(context.Context) error {
 		if d := h.Degraded(); len(d) > 0 {
-			return fmt.Errorf("plugins not serving: %s", strings.Join(d, ", "))
+			return &admin.NotReady{What: "plugins not serving", Items: d}
 		}
 		return nil
 	})

@@ -145,10 +145,22 @@ func (n *hostNode) reloadOn(requests <-chan os.Signal, cfg *config.Config) {
 			case <-ctx.Done():
 				return
 			case <-requests:
+				n.reopenEvidence()
 				cfg = n.reload(cfg)
 			}
 		}
 	})
+}
+
+// reopenEvidence starts a new evidence segment when the log's file was
+// renamed (logrotate's postrotate reload); otherwise it changes nothing.
+func (n *hostNode) reopenEvidence() {
+	if n.ev == nil {
+		return
+	}
+	if err := n.ev.Reopen(); err != nil {
+		n.log.Error("evidence reopen failed: records go on in the file already open", "error", err.Error())
+	}
 }
 
 // reload rereads the config file and the policy file it names, and

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/auditlog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/handoff"
+	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
@@ -277,10 +278,16 @@ func (n *serveNode) addAdmin(vc *vault.Client) {
 		}
 		return nil
 	})
+	// Not ready while the key source cannot be reread (a key file another
+	// user rewrote): this process signs on, but a restart would fail.
+	addReloadCheck(n.admin, reg, "signing_keys", ring.Reload())
 	// Not cached: a ping is cheap, and a reused answer hid short Redis
 	// outages from /readyz.
 	storeCheck := admin.Check(b.Ping)
 	n.admin.AddCheck("handle_store", storeCheck)
+	// Not ready while a revocation is owed: refused here, but another
+	// replica may serve it until it lands.
+	n.admin.AddCheck("revocations_owed", b.CheckOwed)
 	if l := b.Leases(); l != nil {
 		// Not ready while lease revocations keep failing (see
 		// broker.leases.failing_warning).
@@ -297,6 +304,17 @@ func (n *serveNode) addAdmin(vc *vault.Client) {
 		n.admin.AddCheck("vault", vaultCheck)
 		reg.MustRegister(upGauge("airlock_vault_up", "1 when Vault answers and Airlock's token is valid.", vaultCheck))
 	}
+}
+
+// addReloadCheck makes a periodic reload of key a readiness check and a
+// count of failures (airlock_key_reload_failures_total{key}).
+func addReloadCheck(a *admin.Server, reg *prometheus.Registry, key string, r *health.Reload) {
+	a.AddCheck(key+"_reload", r.Check)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "airlock_key_reload_failures_total",
+		Help:        "Failed rereads of a key source (signing keys, intercept CA); the process keeps the keys it holds and is not ready until a reread succeeds.",
+		ConstLabels: prometheus.Labels{"key": key},
+	}, r.Failures))
 }
 
 // startProxy builds the egress proxy over the broker; it returns the
@@ -325,9 +343,10 @@ func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.C
 		return pc, err
 	}
 	n.proxy = px
-	if pc.Intercept.CAFile != "" {
+	if pc.Intercept.CAFile != "" { // the proxy intercepts CONNECT
 		// Not ready while a CA kept in Vault could not be loaded yet.
 		n.admin.AddCheck("intercept_ca", func(context.Context) error { return px.InterceptReady() })
+		addReloadCheck(n.admin, n.registry, "intercept_ca", px.CAReload())
 	}
 	return pc, nil
 }

@@ -150,6 +150,7 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		rs.SetLogger(log)
 		store, closer, run = rs, func() { rs.Close() }, rs.Run
 		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if w := rs.Persistence(pctx); w != "" {
@@ -177,6 +178,11 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		}
 	}
 	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m, Leases: leases})
+	storeRun := run
+	run = func(ctx context.Context) {
+		go b.RunOwed(ctx) // revocations the store did not acknowledge
+		storeRun(ctx)
+	}
 	return b, run, closer, nil
 }
 

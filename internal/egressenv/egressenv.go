@@ -112,16 +112,44 @@ var ErrPassLost = errors.New("the plugin's proxy pass can no longer be renewed")
 // was lost, for the plugin's health probe: the supervisor restarts a
 // plugin whose pass is lost, and the restarted plugin gets a new one.
 type Keeper struct {
-	lost atomic.Pointer[error]
+	lost    atomic.Pointer[error]
+	verify  chan chan error // a probe asks for a renewal now
+	stopped chan struct{}   // closed when keepPass has returned
 }
 
 // Keep runs keepPass in the background until done closes.
 func (k *Keeper) Keep(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) {
+	k.verify, k.stopped = make(chan chan error), make(chan struct{})
 	go func() {
-		if err := keepPass(done, b, plugin, pass, log); err != nil {
+		defer close(k.stopped)
+		if err := keepPass(done, k.verify, b, plugin, pass, log); err != nil {
 			k.lost.Store(&err)
 		}
 	}()
+}
+
+// Verify renews the pass now, for a health probe: a pass revoked (say,
+// by an operator's handle revoke --plugin) is noticed at the next probe,
+// not at the next scheduled renewal. It returns Err afterwards; nil while
+// the broker cannot be reached (the pass is then not known to be lost).
+func (k *Keeper) Verify(ctx context.Context) error {
+	if k.verify == nil {
+		return k.Err()
+	}
+	reply := make(chan error, 1)
+	select {
+	case k.verify <- reply:
+	case <-k.stopped:
+		return k.Err()
+	case <-ctx.Done():
+		return k.Err()
+	}
+	select {
+	case <-reply:
+	case <-k.stopped:
+	case <-ctx.Done():
+	}
+	return k.Err()
 }
 
 // Err is nil while the pass is kept (or the plugin has none), else why it
@@ -139,7 +167,7 @@ func (k *Keeper) Err() error {
 // returns nil when done closes or pass is zero, and ErrPassLost, said in
 // log too, once the pass is revoked or expired, or has expired at
 // broker.max_pass_lifetime.
-func keepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) error {
+func keepPass(done <-chan struct{}, verify <-chan chan error, b broker.API, plugin string, pass broker.Issued, log *slog.Logger) error {
 	if pass.Handle == "" {
 		return nil
 	}
@@ -150,11 +178,22 @@ func keepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 	wait := max(time.Until(expires)/3, minRenewDelay)
 	for {
 		t := time.NewTimer(wait)
+		var reply chan error
 		select {
 		case <-done:
 			t.Stop()
 			return nil
 		case <-t.C:
+		case reply = <-verify:
+			t.Stop()
+		}
+		// answer wakes a Verify once this renewal kept the pass; when
+		// it is lost, Verify wakes as keepPass returns (Keeper.stopped).
+		answer := func() {
+			if reply != nil {
+				close(reply)
+				reply = nil
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), retryDelay)
 		iss, err := b.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
@@ -169,6 +208,7 @@ func keepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 			log.Warn("renewing the plugin's proxy pass failed; retrying", "handle_fp", pass.Fingerprint,
 				"reason", err.Error(), "expires_in", left.Round(time.Second).String())
 			wait = min(retryDelay, max(left, minRenewDelay))
+			answer()
 			continue
 		case err != nil:
 			log.Error("the plugin's proxy pass expired before it could be renewed: the host restarts the plugin at its next health probe",
@@ -177,15 +217,21 @@ func keepPass(done <-chan struct{}, b broker.API, plugin string, pass broker.Iss
 		case !iss.ExpiresAt.After(expires):
 			log.Warn("the plugin's proxy pass reached broker.max_pass_lifetime: the plugin is restarted when it expires",
 				"handle_fp", pass.Fingerprint, "expires_at", expires.UTC().Format(time.RFC3339))
+			answer()
 			t := time.NewTimer(time.Until(expires))
 			defer t.Stop()
-			select {
-			case <-done:
-				return nil
-			case <-t.C:
-				return fmt.Errorf("%w: it reached broker.max_pass_lifetime", ErrPassLost)
+			for {
+				select {
+				case <-done:
+					return nil
+				case <-t.C:
+					return fmt.Errorf("%w: it reached broker.max_pass_lifetime", ErrPassLost)
+				case r := <-verify:
+					close(r) // kept until it expires
+				}
 			}
 		}
+		answer()
 		expires = iss.ExpiresAt
 		wait = max(time.Until(expires)/3, minRenewDelay)
 	}

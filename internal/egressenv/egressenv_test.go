@@ -130,7 +130,7 @@ func TestKeepPass(t *testing.T) {
 		return kp.k.Err()
 	}
 
-	if err := keepPass(nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
+	if err := keepPass(nil, nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
 		t.Fatal(err)
 	}
 	kp := keep(b, "p")
@@ -165,5 +165,37 @@ func TestKeepPass(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), kp.pass.Handle) {
 		t.Fatal("a log line holds the pass")
+	}
+}
+
+// A health probe's Verify notices a revoked pass at once, although its
+// next scheduled renewal is many minutes away (`handle revoke --plugin`
+// in an incident); a kept pass verifies, and so does one while the
+// broker cannot tell (nothing is known lost).
+func TestKeepPassVerify(t *testing.T) {
+	ctx := context.Background()
+	bc := broker.Config{PassTTL: time.Hour, Intents: map[string]broker.Intent{
+		"bound": {Class: broker.ClassRead, Destinations: []broker.Destination{{Host: "api.example.com"}}},
+	}}.WithDefaults()
+	b := broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), nil, broker.Options{})
+	log := slog.New(slog.DiscardHandler)
+	pass, _, err := Pass(ctx, b, "p", nil, []string{"bound"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, done := &Keeper{}, make(chan struct{})
+	defer close(done)
+	k.Keep(done, b, "p", pass, log)
+	if err := k.Verify(ctx); err != nil {
+		t.Fatalf("a kept pass: %v", err)
+	}
+	if _, err := b.RevokePlugin(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Verify(ctx); !errors.Is(err, ErrPassLost) || !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("the probe after the pass was revoked: %v; want ErrPassLost", err)
+	}
+	if err := (&Keeper{}).Verify(ctx); err != nil {
+		t.Fatal("a plugin without a pass fails its probe")
 	}
 }

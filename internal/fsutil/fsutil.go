@@ -46,6 +46,12 @@ func CopyFile(src, dst string, mode os.FileMode) (err error) {
 // WriteFile writes data to name with mode, atomically as CopyFile does:
 // a temporary file beside name, synced, then renamed over it. On any
 // error name is untouched and the temporary file is removed.
+//
+// The file keeps its owner and group, whoever writes it: a key rotated by
+// root stays readable by the service that owns it. A new file written by
+// root takes its directory's owner and group. When the owner cannot be
+// kept (an unprivileged writer replacing another user's file) nothing is
+// written and the error is an *OwnerError naming as whom to run.
 func WriteFile(name string, data []byte, mode os.FileMode) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
 	if err != nil {
@@ -58,6 +64,9 @@ func WriteFile(name string, data []byte, mode os.FileMode) (err error) {
 		}
 	}()
 	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = keepOwner(tmp, name); err != nil {
 		return err
 	}
 	if _, err = tmp.Write(data); err != nil {

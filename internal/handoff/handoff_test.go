@@ -1,10 +1,12 @@
 package handoff
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,7 +162,8 @@ func TestKeepAcrossServeRestart(t *testing.T) {
 			return err.Error()
 		}
 		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		_, _ = io.WriteString(c, "GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
 		b, _ := io.ReadAll(c)
 		return string(b)
 	}
@@ -174,8 +177,13 @@ func TestKeepAcrossServeRestart(t *testing.T) {
 	}
 	ended2, stop2 := startServeAt(t, socket, tokFile) // and comes back
 	defer stop2()
-	if got := served(); got != "served to example.tickets" {
-		t.Fatalf("after the restart: %q", got)
+	// Until the host has handed the listener over again, the plugin's
+	// requests are refused at once (TestKeepRefusesInTheGap).
+	for got := served(); got != "served to example.tickets"; got = served() {
+		if !strings.Contains(got, ErrorEgressUnavailable) {
+			t.Fatalf("after the restart: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	k.Close()
 	select {
@@ -186,5 +194,62 @@ func TestKeepAcrossServeRestart(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Fatal("the port still accepts after Close")
+	}
+}
+
+// While serve is away, a plugin's request on the kept listener — plain
+// HTTP or CONNECT — is answered at once with 503 egress_unavailable,
+// never left waiting in the backlog; Serving says so.
+func TestKeepRefusesInTheGap(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "run", SocketName)
+	tokFile := filepath.Join(dir, "broker.token")
+	if _, err := peerauth.EnsureToken("broker.api.token_file", tokFile, peerauth.NoGroup); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(tokFile)
+	ended, stop := startServeAt(t, socket, tokFile)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := Keep(socket, strings.TrimSpace(string(raw)), "example.tickets", l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if !k.Serving() {
+		t.Fatal("not serving after the hand-over")
+	}
+	stop()
+	<-ended
+	for k.Serving() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, req := range []string{
+		"GET http://api.example.com/v1/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+		"POST http://api.example.com/v1/x HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 5\r\n\r\nhello",
+	} {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Generous: a refusal comes at once; the old code left the
+		// request in the backlog until this deadline.
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", req, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Airlock-Error") != ErrorEgressUnavailable ||
+			!strings.Contains(string(body), `"error":"egress_unavailable"`) {
+			t.Fatalf("%q: %d %v %s", req, resp.StatusCode, resp.Header, body)
+		}
 	}
 }

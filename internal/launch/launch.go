@@ -108,8 +108,10 @@ type Process struct {
 // ErrLimit: the sandbox killed the plugin for reaching a limit.
 var ErrLimit = errors.New("the plugin reached a sandbox limit")
 
-// PassErr is nil while the plugin's pass is kept (or it has none).
-func (p *Process) PassErr() error { return p.keeper.Err() }
+// PassErr is nil while the plugin's pass is kept (or it has none). For
+// a health probe it renews the pass first (egressenv.Keeper.Verify), so
+// a revoked pass fails the next probe.
+func (p *Process) PassErr(ctx context.Context) error { return p.keeper.Verify(ctx) }
 
 // Start starts req. On error nothing is left running and the private
 // directory is gone.

@@ -3,13 +3,18 @@
 package peerauth
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,8 +41,9 @@ const NoGroup = -1
 // ListenUnix listens on path inside a private directory, created when
 // missing. An existing directory must be ours and no more open than the
 // options allow (0700, or 0750 of the shared group). A live socket at
-// path is an error; a stale one is replaced. Connections from a uid not
-// allowed are closed before any byte is read.
+// path is an error; a stale one is replaced. A connection from a uid not
+// allowed is never served: it gets one line naming the users the socket
+// admits (RefusalPrefix) and is closed.
 func ListenUnix(path string, o UnixOptions) (net.Listener, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -76,7 +82,53 @@ func ListenUnix(path string, o UnixOptions) (net.Listener, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s: %w", o.Name, err)
 	}
-	return &peerCredListener{Listener: l, allowed: allowed, name: o.Name, log: o.Log}, nil
+	return &peerCredListener{Listener: l, allowed: allowed, name: o.Name, log: o.Log, admits: users(allowed)}, nil
+}
+
+// RefusalPrefix starts the one line a socket of ListenUnix writes to a
+// connection from a uid it does not admit, just before closing it: a
+// client whose call failed (a reset, a gRPC "error reading server
+// preface") reads it back with Refusal and tells its user why.
+const RefusalPrefix = "airlock-peer-refused: "
+
+// users names uids for a refusal: "uid 998 (airlock)", or the bare uid
+// without an account.
+func users(uids []int) string {
+	var out []string
+	for _, uid := range uids {
+		out = append(out, userName(uid))
+	}
+	return strings.Join(out, ", ")
+}
+
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && u.Username != "" {
+		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	}
+	return fmt.Sprintf("uid %d", uid)
+}
+
+// Refusal connects to the ListenUnix socket at path and returns what it
+// says when it refuses this process's uid (without RefusalPrefix), or ""
+// when it says nothing of the kind within a second (it admits this uid,
+// or is no such socket). For a client whose call already failed: it
+// costs a second when the socket admits the caller.
+func Refusal(path string) string {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	line, err := bufio.NewReader(io.LimitReader(c, 512)).ReadString('\n')
+	if err != nil {
+		return ""
+	}
+	msg, ok := strings.CutPrefix(strings.TrimSpace(line), RefusalPrefix)
+	if !ok {
+		return ""
+	}
+	return msg
 }
 
 // privateDir creates dir (0700, or 0750 of the shared group) or checks
@@ -122,6 +174,7 @@ type peerCredListener struct {
 	allowed []int
 	name    string
 	log     *slog.Logger
+	admits  string // the allowed uids, named
 }
 
 // Accept returns the next connection from an allowed uid.
@@ -141,11 +194,30 @@ func (l *peerCredListener) Accept() (net.Conn, error) {
 		if !slices.Contains(l.allowed, uid) {
 			l.log.Warn(l.name+": peer uid not allowed; connection closed", "uid", uid, "pid", pid)
 			Refused(l.name, "peer_uid")
-			c.Close()
+			l.refuse(c, uid)
 			continue
 		}
 		return &Conn{UnixConn: c.(*net.UnixConn), peer: Peer{UID: uid, PID: pid}}, nil
 	}
+}
+
+// refuse tells a connection from a uid not admitted which ones are, in
+// one line, and closes it. The write is bounded and off the accept loop:
+// a peer that does not read cannot hold the listener up.
+func (l *peerCredListener) refuse(c net.Conn, uid int) {
+	line := RefusalPrefix + "the " + l.name + " admits " + l.admits + "; this connection came from " + userName(uid) + "\n"
+	go func() {
+		defer c.Close()
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(c, line)
+		// Half-close and let the peer read the line before the close:
+		// unread bytes it sent would otherwise reset the connection.
+		if uc, ok := c.(*net.UnixConn); ok {
+			_ = uc.CloseWrite()
+			_ = uc.SetReadDeadline(time.Now().Add(time.Second))
+			_, _ = io.Copy(io.Discard, io.LimitReader(uc, 64<<10))
+		}
+	}()
 }
 
 // Peer is who connected to a socket of ListenUnix, as the kernel recorded

@@ -149,3 +149,36 @@ func TestListenUnixConnNamesPeer(t *testing.T) {
 		t.Fatalf("RemoteAddr().String() = %q", s)
 	}
 }
+
+// A socket that refuses a peer's uid says which users it admits, and
+// Refusal reads it back; a socket that admits the caller says nothing.
+func TestRefusalNamesAdmittedUsers(t *testing.T) {
+	other := os.Getuid() + 4242
+	for _, c := range []struct {
+		name    string
+		allowed []int
+		want    []string
+	}{
+		{"refused", []int{other}, []string{fmt.Sprintf("the test socket admits uid %d", other), fmt.Sprintf("; this connection came from uid %d", os.Getuid())}},
+		{"admitted", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "run", "s.sock")
+			l, err := ListenUnix(sock, UnixOptions{Name: "test socket", AllowedUIDs: c.allowed, GID: NoGroup})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := acceptAll(l, func(net.Conn) {})
+			defer func() { l.Close(); <-done }()
+			got := Refusal(sock)
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Fatalf("Refusal = %q, want %q in it", got, w)
+				}
+			}
+			if c.want == nil && got != "" {
+				t.Fatalf("Refusal = %q from a socket that admits the caller", got)
+			}
+		})
+	}
+}

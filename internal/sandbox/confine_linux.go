@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -72,8 +73,15 @@ func (ip *initProc) confineAndStart() (*os.Process, error) {
 	// here would count the init's own threads, and the init could not
 	// start one more once a fork bomb filled it.
 	argv := append([]string{"airlock-sandbox", initArg, "exec", strconv.Itoa(setUID), ip.limits, strconv.Itoa(ruleset), s.Path}, s.Args...)
-	return os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
+	proc, err := os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
 		Dir: s.Dir, Env: s.Env, Files: files, Sys: attr})
+	if err != nil && attr.Credential != nil && errors.Is(err, os.ErrPermission) {
+		// The exec stage is this binary, run as the plugin's uid.
+		exe, _ := os.Readlink("/proc/self/exe")
+		return nil, fmt.Errorf("the plugin's uid %d cannot execute the airlock binary %s, which starts every sandboxed plugin "+
+			"(make it and each directory above it executable by all users): %w", s.UID, exe, err)
+	}
+	return proc, err
 }
 
 // execMain is the exec stage: argv is the uid to become (-1: none), the
@@ -129,7 +137,7 @@ func execMain(argv []string) int {
 			return 127
 		}
 		err = execveat(fd, argv[2:], os.Environ())
-		fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+		fmt.Fprintf(os.Stderr, "airlock sandbox: the plugin's uid %d cannot execute the plugin's program %s: %v\n", uid, argv[2], err)
 		return 127
 	}
 	if err := confine(); err != nil {
@@ -137,7 +145,7 @@ func execMain(argv []string) int {
 		return 127
 	}
 	err = syscall.Exec(argv[2], argv[2:], os.Environ())
-	fmt.Fprintln(os.Stderr, "airlock sandbox: starting the plugin:", err)
+	fmt.Fprintf(os.Stderr, "airlock sandbox: uid %d cannot execute the plugin's program %s: %v\n", os.Getuid(), argv[2], err)
 	return 127
 }
 

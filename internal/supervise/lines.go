@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/airlock-dev/airlock/internal/redact"
@@ -14,6 +15,13 @@ import (
 // MaxLine bounds one logged line; the rest of a longer line is dropped and
 // the line marked clipped.
 const MaxLine = 4096
+
+// TailLines is how many of the last stderr lines a LineLog keeps for the
+// status of a plugin that failed; TailLineMax bounds each of them.
+const (
+	TailLines   = 5
+	TailLineMax = 200
+)
 
 // LineLog turns a plugin's stderr into log records: one record per line
 // (not per Write), at the level the operator set, with credential-shaped
@@ -26,7 +34,8 @@ type LineLog struct {
 	mu      sync.Mutex
 	buf     []byte
 	clipped bool
-	inKey   bool // inside a PEM private key printed over several lines
+	inKey   bool     // inside a PEM private key printed over several lines
+	tail    []string // the last TailLines lines, redacted as logged
 }
 
 // NewLineLog logs each line as msg "plugin stderr" with attribute line.
@@ -76,12 +85,32 @@ func (l *LineLog) emit() {
 	default:
 		line = l.redactor.String(line)
 	}
+	l.keep(line)
 	attrs := []slog.Attr{slog.String("line", line)}
 	if l.clipped {
 		attrs = append(attrs, slog.Bool("clipped", true))
 	}
 	l.log.LogAttrs(context.Background(), l.level, "plugin stderr", attrs...)
 	l.buf, l.clipped = l.buf[:0], false
+}
+
+// keep adds a logged (so redacted) line to the tail.
+func (l *LineLog) keep(line string) {
+	if len(line) > TailLineMax {
+		line = line[:TailLineMax] + "…"
+	}
+	if len(l.tail) == TailLines {
+		l.tail = append(l.tail[:0], l.tail[1:]...)
+	}
+	l.tail = append(l.tail, line)
+}
+
+// Tail returns the last lines logged (at most TailLines, each cut at
+// TailLineMax bytes), redacted as they were logged; oldest first.
+func (l *LineLog) Tail() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.tail)
 }
 
 // Flush logs a final line that had no newline.

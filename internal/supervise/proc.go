@@ -23,6 +23,7 @@ type Proc struct {
 	exited    chan struct{}
 	err       error // the leader's exit; read after exited closes
 	killTimer sync.Once
+	stderr    *LineLog // nil when stderr is discarded
 }
 
 // ProcOptions are what Start needs besides the command.
@@ -57,7 +58,7 @@ const stderrGrace = 2 * time.Second
 // Start starts cmd under supervision. On error nothing is left running
 // and opts.Dirs are removed.
 func Start(cmd *exec.Cmd, opts ProcOptions) (*Proc, error) {
-	p := &Proc{cmd: cmd, dirs: opts.Dirs, kill: opts.Kill, exited: make(chan struct{})}
+	p := &Proc{cmd: cmd, dirs: opts.Dirs, kill: opts.Kill, exited: make(chan struct{}), stderr: opts.Stderr}
 	Prepare(cmd)
 	// stderr through our own pipe: cmd.Wait then does not wait for a
 	// child that inherited it, and the reader ends once the group is dead.
@@ -102,12 +103,30 @@ func Start(cmd *exec.Cmd, opts ProcOptions) (*Proc, error) {
 		if opts.AfterExit != nil {
 			err = opts.AfterExit(err)
 		}
+		if err != nil && opts.Stderr != nil {
+			err = &ExitError{Err: err, Stderr: opts.Stderr.Tail()}
+		}
 		p.removeDirs()
 		p.err = err
 		close(p.exited)
 	}()
 	return p, nil
 }
+
+// ExitError is a failed exit with the last lines the process wrote to
+// stderr (redacted as they were logged). Its text is Err's alone: the
+// lines are the plugin's, so they are shown where an operator asks for
+// them (a plugin's status), never folded into an error string or a log
+// line.
+type ExitError struct {
+	Err    error
+	Stderr []string
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ExitError) Unwrap() error { return e.Err }
 
 func (p *Proc) removeDirs() {
 	for _, d := range p.dirs {
@@ -121,6 +140,21 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Exited is closed once the process has exited, its group is killed and
 // its directories are removed.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// ExitErr is Err for a report: a failed exit as Err has it (an
+// *ExitError when stderr is read), and an exit with status 0 as an
+// *ExitError of its own carrying the stderr tail.
+func (p *Proc) ExitErr() error {
+	err := p.Err()
+	if err != nil {
+		return err
+	}
+	x := &ExitError{Err: errors.New("exit status 0")}
+	if p.stderr != nil {
+		x.Stderr = p.stderr.Tail()
+	}
+	return x
+}
 
 // Err is the exit error (nil for status 0); valid after Exited closes.
 func (p *Proc) Err() error {

@@ -87,6 +87,10 @@ func (b *Backoff) Ran(uptime time.Duration) {
 	}
 }
 
+// Reset starts the schedule over, as if no failure had been recorded
+// (the plugin was reinstalled).
+func (b *Backoff) Reset() { b.failures = 0 }
+
 // Fail records a failure (a crash, a non-zero exit, a failed start) and
 // reports whether the budget still allows a restart.
 func (b *Backoff) Fail() bool {

@@ -18,6 +18,8 @@ type Relay struct {
 	mu   sync.Mutex
 	held bool
 	gate chan struct{} // closed while not held
+	cut  bool          // refusing: every connection is closed at once
+	cutf func()        // closes the open connections
 }
 
 // NewRelay listens on loopback and forwards every connection to target
@@ -38,6 +40,14 @@ func NewRelay(tb testing.TB, target string) *Relay {
 		conns = append(conns, c)
 		mu.Unlock()
 	}
+	r.cutf = func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+		mu.Unlock()
+	}
 	tb.Cleanup(func() {
 		l.Close()
 		mu.Lock()
@@ -55,6 +65,13 @@ func NewRelay(tb testing.TB, target string) *Relay {
 			in, err := l.Accept()
 			if err != nil {
 				return
+			}
+			r.mu.Lock()
+			cut := r.cut
+			r.mu.Unlock()
+			if cut {
+				in.Close()
+				continue
 			}
 			out, err := net.Dial("tcp", target)
 			if err != nil {
@@ -109,4 +126,20 @@ func (r *Relay) Release() {
 		r.held = false
 		close(r.gate)
 	}
+}
+
+// Cut closes every connection and refuses new ones until Restore: the
+// target is down for whoever dials the relay, and keeps its data.
+func (r *Relay) Cut() {
+	r.mu.Lock()
+	r.cut = true
+	r.mu.Unlock()
+	r.cutf()
+}
+
+// Restore accepts connections again after Cut.
+func (r *Relay) Restore() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cut = false
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/hostport"
 )
 
 // Auth methods.
@@ -66,6 +68,8 @@ func (c Config) Validate() error {
 	var errs []error
 	if u, err := url.Parse(c.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, errors.New("vault.address: must be an http:// or https:// URL"))
+	} else if err := hostport.URL(u.Host); err != nil {
+		errs = append(errs, fmt.Errorf("vault.address: %w", err))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, errors.New("vault.timeout: must not be negative"))
@@ -88,7 +92,7 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("vault.auth.role: required for kubernetes"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("vault.auth.method: %q is not one of: token, approle, kubernetes", a.Method))
+		errs = append(errs, errors.New("vault.auth.method: must be one of: token, approle, kubernetes"))
 	}
 	return errors.Join(errs...)
 }

@@ -81,6 +81,13 @@ if scenario == "all":
     result("fail", unary("fail"))
 elif scenario == "unary":
     result("unary", unary("hi"))
+elif scenario == "handle":
+    # The plugin's own handle (from the proxy URL) in a message.
+    from urllib.parse import unquote, urlparse
+    m = "key=" + unquote(urlparse(os.environ["HTTPS_PROXY"]).username)
+    result("unary-handle", unary(m))
+    result("bidi-handle", bidi(["x", m]))
+    result("after", unary("hi"))
 elif scenario == "slow":
     result("slow", server_stream("slow", "slow"))
     result("after", unary("hi"))

@@ -58,6 +58,17 @@ async def main():
             emit(sent="bin", got=base64.b64encode(await ws.recv()).decode())
             await ws.close()
             emit(close_code=ws.close_code, close_reason=ws.close_reason)
+        elif scenario == "handle":
+            # The plugin's own handle (from the proxy URL) in a message.
+            await ws.send("hello")
+            emit(sent="hello", got=await ws.recv())
+            await ws.send("key=" + unquote(urlparse(os.environ["HTTPS_PROXY"]).username))
+            try:
+                emit(sent="handle", got=await ws.recv())
+                await ws.close()
+            except websockets.ConnectionClosed:
+                pass
+            emit(close_code=ws.close_code, close_reason=ws.close_reason)
         elif scenario == "revoke":
             await ws.send("hold")
             emit(ready=True)

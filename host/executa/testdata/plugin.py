@@ -12,6 +12,10 @@ import time
 import urllib.request
 
 behavior = sys.argv[1] if len(sys.argv) > 1 else "good"
+if behavior == "die-at-start":
+    sys.stderr.write("loading config\nconfig invalid: password=hunter2\n")
+    sys.stderr.flush()
+    sys.exit(4)
 caps = ["llm.sample", "aps.kv"] if behavior != "no-caps" else []
 if behavior == "files":
     caps = ["aps.kv", "aps.files"]

@@ -38,7 +38,8 @@ MANIFEST = {
         {"name": "kv", "parameters": [{"name": "key", "type": "string"}]},
         {"name": "upload", "parameters": [{"name": "path", "type": "string"}, {"name": "text", "type": "string"}]},
         {"name": "sample_schema", "parameters": [{"name": "text", "type": "string"}]},
-        {"name": "sample_many", "parameters": [{"name": "n", "type": "integer"}, {"name": "max_tokens", "type": "integer"}]},
+        {"name": "sample_many", "parameters": [{"name": "n", "type": "integer"}, {"name": "max_tokens", "type": "integer"},
+                                                {"name": "text", "type": "string"}]},
     ],
 }
 
@@ -139,7 +140,7 @@ def tool(name, args, params):
         def one(_):
             try:
                 reverse("sampling/createMessage", {
-                    "messages": [{"role": "user", "content": {"type": "text", "text": "go"}}],
+                    "messages": [{"role": "user", "content": {"type": "text", "text": args.get("text", "go")}}],
                     "maxTokens": int(args.get("max_tokens", 100)), "metadata": meta})
                 return 0
             except RPCError as e:

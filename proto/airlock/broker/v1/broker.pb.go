@@ -429,7 +429,12 @@ type RevokeResponse struct {
 	Revoked uint32                 `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// leases are the invocation's leased secrets its revocation ended
 	// (RevokeInvocation only).
-	Leases        []*LeaseEnd `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
+	Leases []*LeaseEnd `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
+	// handles_owed: the handle store did not acknowledge the revocation
+	// (unreachable, or no replica confirmed it). The broker refuses the
+	// handles at once, keeps the revocation and retries it until the store
+	// acknowledges it or they have expired; revoked counts nothing then.
+	HandlesOwed   bool `protobuf:"varint,3,opt,name=handles_owed,json=handlesOwed,proto3" json:"handles_owed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +481,13 @@ func (x *RevokeResponse) GetLeases() []*LeaseEnd {
 		return x.Leases
 	}
 	return nil
+}
+
+func (x *RevokeResponse) GetHandlesOwed() bool {
+	if x != nil {
+		return x.HandlesOwed
+	}
+	return false
 }
 
 // LeaseEnd names one lease an invocation's end revoked: by its
@@ -1346,10 +1358,11 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x17RevokeInvocationRequest\x12#\n" +
 	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\"2\n" +
 	"\x13RevokePluginRequest\x12\x1b\n" +
-	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\"_\n" +
+	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\"\x82\x01\n" +
 	"\x0eRevokeResponse\x12\x18\n" +
 	"\arevoked\x18\x01 \x01(\rR\arevoked\x123\n" +
-	"\x06leases\x18\x02 \x03(\v2\x1b.airlock.broker.v1.LeaseEndR\x06leases\"^\n" +
+	"\x06leases\x18\x02 \x03(\v2\x1b.airlock.broker.v1.LeaseEndR\x06leases\x12!\n" +
+	"\fhandles_owed\x18\x03 \x01(\bR\vhandlesOwed\"^\n" +
 	"\bLeaseEnd\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x18\n" +

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxJournal bounds the revocations a replica remembers to write again
+// after a primary change; past it the oldest are forgotten (and counted
+// in the log), which only matters if a failover then loses them too.
+const maxJournal = 200000
+
+// revocationJournal is what a replica revoked recently, as the scripts
+// and arguments that wrote it: each revocation is idempotent, and a plugin
+// revocation carries its own watermark, so writing one again later
+// covers exactly what it covered at first.
+type revocationJournal struct {
+	mu      sync.Mutex
+	entries []journalEntry // oldest first
+}
+
+type journalEntry struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	until  time.Time // all it covers has expired by then
+}
+
+func (j *revocationJournal) add(script *redis.Script, keys []string, args []any, until time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.entries) >= maxJournal {
+		j.entries = j.entries[1:]
+	}
+	j.entries = append(j.entries, journalEntry{script: script, keys: keys, args: args, until: until})
+}
+
+// live drops what has expired and returns the rest.
+func (j *revocationJournal) live(now time.Time) []journalEntry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i := 0
+	for i < len(j.entries) && !now.Before(j.entries[i].until) {
+		i++
+	}
+	j.entries = j.entries[i:]
+	return append([]journalEntry(nil), j.entries...)
+}
+
+// reassert writes every journaled revocation again (after a primary
+// change: what the old primary held but had not replicated is gone) and
+// waits for the replicas.
+func (s *RedisStore) reassert(ctx context.Context) (int, error) {
+	entries := s.journal.live(time.Now())
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	cn := s.rdb.Conn()
+	defer cn.Close()
+	for _, e := range entries {
+		if err := e.script.Run(ctx, cn, e.keys, e.args...).Err(); err != nil {
+			return 0, err
+		}
+	}
+	return len(entries), s.replicated(ctx, cn)
+}
+
+// primaryID is the run id of the server the store writes to: it changes
+// when another server becomes primary, or the primary restarts.
+func (s *RedisStore) primaryID(ctx context.Context) (string, error) {
+	info, err := s.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", nil
+}
+
+// watchPrimary notices a primary change (a failover, or a restart) within
+// a feed ping: the grant cache stops at once and is used again only when
+// its feed proves itself on the new primary, and every journaled
+// revocation is written again, until that succeeds.
+func (s *RedisStore) watchPrimary(ctx context.Context) {
+	var known string
+	owed := false
+	t := time.NewTicker(s.feedPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.switched:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		id, err := s.primaryID(pctx)
+		cancel()
+		if err != nil || id == "" {
+			continue
+		}
+		if known != "" && id != known {
+			s.primaryChanged()
+			owed = true
+		}
+		known = id
+		if owed {
+			rctx, cancel := context.WithTimeout(ctx, s.ackWithin)
+			n, err := s.reassert(rctx)
+			cancel()
+			if err == nil {
+				owed = false
+				s.log.Info("revocations written again after a primary change", "revocations", n)
+			} else {
+				s.log.Warn("writing revocations again after a primary change failed; retrying", "revocations", n, "err", err)
+			}
+		}
+	}
+}
+
+// primaryChanged stops the grant cache and makes the feed subscribe
+// again (to the new primary).
+func (s *RedisStore) primaryChanged() {
+	s.cache.down()
+	s.epoch.Add(1)
+}
+
+// watchSentinel listens for Sentinel's +switch-master announcements, so a
+// failover is acted on when Sentinel announces it rather than at the
+// next poll. It moves to the next Sentinel when one fails.
+func (s *RedisStore) watchSentinel(ctx context.Context) {
+	for i := 0; ctx.Err() == nil; i++ {
+		addr := s.sentinel.Addresses[i%len(s.sentinel.Addresses)]
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Username: s.sentinel.Username,
+			Password: s.sentinelPassword, DialTimeout: 2 * time.Second})
+		ps := sc.Subscribe(ctx, "+switch-master")
+		for ctx.Err() == nil {
+			// A read deadline, not ctx, ends a wait: go-redis does not
+			// interrupt a read when ctx ends.
+			v, err := ps.ReceiveTimeout(ctx, time.Second)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if err != nil {
+				break
+			}
+			msg, ok := v.(*redis.Message)
+			if !ok {
+				continue
+			}
+			if name, _, _ := strings.Cut(msg.Payload, " "); name == s.sentinel.MasterName {
+				// At once, not after a poll confirms it: the failover
+				// client moves on this same announcement, and a grant it
+				// then reads from the new primary must not be cached on a
+				// feed still on the old one.
+				s.primaryChanged()
+				select {
+				case s.switched <- struct{}{}:
+				default:
+				}
+			}
+		}
+		ps.Close()
+		sc.Close()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}

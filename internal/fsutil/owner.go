@@ -1,0 +1,104 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// OwnerError: a file could not be written with the owner it must keep (the
+// owner of the file it replaces, or for a new file run by root, of its
+// directory). The caller runs as someone else; the message says as whom
+// to run it.
+type OwnerError struct {
+	Path string
+	UID  int
+}
+
+func (e *OwnerError) Error() string {
+	who := userName(e.UID)
+	return fmt.Sprintf("%s belongs to user %s, and this process cannot give a new file to that user: run it as %s (for example: runuser -u %s -- airlock …) or as root",
+		e.Path, who, who, who)
+}
+
+// ErrOwner is what every *OwnerError matches with errors.Is.
+var ErrOwner = errors.New("file belongs to another user")
+
+// Is makes errors.Is(err, ErrOwner) true.
+func (e *OwnerError) Is(target error) bool { return target == ErrOwner }
+
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(uid)
+}
+
+// ownerFor is who a file written at name must belong to: the file it
+// replaces keeps its owner and group; a new file made by root takes its
+// directory's (so that a rotation CLI run as root leaves files the
+// service that owns the directory can read); otherwise the process's own,
+// reported as ok=false.
+func ownerFor(name string) (uid, gid int, ok bool, err error) {
+	var st syscall.Stat_t
+	err = syscall.Stat(name, &st)
+	if errors.Is(err, fs.ErrNotExist) {
+		if os.Geteuid() != 0 {
+			return 0, 0, false, nil
+		}
+		err = syscall.Stat(filepath.Dir(name), &st)
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return int(st.Uid), int(st.Gid), true, nil
+}
+
+// keepOwner gives f (a new temporary file that will replace name) the
+// owner name must have, or fails with *OwnerError.
+func keepOwner(f *os.File, name string) error {
+	uid, gid, ok, err := ownerFor(name)
+	if err != nil || !ok {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st, _ := fi.Sys().(*syscall.Stat_t); st != nil && int(st.Uid) == uid && int(st.Gid) == gid {
+		return nil
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return &OwnerError{Path: name, UID: uid}
+		}
+		return err
+	}
+	return nil
+}
+
+// OpenLockFile opens (creating, mode 0600) a lock file that sits beside
+// the files it guards, with the owner those files keep: a lock file root
+// creates for a service's directory belongs to that service, so the
+// service can still take the lock.
+func OpenLockFile(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Dir(name), &st); err == nil {
+			if ferr := f.Chown(int(st.Uid), int(st.Gid)); ferr != nil {
+				f.Close()
+				return nil, ferr
+			}
+		}
+	}
+	return f, nil
+}
