@@ -211,6 +211,7 @@ func TestHostSIGHUPReloadsPolicy(t *testing.T) {
 	if err := os.WriteFile(policy, []byte("version: v1\ndefault: deny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	evLog := filepath.Join(dir, "evidence.jsonl")
 	admin := freeAddr(t)
 	fixture := filepath.Join(dir, "sampling.jsonl")
 	if err := os.WriteFile(fixture, []byte(`{"match":"","text":"t","model":"reload-fixture","inputTokens":1,"outputTokens":1}`+"\n"), 0o600); err != nil {
@@ -231,13 +232,14 @@ broker:
 host:
   admin: %q
   policy: %q
+  evidence: %q
   executa:
     sampling: {fixture: %q}
     plugins:
       - name: executa-tickets
         command: %q
         credentials: {TICKETS_API_KEY: tickets.placeholder}
-`, filepath.Join(dir, "state"), admin, filepath.Join(dir, "run", "broker.sock"), secrets, freeAddr(t), policy, fixture, executaBin))
+`, filepath.Join(dir, "state"), admin, filepath.Join(dir, "run", "broker.sock"), secrets, freeAddr(t), policy, evLog, fixture, executaBin))
 	startServeProcess(t, nil, cfg, admin)
 
 	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
@@ -279,9 +281,17 @@ host:
 	if err := os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// logrotate renames the evidence log, then reloads: the host starts
+	// the new file at once, not only at its next record.
+	if err := os.Rename(evLog, evLog+".1"); err != nil {
+		t.Fatal(err)
+	}
 	hangUp(t, hostCmd.Process)
 	at := waitLog(t, logs, 0, "host policy reloaded")
 	alive()
+	if _, err := os.Stat(evLog); err != nil {
+		t.Fatalf("SIGHUP did not start a new evidence file after the rename: %v\n%s", err, logs.String())
+	}
 	if res := invoke(); strings.Contains(res, "policy_denied") {
 		t.Fatalf("a call after the policy allows it and SIGHUP: %s\n%s", res, logs.String())
 	}
@@ -298,5 +308,8 @@ host:
 	}
 	if res := invoke(); strings.Contains(res, "policy_denied") {
 		t.Fatalf("the running policy did not stay after a bad file: %s", res)
+	}
+	if out, stderr, code := cli(t, nil, "", "evidence", "verify", evLog+".1", evLog); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("the rotated evidence log does not verify as one chain: exit %d\n%s%s", code, out, stderr)
 	}
 }
