@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,8 @@ type Broker struct {
 	log     *slog.Logger
 	metrics *Metrics
 	leases  *Leases
+	// intents are cfg.Intents until SetIntents replaces them (a reload).
+	intents atomic.Pointer[map[string]Intent]
 	owed    owedLedger // revocations the store has not acknowledged
 }
 
@@ -38,8 +41,10 @@ func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics,
+	b := &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics,
 		leases: opts.Leases}
+	b.intents.Store(&cfg.Intents)
+	return b
 }
 
 // IssueRequest asks for a handle. The host fills it from the invocation
@@ -102,7 +107,7 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	if err := checkIDs(req); err != nil {
 		return Issued{}, err
 	}
-	in, ok := b.cfg.Intents[req.Intent]
+	in, ok := b.intent(req.Intent)
 	if !ok {
 		return Issued{}, ErrIntentUnknown
 	}
@@ -296,8 +301,7 @@ func (b *Broker) RevokePlugin(ctx context.Context, pluginID string) (int, error)
 
 // Intent returns the binding of a configured intent.
 func (b *Broker) Intent(name string) (Intent, bool) {
-	in, ok := b.cfg.Intents[name]
-	return in, ok
+	return b.intent(name)
 }
 
 // Secret fetches the secret behind g's intent through the cache; fresh
@@ -307,7 +311,7 @@ func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, erro
 	if g.Pass {
 		return Secret{}, fmt.Errorf("%w: a plugin pass grants no secret", ErrIntentUnbound)
 	}
-	if in, ok := b.cfg.Intents[g.Intent]; ok && in.Secret.Source == SourceVaultLease {
+	if in, ok := b.intent(g.Intent); ok && in.Secret.Source == SourceVaultLease {
 		// The invocation's own lease, the same on every retry: fresh
 		// changes nothing.
 		if b.leases == nil {
@@ -327,7 +331,7 @@ func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, erro
 // SecretFor fetches the secret bound to a configured intent. A leased
 // secret needs an invocation (Secret): ErrLeaseNeedsInvocation.
 func (b *Broker) SecretFor(ctx context.Context, intent string, fresh bool) (Secret, error) {
-	in, ok := b.cfg.Intents[intent]
+	in, ok := b.intent(intent)
 	if !ok {
 		return Secret{}, ErrIntentUnknown
 	}

@@ -31,7 +31,7 @@ func (b *Broker) Inspect(ctx context.Context, fingerprint string) (Inspection, e
 		return Inspection{}, err
 	}
 	in := Inspection{Grant: *g, Revoked: errors.Is(err, ErrHandleRevoked), Expired: !b.now().Before(g.ExpiresAt)}
-	if b.leases != nil && b.cfg.Intents[g.Intent].Secret.Source == SourceVaultLease {
+	if b.leases != nil && b.leased(g.Intent) {
 		st, err := b.leases.State(ctx, g.InvocationID, g.Intent)
 		if err != nil {
 			return Inspection{}, err

@@ -51,7 +51,7 @@ func (b *Broker) pass(ctx context.Context, req IssueRequest) (Issued, error) {
 	ds := req.Destinations
 	if len(ds) == 0 {
 		for _, name := range req.PassIntents {
-			in, ok := b.cfg.Intents[name]
+			in, ok := b.intent(name)
 			if !ok {
 				return Issued{}, ErrIntentUnknown
 			}

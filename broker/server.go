@@ -108,7 +108,7 @@ func (s *Server) MintToken(_ context.Context, r *brokerv1.MintTokenRequest) (*br
 // Status implements BrokerService.
 func (s *Server) Status(ctx context.Context, _ *brokerv1.StatusRequest) (*brokerv1.StatusResponse, error) {
 	resp := &brokerv1.StatusResponse{Version: s.Version, StoreType: s.StoreType,
-		StoreOk: s.Broker.Ping(ctx) == nil, Intents: s.Broker.cfg.IntentNames()}
+		StoreOk: s.Broker.Ping(ctx) == nil, Intents: s.Broker.intentNames()}
 	if s.Ring != nil {
 		if k := s.Ring.Active(); k != nil {
 			resp.SigningKid = k.ID

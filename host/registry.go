@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // State of a registered plugin.
@@ -70,6 +73,8 @@ type Host struct {
 	plugins map[string]*entry
 	closing bool
 	sup     sync.WaitGroup // supervisors
+	// policy is opts.Policy until SetPolicy replaces it (a reload).
+	policy atomic.Pointer[policy.Policy]
 }
 
 // New returns an empty host; opts are what every plugin gets (broker,
@@ -80,6 +85,7 @@ func New(opts Options) *Host {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	h := &Host{opts: opts, ctx: ctx, cancel: cancel, metrics: newPluginMetrics(opts.Registerer),
 		plugins: map[string]*entry{}}
+	h.policy.Store(opts.Policy)
 	if opts.Registerer != nil && opts.Egress != nil {
 		opts.Registerer.MustRegister(egressCollector{h})
 	}
@@ -224,7 +230,7 @@ func (h *Host) Invoke(ctx context.Context, name string, req InvokeRequest) (*Out
 	if err != nil {
 		return nil, err
 	}
-	return invokePath{opts: h.opts, base: h.ctx}.invoke(ctx, name, rt, req)
+	return invokePath{opts: h.invokeOptions(), base: h.ctx}.invoke(ctx, name, rt, req)
 }
 
 // Shutdown stops the host: new calls are refused, calls in flight are

@@ -183,6 +183,21 @@ func newCAStore(cfg InterceptConfig, vc *vaultapi.Client) (caStore, error) {
 // the bundle. A failed read keeps the CA in use, and is recorded
 // (CAReload): the process is not ready until a reread succeeds.
 func (s *Server) reloadCA(ctx context.Context) {
+	if s.ca.Load() == nil {
+		// Not loaded at start (Vault down): load it, or create it when
+		// the store holds none, as New would have. The intercept_ca
+		// readiness check reports this state; it is not a failed reread.
+		ca, err := openCA(ctx, s.caStore, s.cfg.Intercept.PermittedDomains)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("proxy: the intercept CA still cannot be loaded; CONNECT stays refused", "error", err.Error())
+			}
+			return
+		}
+		s.ca.Store(ca)
+		s.log.Info("proxy: intercept CA loaded", "signer", ca.cert.Subject.CommonName)
+		return
+	}
 	err := s.rereadCA(ctx)
 	if ctx.Err() != nil {
 		return

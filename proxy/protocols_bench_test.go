@@ -95,7 +95,7 @@ func connectDialer(proxy, handle string) func(ctx context.Context, addr string) 
 func grpcBenchConns(b *testing.B) map[string]*grpc.ClientConn {
 	g := newGRPCFixture(b)
 	g.proxy.cfg.Limits.PerHandleRPS, g.proxy.cfg.Limits.PerPluginRPS = 1e9, 1e9
-	g.proxy.limits = newLimiter(g.proxy.cfg.Limits)
+	g.proxy.limits.Store(newLimiter(g.proxy.cfg.Limits))
 	handle := g.issueGRPC(b, "api.write", "inv-bench-grpc")
 	target := "api.example.com:" + strconv.Itoa(g.port)
 	relay := startConnectRelay(b)

@@ -60,7 +60,7 @@ type Server struct {
 	up      *upstreamClient
 	dialer  *dialer
 	policy  *addressPolicy
-	limits  *limiter
+	limits  atomic.Pointer[limiter] // replaced by SetLimits
 	log     *slog.Logger
 	audit   *slog.Logger
 	sink    AuditSink
@@ -134,8 +134,9 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		}
 		lim.global = opts.GlobalLimits
 	}
-	s := &Server{cfg: cfg, broker: b, up: up, h2: newH2Pools(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy, limits: lim,
+	s := &Server{cfg: cfg, broker: b, up: up, h2: newH2Pools(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy,
 		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
+	s.limits.Store(lim)
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
 			return nil, err
@@ -143,10 +144,17 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ca, err := openCA(ctx, s.caStore, cfg.Intercept.PermittedDomains)
 		cancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			s.ca.Store(ca)
+		case cfg.Intercept.Vault.Path != "":
+			// Vault down at start is an outage, not a bad config: CONNECT
+			// is refused until the reload loop loads the CA (Serve).
+			opts.Logger.Warn("proxy: the intercept CA cannot be read from Vault; CONNECT is refused until it loads (retried every proxy.intercept.reload)",
+				"error", err.Error())
+		default:
 			return nil, err
 		}
-		s.ca.Store(ca)
 	}
 	return s, nil
 }
@@ -216,7 +224,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	defer func() { stop(); wg.Wait() }()
 	wg.Go(func() {
 		serve.Every(bg, time.Minute, func(now time.Time) {
-			s.limits.sweep(now.Add(-10 * time.Minute))
+			s.limits.Load().sweep(now.Add(-10 * time.Minute))
 			s.up.idle.sweep(now.Add(-s.cfg.Upstream.IdleConnTimeout))
 		})
 	})
@@ -311,7 +319,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if d := checkDestination(g, in, r.Method, t); d != nil {
 		return nil, d
 	}
-	sl, d := s.limits.admit(r.Context(), g, a.start)
+	sl, d := s.limits.Load().admit(r.Context(), g, a.start)
 	if d != nil {
 		return nil, d
 	}

@@ -94,7 +94,7 @@ func TestConcurrencySlotMixedOutcomes(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	p := f.proxy.limits.pluginEntry("plugin-1")
+	p := f.proxy.limits.Load().pluginEntry("plugin-1")
 	// The hung-up requests end on the proxy's side after the client's.
 	for deadline := time.Now().Add(10 * time.Second); p.inflight.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)

@@ -84,7 +84,7 @@ func TestWebSocketLostPass(t *testing.T) {
 // first stream is open, and admitted once it ends.
 func TestGRPCStreamHoldsConcurrencySlot(t *testing.T) {
 	g := newGRPCFixture(t)
-	g.proxy.limits = newLimiter(LimitsConfig{PerHandleRPS: 1000, PerHandleBurst: 1000, PerPluginRPS: 1000, PerPluginBurst: 1000, PerPluginConcurrency: 1})
+	g.proxy.limits.Store(newLimiter(LimitsConfig{PerHandleRPS: 1000, PerHandleBurst: 1000, PerPluginRPS: 1000, PerPluginBurst: 1000, PerPluginConcurrency: 1}))
 	h := g.issueGRPC(t, "api.write", "inv-grpc-slot")
 	cc, err := grpc.NewClient("passthrough:///"+g.target(), grpc.WithContextDialer(connectDialer(g.addr, h)),
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: interceptPool(t, g.caFile)})),

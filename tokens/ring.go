@@ -55,6 +55,33 @@ type ringSnapshot struct {
 // NewRing loads the ring from src, creating and saving a first key when
 // the source is empty.
 func NewRing(ctx context.Context, src KeySource, opts RingOptions) (*Ring, error) {
+	r, err := NewPendingRing(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	if r.snap.Load().active == nil {
+		// Replicas started together on an empty source race here:
+		// check-and-set lets one win, and the others adopt its key
+		// instead of rotating on top of it.
+		r.writeMu.Lock()
+		_, err := r.rotateLocked(ctx, true)
+		r.writeMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// NewPendingRing returns a ring that holds no key yet, for a process
+// that starts while src cannot be read (Vault down): Active is nil and
+// nothing verifies until RotateIfDue (which Run calls) loads src, or
+// creates and saves the first key when src is empty. It fails only for
+// bad options.
+func NewPendingRing(src KeySource, opts RingOptions) (*Ring, error) {
 	if opts.Algorithm == "" {
 		opts.Algorithm = EdDSA
 	}
@@ -71,20 +98,7 @@ func NewRing(ctx context.Context, src KeySource, opts RingOptions) (*Ring, error
 		return nil, fmt.Errorf("%w: %q is not EdDSA or ES256", ErrAlgorithm, opts.Algorithm)
 	}
 	r := &Ring{src: src, opts: opts}
-	if err := r.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	if r.snap.Load().active == nil {
-		// Replicas started together on an empty source race here:
-		// check-and-set lets one win, and the others adopt its key
-		// instead of rotating on top of it.
-		r.writeMu.Lock()
-		_, err := r.rotateLocked(ctx, true)
-		r.writeMu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-	}
+	r.install(KeySet{})
 	return r, nil
 }
 

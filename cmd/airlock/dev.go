@@ -29,7 +29,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hup, stop := hangups()
 	defer stop()
 	return daemon.Dev(ctx, cfg, daemon.DevOptions{Options: daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version,
-		Stdout: stdout, RefreshSecrets: hup}, Provider: *provider, Executa: *executaBin, Control: *control, Invoke: invokeCommand(exe), ClientFlags: clientFlags(*path)})
+		Stdout: stdout, Reload: hup}, Provider: *provider, Executa: *executaBin, Control: *control, Invoke: invokeCommand(exe), ClientFlags: clientFlags(*path)})
 }
 
 func invokeCommand(exe string) string {

@@ -20,7 +20,9 @@ func cmdHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 Runs the installed plugin/v1 providers and the host.executa plugins beside airlock serve,
 the control API (host.control) and the host admin listener (host.admin: /readyz, /metrics).
-A plugin that fails is marked failed (airlock plugins shows why); the others keep serving.`)
+A plugin that fails is marked failed (airlock plugins shows why); the others keep serving.
+SIGINT or SIGTERM stops it; SIGHUP reloads host.policy (other changed settings are logged
+as needing a restart).`)
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -30,7 +32,11 @@ A plugin that fails is marked failed (airlock plugins shows why); the others kee
 	if err != nil {
 		return err
 	}
-	return daemon.Host(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version})
+	// SIGHUP reloads the policy; left to its default it would end the
+	// host without a shutdown (no last checkpoint, plugins orphaned).
+	hup, stop := hangups()
+	defer stop()
+	return daemon.Host(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version, Reload: hup})
 }
 
 func cmdHostInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -20,7 +20,8 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	return l
 }
 
-// hangups delivers SIGHUP (refresh the secrets) until stop is called.
+// hangups delivers SIGHUP (a reload request: see daemon.Options.Reload)
+// until stop is called.
 func hangups() (c <-chan os.Signal, stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

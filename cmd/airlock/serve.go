@@ -15,7 +15,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	pprof := fs.Bool("pprof", false, "diagnostics: serve Go's profiling endpoints (/debug/pprof/) on the admin listener")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: airlock serve [--config FILE]\n\nRuns the broker, the egress proxy, the token issuer, the broker API and the admin listener (/healthz, /readyz,\n/metrics, "+
-			tokens.JWKSPath+", POST /v1/secrets/refresh) until SIGINT or SIGTERM. SIGHUP refreshes secrets.")
+			tokens.JWKSPath+", POST /v1/secrets/refresh) until SIGINT or SIGTERM.\nSIGHUP refreshes secrets and reloads the config file's intents and rates (a file that does not validate\nchanges nothing; other changed settings are logged as needing a restart).")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -27,6 +27,6 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	hup, stop := hangups()
 	defer stop()
-	return daemon.Serve(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version, RefreshSecrets: hup,
+	return daemon.Serve(ctx, cfg, daemon.Options{Log: newLogger(cfg.Log, stderr), Version: version, Reload: hup,
 		Pprof: *pprof, AuditOut: auditOut(cfg.Log, stderr)})
 }

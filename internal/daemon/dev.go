@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -88,11 +89,12 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	if err := devConfig(cfg, dir, demo.file, up.port, opts); err != nil {
 		return err
 	}
-	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, secrets: map[string]broker.SecretSource{broker.SourceFile: demo.source}, proxyConfig: func(pc *proxy.Config) {
-		pc.AllowCIDRs = append(pc.AllowCIDRs, "127.0.0.0/8")
-		pc.UpstreamCAFile = up.caFile
-		pc.Resolve = map[string][]string{DemoHost: {"127.0.0.1"}}
-	}})
+	demoProxy, err := devProxyConfig(cfg.Proxy, dir, up.caFile)
+	if err != nil {
+		return err
+	}
+	sn, err := startServe(ctx, cfg, opts.Options, serveParts{brokerAPI: true, secrets: map[string]broker.SecretSource{broker.SourceFile: demo.source},
+		proxyConfig: func(pc *proxy.Config) { *pc = demoProxy }})
 	if err != nil {
 		return err
 	}
@@ -116,7 +118,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 		flags = strings.TrimSpace(flags + " --control " + hn.control + " --control-token-file " + cfg.Host.ControlTokenFile)
 	}
 	printBanner(opts.Stdout, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: up.port,
-		secrets: demo.file, secretFP: demo.fp, kid: sn.ring.Active().ID, evidence: evPath, invoke: opts.Invoke,
+		secrets: demo.file, secretFP: demo.fp, kid: activeKID(sn.ring), evidence: evPath, invoke: opts.Invoke,
 		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
 	// Ready once the banner is out: callers (and tests) read it then.
 	if opts.OnReady != nil {
@@ -133,6 +135,42 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	serr := sn.stop()
 	fmt.Fprintln(opts.Stdout, "airlock dev stopped")
 	return errors.Join(herr, serr)
+}
+
+// devProxyConfig adds the demo's upstream to the file's proxy settings:
+// loopback in allow_cidrs, a pin of the demo host, and the dev CA beside
+// the file's upstream_ca_file (both in one bundle under dir). What the
+// file sets stays, so a plugin author's own local upstream keeps working.
+func devProxyConfig(pc proxy.Config, dir, devCAFile string) (proxy.Config, error) {
+	const loopback = "127.0.0.0/8"
+	if !slices.Contains(pc.AllowCIDRs, loopback) {
+		pc.AllowCIDRs = append(slices.Clip(pc.AllowCIDRs), loopback)
+	}
+	pins := maps.Clone(pc.Resolve)
+	if pins == nil {
+		pins = map[string][]string{}
+	}
+	pins[DemoHost] = []string{"127.0.0.1"}
+	pc.Resolve = pins
+	if pc.UpstreamCAFile == "" {
+		pc.UpstreamCAFile = devCAFile
+		return pc, nil
+	}
+	own, err := os.ReadFile(pc.UpstreamCAFile)
+	if err != nil {
+		return pc, fmt.Errorf("proxy.upstream_ca_file: %w", err)
+	}
+	dev, err := os.ReadFile(devCAFile)
+	if err != nil {
+		return pc, err
+	}
+	bundle := filepath.Join(dir, "upstream-ca.pem")
+	own = append(bytes.TrimRight(own, "\n"), '\n')
+	if err := os.WriteFile(bundle, append(own, dev...), 0o600); err != nil {
+		return pc, err
+	}
+	pc.UpstreamCAFile = bundle
+	return pc, nil
 }
 
 // demoSecret is the dev run's demo secret: generated per run, kept in a

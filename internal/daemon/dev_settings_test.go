@@ -2,10 +2,15 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -131,5 +136,96 @@ func TestKeepDevLog(t *testing.T) {
 	}
 	if b, err := os.ReadFile(kept[0]); err != nil || string(b) != "last run\n" {
 		t.Fatalf("kept log: %q %v", b, err)
+	}
+}
+
+// airlock dev --config adds the demo's pin, loopback and CA to the file's
+// proxy settings instead of replacing them: a plugin author's own local
+// upstream, pinned and signed by the author's CA, is reached through the
+// dev proxy, and so is the demo's.
+func TestDevKeepsFileProxySettings(t *testing.T) {
+	cfg := testConfig(t)
+	const localHost = "api.local.test"
+	ca := testenv.NewCA(t)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer local-secret-value" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, "local upstream")
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, localHost)}}
+	up.StartTLS()
+	defer up.Close()
+	upPort := up.Listener.Addr().(*net.TCPAddr).Port
+
+	userFile := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(userFile, []byte("local/api: {key: local-secret-value}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Broker.Secrets.File = userFile
+	cfg.Broker.Intents = map[string]broker.Intent{"local.api": {Class: broker.ClassRead,
+		Secret: broker.SecretRef{Source: broker.SourceFile, Path: "local/api", Field: "key"},
+		Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "Authorization", Template: "Bearer {{secret}}"}}}}
+	cfg.Proxy.Resolve = map[string][]string{localHost: {"127.0.0.1"}}
+	cfg.Proxy.UpstreamCAFile = ca.PEMFile
+	cfg.Proxy.AllowCIDRs = []string{"127.0.0.1/32"}
+	fileProxy := cfg.Proxy.Resolve
+
+	var out testenv.SyncBuffer
+	ready := make(chan Ready, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Dev(ctx, cfg, DevOptions{Options: Options{Stdout: &out, OnReady: func(r Ready) { ready <- r }},
+			Provider: filepath.Join(t.TempDir(), "no-such-provider"), Executa: filepath.Join(t.TempDir(), "no-such-executa"), Invoke: "airlock"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Dev: %v", err)
+		}
+	}()
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Dev: %v", err)
+	}
+	if len(fileProxy) != 1 {
+		t.Fatalf("Dev changed the caller's proxy.resolve: %v", fileProxy)
+	}
+	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	get := func(intent, target string) (int, string) {
+		t.Helper()
+		dest, err := broker.ParseDestination(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		iss, err := bc.Issue(ctx, broker.IssueRequest{PluginID: "author", InvocationID: "inv-" + intent, Intent: intent,
+			Destinations: []broker.Destination{dest}, Deadline: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxyURL := &url.URL{Scheme: "http", User: url.User(iss.Handle), Host: r.Proxy}
+		hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+		resp, err := hc.Get("http" + strings.TrimPrefix(target, "https"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("local.api", fmt.Sprintf("https://%s:%d/api/", localHost, upPort)); code != http.StatusOK || body != "local upstream" {
+		t.Fatalf("the author's local upstream through airlock dev: %d %q", code, body)
+	}
+	port := strings.SplitN(strings.SplitN(out.String(), "https://"+DemoHost+":", 2)[1], " ", 2)[0]
+	if code, _ := get("tickets.read", "https://"+DemoHost+":"+port+"/api/tickets"); code != http.StatusOK {
+		t.Fatalf("the demo upstream beside the author's: %d\n%s", code, out.String())
 	}
 }

@@ -17,7 +17,7 @@
 // module can build.
 //
 // Process-wide state is main's: go-redis's logger (LogRedis) and the
-// SIGHUP handler (Options.RefreshSecrets) are set by cmd/airlock, never
+// SIGHUP handler (Options.Reload) are set by cmd/airlock, never
 // by a constructor here.
 //
 // Each returns when its context ends (after a graceful shutdown) or when

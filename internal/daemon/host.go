@@ -50,7 +50,8 @@ const HostShutdownTimeout = 30 * time.Second
 // control API, and the host admin listener — beside an `airlock serve`
 // reached over the broker socket. A plugin that fails is marked failed
 // and the others keep serving; Host returns an error only when its config,
-// a listener, the broker or the evidence log fails.
+// a listener, the broker or the evidence log fails. opts.Reload rereads
+// the config file's host.policy and swaps the policy in.
 func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	opts = opts.withDefaults()
 	// One host per state directory: a second one would launch every
@@ -84,6 +85,7 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	n.reloadOn(opts.Reload, cfg)
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Control: n.control})
 	}
@@ -175,6 +177,9 @@ type hostNode struct {
 	log     *slog.Logger
 	h       *host.Host
 	control string
+	// ev is the evidence log, reopened on SIGHUP (after logrotate
+	// renamed it).
+	ev *evidence.Log
 	*node
 }
 
@@ -192,6 +197,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if err != nil {
 		return nil, err
 	}
+	n.ev = ev
 	policy, err := hostPolicy(cfg, deps, log)
 	if err != nil {
 		return nil, err

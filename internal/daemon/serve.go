@@ -52,10 +52,12 @@ type Options struct {
 	// Pprof adds Go's profiling endpoints to the admin listener
 	// (diagnostics; off by default).
 	Pprof bool
-	// RefreshSecrets, when set, invalidates the secret cache each time it
-	// delivers (cmd/airlock feeds it SIGHUP; signal handlers are the
-	// process's, so main owns them).
-	RefreshSecrets <-chan os.Signal
+	// Reload, when set, delivers the operator's reload requests
+	// (cmd/airlock feeds it SIGHUP; signal handlers are the process's, so
+	// main owns them). Serve invalidates the secret cache and reloads
+	// the config file (see reload.go); Host reloads its policy; Dev
+	// invalidates the secret cache. None of them ever exits for one.
+	Reload <-chan os.Signal
 }
 
 func (o Options) withDefaults() Options {
@@ -79,10 +81,10 @@ type Ready struct {
 }
 
 // Serve runs `airlock serve` until ctx ends: broker, egress proxy, token
-// issuer, broker API and admin listener. opts.RefreshSecrets refreshes
-// secrets.
+// issuer, broker API and admin listener. opts.Reload refreshes secrets
+// and reloads the config file's intents and rates.
 func Serve(ctx context.Context, cfg *config.Config, opts Options) error {
-	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true})
+	n, err := startServe(ctx, cfg, opts, serveParts{brokerAPI: true, reload: true})
 	if err != nil {
 		return err
 	}
@@ -101,6 +103,9 @@ type serveParts struct {
 	// secrets, when set, replace the config's secret sources of the same
 	// name (Dev serves its demo secret beside the user's file).
 	secrets map[string]broker.SecretSource
+	// reload: a reload request rereads the config file too, not only the
+	// secrets (Serve; Dev's config is the file's plus the demo's).
+	reload bool
 }
 
 // serveNode is a running Serve.
@@ -161,7 +166,6 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if opts.Pprof {
 		mountPprof(n.admin)
 	}
-	n.refreshOn(opts.RefreshSecrets)
 	pc, err := n.startProxy(cfg, parts, vc, opts.AuditOut)
 	if err != nil {
 		return nil, err
@@ -178,13 +182,18 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if err := n.listen(cfg, pc); err != nil {
 		return nil, err
 	}
+	// Once every part a reload swaps into is there.
+	n.reloadOn(opts.Reload, parts.reload)
 	return n, nil
 }
 
 // startKeys connects to Vault (nil when unused) and starts the token
-// signing key ring and the issuer on it.
+// signing key ring and the issuer on it. Vault down is no reason to
+// exit: the login and the keys are retried until they succeed, and
+// /readyz says vault and signing_key until then (see startVault,
+// loadKeys).
 func (n *serveNode) startKeys(cfg *config.Config) (*vault.Client, error) {
-	vc, err := ConnectVault(n.ctx, cfg, n.log)
+	vc, err := startVault(n.ctx, cfg, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -192,11 +201,43 @@ func (n *serveNode) startKeys(cfg *config.Config) (*vault.Client, error) {
 		n.goRun(vc.Run)
 	}
 	if n.ring, err = NewRing(n.ctx, cfg, vc, n.log); err != nil {
-		return nil, err
+		if cfg.Tokens.Keys.Source != tokens.SourceVault {
+			return nil, err
+		}
+		n.log.Warn("signing keys cannot be read from Vault; starting without a key and retrying (not ready until they load)", "err", err.Error())
+		if n.ring, err = newPendingRing(cfg, vc, n.log); err != nil {
+			return nil, err
+		}
+		n.goRun(n.loadKeys)
 	}
 	n.goRun(func(ctx context.Context) { n.ring.Run(ctx, cfg.Tokens.Refresh) })
 	n.issuer = NewIssuer(cfg, n.ring)
 	return vc, nil
+}
+
+// Retries of the signing keys while Vault cannot be read: the first after
+// keyRetryFirst, doubling up to keyRetryMax.
+const (
+	keyRetryFirst = time.Second
+	keyRetryMax   = 30 * time.Second
+)
+
+// loadKeys retries loading (or, from an empty source, creating) the
+// signing keys of a ring that started without them, until it holds one.
+func (n *serveNode) loadKeys(ctx context.Context) {
+	wait := keyRetryFirst
+	for n.ring.Active() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := n.ring.RotateIfDue(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("signing keys still cannot be read; retrying", "err", err.Error(), "in", wait)
+			wait = min(2*wait, keyRetryMax)
+		}
+	}
+	n.log.Info("signing keys loaded; serve can mint and verify tokens", "kid", n.ring.Active().ID)
 }
 
 // newRegistry is the process's metrics: Go and process collectors, build
@@ -276,23 +317,6 @@ func addReloadCheck(a *admin.Server, reg *prometheus.Registry, key string, r *he
 	}, r.Failures))
 }
 
-// refreshOn invalidates the secret cache on every value of refresh.
-func (n *serveNode) refreshOn(refresh <-chan os.Signal) {
-	if refresh == nil {
-		return
-	}
-	n.goRun(func(ctx context.Context) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-refresh:
-				n.broker.RefreshSecrets()
-			}
-		}
-	})
-}
-
 // startProxy builds the egress proxy over the broker; it returns the
 // proxy config as adjusted by parts.
 func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.Client, auditOut io.Writer) (proxy.Config, error) {
@@ -320,6 +344,8 @@ func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.C
 	}
 	n.proxy = px
 	if pc.Intercept.CAFile != "" { // the proxy intercepts CONNECT
+		// Not ready while a CA kept in Vault could not be loaded yet.
+		n.admin.AddCheck("intercept_ca", func(context.Context) error { return px.InterceptReady() })
 		addReloadCheck(n.admin, n.registry, "intercept_ca", px.CAReload())
 	}
 	return pc, nil
@@ -340,7 +366,7 @@ func (n *serveNode) listen(cfg *config.Config, pc proxy.Config) error {
 	n.adminAddr = n.adminL.Addr().String()
 	n.proxy.AddSelf(n.adminL.Addr())
 	n.log.Info("airlock serving", "admin", n.adminAddr, "jwks", "http://"+n.adminAddr+tokens.JWKSPath,
-		"key_source", cfg.Tokens.Keys.Source, "kid", n.ring.Active().ID,
+		"key_source", cfg.Tokens.Keys.Source, "kid", activeKID(n.ring),
 		"handle_store", cfg.Broker.Store.Type, "intents", len(cfg.Broker.Intents), "broker_api", cfg.Broker.API.Socket,
 		"egress_proxy", n.proxyAddr, "echo_guard", *pc.EchoGuard)
 	n.serve("admin listener", func(ctx context.Context) error { return n.admin.Serve(ctx, n.adminL) })

@@ -31,6 +31,20 @@ func ConnectVault(ctx context.Context, cfg *config.Config, log *slog.Logger) (*v
 	return vc, nil
 }
 
+// startVault logs in to Vault when the config names it (nil otherwise),
+// for a long-running process: a login that fails while Vault is down is
+// retried by Client.Run instead of ending the start (vault.Start).
+func startVault(ctx context.Context, cfg *config.Config, log *slog.Logger) (*vault.Client, error) {
+	if !cfg.Vault.Configured() {
+		return nil, nil
+	}
+	vc, err := vault.Start(ctx, cfg.Vault, log)
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	return vc, nil
+}
+
 // keySource builds the signing-key source the config names.
 func keySource(cfg *config.Config, vc *vault.Client) (tokens.KeySource, error) {
 	k := cfg.Tokens.Keys
@@ -53,16 +67,34 @@ func NewRing(ctx context.Context, cfg *config.Config, vc *vault.Client, log *slo
 	if err != nil {
 		return nil, err
 	}
-	ring, err := tokens.NewRing(ctx, src, tokens.RingOptions{
-		Algorithm:   cfg.Tokens.Algorithm,
-		Retention:   cfg.Tokens.Retention(),
-		RotateEvery: cfg.Tokens.RotateEvery,
-		Logger:      log,
-	})
+	ring, err := tokens.NewRing(ctx, src, ringOptions(cfg, log))
 	if err != nil {
 		return nil, fmt.Errorf("signing keys (%s): %w", cfg.Tokens.Keys.Source, err)
 	}
 	return ring, nil
+}
+
+// newPendingRing is the signing-key ring with no key yet, for a serve
+// that starts while the key source cannot be read.
+func newPendingRing(cfg *config.Config, vc *vault.Client, log *slog.Logger) (*tokens.Ring, error) {
+	src, err := keySource(cfg, vc)
+	if err != nil {
+		return nil, err
+	}
+	return tokens.NewPendingRing(src, ringOptions(cfg, log))
+}
+
+// activeKID names the active signing key, "none" while there is none.
+func activeKID(ring *tokens.Ring) string {
+	if k := ring.Active(); k != nil {
+		return k.ID
+	}
+	return "none"
+}
+
+func ringOptions(cfg *config.Config, log *slog.Logger) tokens.RingOptions {
+	return tokens.RingOptions{Algorithm: cfg.Tokens.Algorithm, Retention: cfg.Tokens.Retention(),
+		RotateEvery: cfg.Tokens.RotateEvery, Logger: log}
 }
 
 // RingForCLI connects to Vault only when the key source needs it.

@@ -5,10 +5,13 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,11 +92,35 @@ func startVault(bin string) (*VaultServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startVaultAt(bin, port, randomToken("airlock-test-root-"))
+}
+
+// Start starts a stopped server again on its address with the same root
+// token, for tests of a process that starts while Vault is down: its data
+// (secrets, auth methods) is gone, as after Stop.
+func (v *VaultServer) Start(tb testing.TB) {
+	tb.Helper()
+	if !v.proc.exited() {
+		return
+	}
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(v.Addr, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	next, err := startVaultAt(v.Bin, p, v.RootToken)
+	if err != nil {
+		tb.Fatalf("start Vault again: %v", err)
+	}
+	v.proc, v.unsealKey = next.proc, next.unsealKey
+}
+
+func startVaultAt(bin string, port int, rootToken string) (*VaultServer, error) {
 	home, err := os.MkdirTemp("", "airlock-vault-")
 	if err != nil {
 		return nil, err
 	}
-	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: randomToken("airlock-test-root-"), Bin: bin}
+	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: rootToken, Bin: bin}
 	args := []string{"server", "-dev",
 		"-dev-root-token-id=" + v.RootToken,
 		"-dev-listen-address=" + loopback(port),
@@ -106,7 +133,8 @@ func startVault(bin string) (*VaultServer, error) {
 		os.RemoveAll(home)
 		return nil, fmt.Errorf("exec %s: %w", bin, err)
 	}
-	go func() { <-v.proc.done; os.RemoveAll(home) }()
+	proc := v.proc // Start replaces v.proc
+	go func() { <-proc.done; os.RemoveAll(home) }()
 	if err := v.waitReady(30 * time.Second); err != nil {
 		v.Stop()
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -90,6 +91,33 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error)
 	if err := c.login(ctx); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// Start is Connect for a long-running process that must come up while
+// Vault is down: when the first login fails for any reason but an
+// unreadable credential file, the client is returned without a token
+// (every call fails until Vault answers) and Run logs in, with backoff,
+// until it succeeds. A missing or unreadable role id, secret id or token
+// file is still an error: waiting would not fix it.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	api, err := NewAPIClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}
+	err = c.login(ctx)
+	if err == nil {
+		return c, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return nil, err
+	}
+	log.Warn("vault login failed; starting without a token and retrying (not ready until it succeeds)", "err", err.Error())
+	c.Reauth()
 	return c, nil
 }
 
@@ -248,7 +276,11 @@ func (c *Client) Run(ctx context.Context) {
 		if w != nil {
 			renew = w.RenewCh()
 		}
-		relogin := false
+		// With a login method but no token (the last login failed: Vault
+		// was down at start, or still is), log in again at once: nothing
+		// else would ask.
+		static := c.cfg.Auth.Method == "" || c.cfg.Auth.Method == AuthToken
+		relogin := auth == nil && !static
 		for !relogin && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -262,12 +294,17 @@ func (c *Client) Run(ctx context.Context) {
 			case <-c.reauth:
 				c.mu.Lock()
 				recent := time.Since(c.loggedIn) < ReauthQuiet
+				first := c.logins == 0
 				c.mu.Unlock()
 				if recent {
 					// A request that used the token just replaced.
 					continue
 				}
-				c.log.Warn("vault refused the token; logging in again")
+				if first {
+					c.log.Info("vault: logging in (the first login failed)")
+				} else {
+					c.log.Warn("vault refused the token; logging in again")
+				}
 				relogin = true
 			}
 		}
