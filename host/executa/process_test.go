@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -388,31 +387,6 @@ func TestBrokenPlugins(t *testing.T) {
 			t.Fatal("still running")
 		}
 	})
-}
-
-func TestProgressLimits(t *testing.T) {
-	f := newFixture(t)
-	p, err := f.start(t, py("good"), Timeouts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Invoke(context.Background(), InvokeRequest{Tool: "progress"}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	kept, dropped := p.Progress()
-	// 121 sent at once: the burst of 50 is kept, the rest (and the 9 KB one)
-	// dropped, except what the rate refilled while they arrived: a loaded
-	// machine spreads the sends out, so the bound is taken from the kept
-	// events' own timestamps, not from a fixed allowance.
-	if len(kept) == 0 {
-		t.Fatal("no progress kept")
-	}
-	span := kept[len(kept)-1].At.Sub(kept[0].At).Seconds()
-	refill := int(math.Ceil(span*MaxProgressRate)) + 1
-	if len(kept) < MaxProgressRate || len(kept) > MaxProgressRate+refill || len(kept)+dropped != 121 || dropped == 0 {
-		t.Fatalf("kept %d dropped %d over %.3fs", len(kept), dropped, span)
-	}
 }
 
 func TestFileTransportAndCredentialsLifetime(t *testing.T) {
