@@ -11,12 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // The shipped units, run as systemd would run them — each command as its
@@ -86,25 +87,8 @@ type machine struct {
 
 type process struct {
 	cmd  *exec.Cmd
-	out  *syncBuf
+	out  *testenv.SyncBuffer
 	done chan error
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newMachine(t *testing.T, users sysusers, tmpfiles []tmpfile) *machine {
@@ -288,7 +272,7 @@ func (m *machine) start(u unit, ready string) {
 		}
 	}
 	cmd := m.command(u, u.execStart)
-	p := &process{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
+	p := &process{cmd: cmd, out: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		m.t.Fatal(err)

@@ -80,6 +80,18 @@ func NewAPIClient(cfg Config) (*vaultapi.Client, error) {
 
 // Connect logs in per cfg. Call Run to keep the token alive.
 func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
+	c, err := newClient(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.login(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newClient is a Client not logged in yet.
+func newClient(cfg Config, log *slog.Logger) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -87,11 +99,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}
-	if err := c.login(ctx); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}, nil
 }
 
 // Start is Connect for a long-running process that must come up while
@@ -101,14 +109,10 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error)
 // until it succeeds. A missing or unreadable role id, secret id or token
 // file is still an error: waiting would not fix it.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	api, err := NewAPIClient(cfg)
+	c, err := newClient(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}
 	err = c.login(ctx)
 	if err == nil {
 		return c, nil
@@ -116,7 +120,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return nil, err
 	}
-	log.Warn("vault login failed; starting without a token and retrying (not ready until it succeeds)", "err", err.Error())
+	c.log.Warn("vault login failed; starting without a token and retrying (not ready until it succeeds)", "err", err.Error())
 	c.Reauth()
 	return c, nil
 }
