@@ -14,19 +14,31 @@ import (
 // grants and install directory read-only, sockets read-only, the private
 // directory read-write. Paths that do not exist are skipped, except the
 // plugin's own directories.
+//
+// A read-only path already listed is listed once: a program in a system
+// directory (an Executa command of /bin/sh) has that directory as its
+// install directory, and on a merged-/usr system /bin is a link the
+// namespaces level recreates, which a second bind of it would collide
+// with.
 func binds(spec Spec) []mount {
 	var out []mount
+	ro := func(d string) {
+		d = filepath.Clean(d)
+		if !slices.ContainsFunc(out, func(m mount) bool { return m.Dst == d }) {
+			out = append(out, mount{Dst: d})
+		}
+	}
 	for _, d := range systemDirs {
-		out = append(out, mount{Dst: d})
+		ro(d)
 	}
 	for _, d := range spec.ReadOnly {
-		out = append(out, mount{Dst: filepath.Clean(d)})
+		ro(d)
 	}
 	if spec.InstallDir != "" {
-		out = append(out, mount{Dst: filepath.Clean(spec.InstallDir)})
+		ro(spec.InstallDir)
 	}
 	for _, d := range spec.Sockets {
-		out = append(out, mount{Dst: filepath.Clean(d)})
+		ro(d)
 	}
 	out = append(out, mount{Dst: filepath.Clean(spec.Dir), RW: true})
 	return out
