@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +34,13 @@ var refusal = func() []byte {
 
 // refuseReadTimeout bounds how long a refused connection may take to
 // send its request head.
-const refuseReadTimeout = 5 * time.Second
+var refuseReadTimeout = 5 * time.Second // a var: the bound test holds connections past it
+
+// maxRefusing bounds the connections one listener answers at a time: a
+// plugin that opens many and sends nothing holds a host descriptor each
+// for refuseReadTimeout; past the bound a connection is closed at once
+// (the plugin still sees its request fail, as a reset).
+const maxRefusing = 64
 
 // Refusing is an accept loop that answers every connection on a listener
 // with 503 egress_unavailable; Stop ends it.
@@ -41,6 +48,7 @@ type Refusing struct {
 	l    deadlineListener
 	done chan struct{}
 	conn sync.WaitGroup
+	busy atomic.Int32 // connections being answered (maxRefusing)
 }
 
 type deadlineListener interface {
@@ -77,9 +85,15 @@ func (r *Refusing) loop() {
 			time.Sleep(10 * time.Millisecond) // EMFILE and friends: do not spin
 			continue
 		}
+		if r.busy.Add(1) > maxRefusing {
+			r.busy.Add(-1)
+			c.Close()
+			continue
+		}
 		r.conn.Add(1)
 		go func() {
 			defer r.conn.Done()
+			defer r.busy.Add(-1)
 			refuse(c)
 		}()
 	}
