@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // passThrough is the log's own file, watched: it sees whether a write
@@ -37,9 +38,7 @@ func (p *passThrough) Write(b []byte) (int, error) {
 // smallDisk mounts a tmpfs of size bytes at a new directory.
 func smallDisk(t *testing.T, size int) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root (CI runs the tests as root)")
-	}
+	testenv.NeedsRoot(t, "mounting a small tmpfs")
 	mnt := filepath.Join(t.TempDir(), "small")
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // The service's uid and gid in these tests; no account needs them.
@@ -48,9 +50,7 @@ func assertOwned(t *testing.T, dir string, uid, gid int) {
 // root leave every key file owned by the service that reads it, so the
 // service's next reload (and restart) still reads them.
 func TestRotationAsRootKeepsOwners(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the case is an operator running the CLI as root")
-	}
+	testenv.NeedsRoot(t, "the case is an operator running the CLI as root")
 	dir := t.TempDir()
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 tokens: {keys: {source: file, path: %q}}

@@ -28,9 +28,7 @@ import (
 // restart, and a reboot (/run emptied, /var/lib kept). systemd itself is
 // not needed: the test reads the unit files and does what they say.
 func TestUnitsSurviveRestartsAndReboot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it creates the units' users and runs their commands as them")
-	}
+	testenv.NeedsRoot(t, "it creates the units' users and runs their commands as them")
 	serve := parseUnit(t, "airlock-serve.service")
 	host := parseUnit(t, "airlock-host.service")
 	m := newMachine(t, parseSysusers(t, "airlock.sysusers"), parseTmpfiles(t, "airlock.tmpfiles"))

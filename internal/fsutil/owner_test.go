@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // Owners no account on the machine needs to have.
@@ -28,9 +30,7 @@ func ownerOf(t *testing.T, name string) (int, int) {
 // key root writes into the service's directory is the service's: the
 // service can read what the rotation CLI wrote.
 func TestWriteFileKeepsOwnerWhenRootWrites(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a file another user owns")
-	}
+	testenv.NeedsRoot(t, "make a file another user owns")
 	dir := t.TempDir()
 	if err := os.Chown(dir, serviceUID, serviceGID); err != nil {
 		t.Fatal(err)
@@ -68,9 +68,7 @@ func TestWriteFileKeepsOwnerWhenRootWrites(t *testing.T) {
 // An unprivileged writer cannot keep another user's ownership: it writes
 // nothing and says as whom to run.
 func TestWriteFileRefusesAnotherUsersFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a file another user owns")
-	}
+	testenv.NeedsRoot(t, "make a file another user owns")
 	dir := t.TempDir()
 	key := filepath.Join(dir, "signing-keys.pem")
 	if err := os.WriteFile(key, []byte("old"), 0o600); err != nil {

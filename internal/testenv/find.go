@@ -102,3 +102,17 @@ func Python() string {
 	}
 	return "python3"
 }
+
+// NeedsRoot skips a test that needs root outside `make test`, and fails
+// it there (AIRLOCK_REQUIRE_SERVICES=1): CI runs the tests as root, so a
+// skip there would stand in for a case that was never checked.
+func NeedsRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv(RequireEnv) == "1" {
+		tb.Fatal("needs root: " + why)
+	}
+	tb.Skip("needs root: " + why)
+}

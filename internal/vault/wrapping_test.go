@@ -2,7 +2,6 @@ package vault
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -39,9 +38,7 @@ func TestLookupWrappedSecretIDLeavesItUsable(t *testing.T) {
 // bootstrap.sh hands role-id and secret-id to the user airlock serve runs
 // as (OWNER), so serve can read them; run as root it can.
 func TestBootstrapWritesForTheServiceUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: giving a file to another user is root's")
-	}
+	testenv.NeedsRoot(t, "giving a file to another user is root's")
 	v := testenv.NewVault(t)
 	const uid, gid = 64995, 64994
 	dir := bootstrap(t, v, "OWNER=64995:64994")
