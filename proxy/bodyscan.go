@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -195,35 +194,26 @@ func (g *grpcRequestScanner) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill reads the next message's header and, when it can be scanned,
-// the message.
+// fill reads the next message and, when it can be scanned, scans it; one
+// it cannot scan is passed on as it streams, and a header the stream
+// ends inside is passed on as it came (the upstream judges it).
 func (g *grpcRequestScanner) fill() {
-	var hdr [5]byte
-	if _, err := io.ReadFull(g.src, hdr[:]); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			g.out = append([]byte(nil), hdr[:]...) // a torn header: the upstream judges it
-			err = io.EOF
+	head, n, msg, err := readGRPCMessage(g.src)
+	switch {
+	case err == nil:
+		if bytesHoldHandle(msg[5:]) {
+			g.err = errHandleInBody
+			g.hit()
+			return
 		}
+		g.out = msg
+	case errors.Is(err, errGRPCCompressed), errors.Is(err, errGRPCTooLarge):
+		g.out, g.raw = head, int64(n)
+	case len(head) > 0 && len(head) < 5:
+		g.out, g.err = head, io.EOF
+	default:
 		g.err = err
-		return
 	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	if hdr[0]&1 != 0 || n > maxGuardedGRPCMessage {
-		g.out, g.raw = append([]byte(nil), hdr[:]...), int64(n)
-		return
-	}
-	msg := make([]byte, 5+int(n))
-	copy(msg, hdr[:])
-	if _, err := io.ReadFull(g.src, msg[5:]); err != nil {
-		g.err = err
-		return
-	}
-	if bytesHoldHandle(msg[5:]) {
-		g.err = errHandleInBody
-		g.hit()
-		return
-	}
-	g.out = msg
 }
 
 func (g *grpcRequestScanner) Close() error { return g.src.Close() }

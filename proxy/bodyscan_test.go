@@ -219,3 +219,15 @@ func TestWebSocketHandleInMessageRefused(t *testing.T) {
 		t.Fatal("a handle in the audit log")
 	}
 }
+
+// A request body that ends inside a gRPC message header is passed on
+// byte for byte, never padded to a whole header.
+func TestGRPCScannerPassesATornHeaderAsItCame(t *testing.T) {
+	for _, torn := range []string{"\x00", "\x00\x00\x01", "\x00\x00\x00\x07"} {
+		g := &grpcRequestScanner{src: io.NopCloser(strings.NewReader(torn)), hit: func() { t.Error("no handle here") }}
+		got, err := io.ReadAll(g)
+		if err != nil || string(got) != torn {
+			t.Errorf("%q came out as %q (%v)", torn, got, err)
+		}
+	}
+}

@@ -81,31 +81,46 @@ func (g *grpcGuard) Read(p []byte) (int, error) {
 
 // fill reads and scans the next message.
 func (g *grpcGuard) fill() {
-	var hdr [5]byte
-	if _, err := io.ReadFull(g.src, hdr[:]); err != nil {
-		g.fail(err)
-		return
-	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	switch {
-	case hdr[0]&1 != 0:
-		g.fail(errGRPCCompressed)
-		return
-	case n > maxGuardedGRPCMessage:
-		g.fail(errGRPCTooLarge)
-		return
-	}
-	msg := make([]byte, 5+int(n))
-	copy(msg, hdr[:])
-	if _, err := io.ReadFull(g.src, msg[5:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // the stream ended inside a message
-		}
+	_, _, msg, err := readGRPCMessage(g.src)
+	if err != nil {
 		g.fail(err)
 		return
 	}
 	*g.hits += g.guard.redact(msg[5:])
 	g.out = msg
+}
+
+// readGRPCMessage reads one length-prefixed gRPC message from src: the
+// bytes of its header and, when the message is uncompressed and at most
+// maxGuardedGRPCMessage bytes, the whole message, header included.
+// errGRPCCompressed or errGRPCTooLarge say why it was not read (the
+// header returned, n the payload's length, the payload left in src); a
+// stream that ends inside the header returns the bytes read of it with
+// io.ErrUnexpectedEOF, one that ends inside the payload
+// io.ErrUnexpectedEOF, and one that ends before the header io.EOF.
+func readGRPCMessage(src io.Reader) (head []byte, n uint32, msg []byte, err error) {
+	var hdr [5]byte
+	k, err := io.ReadFull(src, hdr[:])
+	if err != nil {
+		return append([]byte(nil), hdr[:k]...), 0, nil, err
+	}
+	head = append([]byte(nil), hdr[:]...)
+	n = binary.BigEndian.Uint32(hdr[1:])
+	switch {
+	case hdr[0]&1 != 0:
+		return head, n, nil, errGRPCCompressed
+	case n > maxGuardedGRPCMessage:
+		return head, n, nil, errGRPCTooLarge
+	}
+	msg = make([]byte, 5+int(n))
+	copy(msg, hdr[:])
+	if _, err := io.ReadFull(src, msg[5:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the stream ended inside a message
+		}
+		return head, n, nil, err
+	}
+	return head, n, msg, nil
 }
 
 func (g *grpcGuard) fail(err error) {
