@@ -21,8 +21,14 @@ type InvokeRequest struct {
 	JSON     json.RawMessage
 	DryRun   bool
 	Deadline time.Time
-	// Actor is who asked; the zero value is none.
-	Actor Actor
+	// Caller is the authenticated principal that asked (the control
+	// API's caller); Actor is who it acts for, when it states one (the
+	// policy decides whether it may).
+	Caller Principal
+	Actor  Actor
+	// Run is the run context the caller gave: run id, change id, plan
+	// digest.
+	Run RunContext
 	// AppID and AppSlug are the App context an Executa call runs in, as
 	// the caller attests it; empty for none.
 	AppID, AppSlug string
@@ -31,10 +37,31 @@ type InvokeRequest struct {
 	OnRunning func(Progress)
 }
 
-// Actor is who a call is made for.
+// Actor is who a call is made for: Kind is "user", "service", …, and
+// Principal its id in that kind.
 type Actor struct {
-	Kind      string // "control-api", …
+	Kind      string
 	Principal string
+}
+
+// Principal is an authenticated caller of the host: ID is the name the
+// policy, grants and evidence use (a SPIFFE ID, a certificate subject, a
+// JWT's issuer-qualified subject, a token file's principal name); Method
+// how it was authenticated ("mtls", "jwt", "token", "peer").
+type Principal struct {
+	ID     string
+	Method string
+	// Attributes the authentication carried that the policy may see
+	// (JWT claims named in the config, certificate fields).
+	Attributes map[string]string
+}
+
+// RunContext is the run an invocation belongs to, as its caller names
+// it: each value is validated (control API) before the host sees it.
+type RunContext struct {
+	RunID      string
+	ChangeID   string
+	PlanDigest string
 }
 
 // Progress is a message a plugin sent while the call runs.
