@@ -133,6 +133,9 @@ type Approval struct {
 	// many distinct approvers it needs.
 	Rule     string `json:"rule"`
 	Required int    `json:"required"`
+	// Eligible, when set, are the principals (exact, or a trailing "*"
+	// prefix) who may decide; the requester never may.
+	Eligible []string `json:"eligible,omitempty"`
 	// Approvers and Denier are principals who decided.
 	Approvers []string  `json:"approvers,omitempty"`
 	Denier    string    `json:"denier,omitempty"`
@@ -163,10 +166,12 @@ type Ledger interface {
 	Charge(ctx context.Context, lines []BudgetLine, add Spend) error
 	// Spent returns what was charged under key.
 	Spent(ctx context.Context, key string) (Spend, error)
-	// RecordViolation remembers v under its invocation; Violations lists
-	// an invocation's violations in the order recorded.
+	// RecordViolation remembers v under its invocation and its plugin;
+	// Violations lists an invocation's violations in the order recorded,
+	// PluginViolations a plugin's recorded at or after since.
 	RecordViolation(ctx context.Context, v Violation) error
 	Violations(ctx context.Context, invocationID string) ([]Violation, error)
+	PluginViolations(ctx context.Context, pluginID string, since time.Time) ([]Violation, error)
 
 	PutAccessGrant(ctx context.Context, g *AccessGrant) error
 	// GetAccessGrant returns ErrGrantUnknown when there is none.
