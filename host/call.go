@@ -35,6 +35,9 @@ type InvokeRequest struct {
 	// OnRunning, when set, sees each progress message that passed the
 	// runtime's checks (for streaming progress to the caller).
 	OnRunning func(Progress)
+	// OnPending, when set, is told once when the call starts waiting for
+	// an approval the policy requires.
+	OnPending func(ApprovalPending)
 }
 
 // Actor is who a call is made for: Kind is "user", "service", …, and
@@ -102,4 +105,13 @@ type Outcome struct {
 	Diagnostics []Diagnostic
 	EvidenceIDs []string
 	Reason      string // why the host failed or downgraded the call
+	// CostMicros is the cost the plugin reported (plugin/v1 terminal
+	// cost, in micro-units of CostUnit), charged to the call's budgets.
+	CostMicros int64
+	CostUnit   string
+	// Violated is set when the plugin tried to use authority it was not
+	// given during the call (Violations names the kinds): nothing
+	// downstream should trust its result.
+	Violated   bool
+	Violations []string
 }

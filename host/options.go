@@ -46,6 +46,12 @@ type Options struct {
 	// Policy decides every action before it reaches a provider; nil
 	// denies everything.
 	Policy *policy.Policy
+	// Ledger holds access grants, approvals, spend and violations (the
+	// broker's handle store, shared by replicas); nil: no grants or
+	// approvals, and budgets are not counted.
+	Ledger broker.Ledger
+	// Decision is the decision point's config (host.decision).
+	Decision DecisionConfig
 	// Artifacts serves ResolveReference; none when nil.
 	Artifacts        Artifacts
 	HandshakeTimeout time.Duration
@@ -77,6 +83,9 @@ type Options struct {
 	// down shows egress "unavailable", is not ready (/readyz), and has
 	// airlock_plugin_egress_up 0.
 	Egress func(plugin string) (up, known bool)
+	// QuarantineDir keeps each quarantined plugin's record, so that a
+	// quarantine outlives a restart of the host ("" keeps none on disk).
+	QuarantineDir string
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger

@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
-	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // invokePath is the one sequence every call of either kind goes through:
@@ -19,6 +16,9 @@ import (
 // invocation's handles → invocation.outcome.
 type invokePath struct {
 	opts Options
+	// host is the registry the call runs in (nil for InvokeRuntime): it
+	// ends calls under a revoked grant and quarantines plugins.
+	host *Host
 	// base, when set, cancels the invocation with its cause (the host
 	// shutting down).
 	base context.Context
@@ -29,43 +29,43 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if err != nil {
 		return nil, err
 	}
-	decision := policy.Decision{Rule: "no policy"}
-	if ip.opts.Policy != nil {
-		decision = ip.opts.Policy.Decide(name, req.Method, act.Risk(), req.DryRun)
-	}
-	rec, err := ip.opts.Record(name, "policy.decision", "", map[string]any{"method": req.Method, "dry_run": req.DryRun,
-		"allow": decision.Allow, "rule": decision.Rule, "risk_class": act.Risk().String(), "kind": string(rt.Kind())})
+	id := newInvocationID()
+	d, err := ip.decide(ctx, id, name, rt, act, req)
 	if err != nil {
 		return nil, err
-	}
-	if !decision.Allow {
-		if ip.opts.Policy == nil {
-			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, ErrNoPolicy)
-		}
-		return nil, fmt.Errorf("%w (rule %s)", ErrPolicyDenied, decision.Rule)
 	}
 	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
 		return nil, ErrDeadlineRequired
 	}
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
 	if ip.base != nil {
-		var cancelCause context.CancelCauseFunc
-		ctx, cancelCause = context.WithCancelCause(ctx)
 		stop := context.AfterFunc(ip.base, func() { cancelCause(context.Cause(ip.base)) })
 		defer stop()
-		defer cancelCause(nil)
 	}
-	id := newInvocationID()
-	if _, err := ip.opts.Record(name, "invocation.start", id, map[string]any{"method": req.Method, "dry_run": req.DryRun,
-		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)}); err != nil {
+	start := map[string]any{"method": req.Method, "dry_run": req.DryRun, "deadline": req.Deadline.UTC().Format(time.RFC3339Nano),
+		"principal": req.Caller.ID, "actor": d.actor}
+	addRun(start, req.Run)
+	if _, err := ip.opts.Record(name, "invocation.start", id, start); err != nil {
 		return nil, err
 	}
-	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Actor: req.Actor,
-		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug})
+	stopWatch := ip.watch(ctx, id, d, cancelCause)
+	call := Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Caller: req.Caller, Actor: req.Actor,
+		PolicyDecisionID: d.recordID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug,
+		Run: req.Run, ProfileDigest: d.policy.Digest, Budget: d.budget, Residency: d.residency, Scope: d.scope(req.Run)}
+	if d.grant != nil {
+		call.GrantID = d.grant.ID
+	}
+	out := act.Run(ctx, call)
+	stopWatch()
 	out.InvocationID = id
-	if out.Status != CallSucceeded && errors.Is(context.Cause(ctx), ErrHostShutdown) {
-		out.Status, out.Reason, out.Data = CallFailed, ErrHostShutdown.Error(), nil
+	cause := context.Cause(ctx)
+	switch {
+	case out.Status == CallSucceeded:
+	case errors.Is(cause, ErrHostShutdown), errors.Is(cause, ErrGrantRevoked), errors.Is(cause, ErrViolated):
+		out.Status, out.Reason, out.Data = CallFailed, cause.Error(), nil
 	}
 
 	// Revoke before anyone is told the call is over.
@@ -73,6 +73,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if ip.opts.Broker != nil {
 		maps.Copy(outcome, revokeInvocation(ctx, ip.opts, name, id, req.Deadline))
 	}
+	ip.settle(ctx, id, name, d, out, outcome)
 	if _, err := ip.opts.Record(name, "invocation.outcome", id, outcome); err != nil {
 		// The call ran and cannot be undone; the caller is told its
 		// outcome is not in the evidence, with the outcome beside it.
@@ -115,11 +116,7 @@ func (o Options) Record(plugin, typ, invocation string, data map[string]any) (ev
 	return r, evidence.ErrUnavailable
 }
 
-func newInvocationID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newInvocationID() string { return randomHex(16) }
 
 func jsonMarshal(v any) (json.RawMessage, error) {
 	if v == nil {

@@ -48,6 +48,17 @@ type Status struct {
 	Egress  string    `json:"egress,omitempty"`
 	Since   time.Time `json:"since"`
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Quarantined is set while a violation keeps the plugin from serving
+	// calls (until an operator releases it).
+	Quarantined *QuarantineStatus `json:"quarantined,omitempty"`
+}
+
+// QuarantineStatus says which invocation's violation quarantined a
+// plugin, of which kinds, and when.
+type QuarantineStatus struct {
+	Invocation string    `json:"invocation"`
+	Kinds      []string  `json:"kinds"`
+	At         time.Time `json:"at"`
 }
 
 // Launcher starts one process of a plugin; the supervisor calls it for the
@@ -73,6 +84,7 @@ type Host struct {
 	plugins map[string]*entry
 	closing bool
 	sup     sync.WaitGroup // supervisors
+	grants  grantCalls
 	// policy is opts.Policy until SetPolicy replaces it (a reload).
 	policy atomic.Pointer[policy.Policy]
 }
@@ -114,6 +126,7 @@ func (h *Host) Add(name string, kind Kind, launch Launcher) error {
 		return fmt.Errorf("%w: %s", ErrNameTaken, name)
 	}
 	e := newEntry(name, kind, launch, h.opts.Restart)
+	e.quarantine = h.loadQuarantine(name)
 	h.plugins[name] = e
 	// A series from the start: a plugin that never runs is down, not
 	// absent (an absent series fires no alert).
@@ -201,7 +214,8 @@ func (h *Host) Names() []string {
 func (h *Host) Degraded() []string {
 	var out []string
 	for _, s := range h.Status() {
-		if s.State != StateRunning && s.State != StateStopped || s.Health == "not_serving" || s.Egress == "unavailable" {
+		if s.State != StateRunning && s.State != StateStopped || s.Health == "not_serving" || s.Egress == "unavailable" ||
+			s.Quarantined != nil {
 			out = append(out, s.Name)
 		}
 	}
@@ -230,7 +244,7 @@ func (h *Host) Invoke(ctx context.Context, name string, req InvokeRequest) (*Out
 	if err != nil {
 		return nil, err
 	}
-	return invokePath{opts: h.invokeOptions(), base: h.ctx}.invoke(ctx, name, rt, req)
+	return invokePath{opts: h.invokeOptions(), host: h, base: h.ctx}.invoke(ctx, name, rt, req)
 }
 
 // Shutdown stops the host: new calls are refused, calls in flight are

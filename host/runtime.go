@@ -72,10 +72,33 @@ type Call struct {
 	ID               string
 	Deadline         time.Time
 	DryRun           bool
+	Caller           Principal
 	Actor            Actor
 	PolicyDecisionID string
 	OnRunning        func(Progress)
 	AppID, AppSlug   string
+	// Run is the run context the caller gave; GrantID the access grant
+	// the call runs under ("" none); ProfileDigest the digest of the
+	// policy bundle that decided.
+	Run           RunContext
+	GrantID       string
+	ProfileDigest string
+	// Budget is what the call may still spend: the least of its
+	// invocation's, run's and grant's remaining calls and cost (zero: no
+	// limit). A provider that reports more cost fails the call.
+	Budget CallBudget
+	// Residency are the regions the call's handles may reach (none: no
+	// limit).
+	Residency []string
+	// Scope is what every handle the runtime asks the broker for carries
+	// (ApplyScope).
+	Scope IssueScope
+}
+
+// CallBudget is the budget the ActionContext carries.
+type CallBudget struct {
+	MaxCalls      int64
+	MaxCostMicros int64
 }
 
 // Refusals of the invoke path: the call never reached the plugin.
@@ -94,6 +117,9 @@ var (
 	// ErrCredentialUnbound: a credential the plugin requires is bound to
 	// nothing in the host's config.
 	ErrCredentialUnbound = errors.New("credential unbound")
+	// ErrPluginQuarantined: a violation quarantined the plugin; it serves
+	// no call until an operator releases it.
+	ErrPluginQuarantined = errors.New("plugin is quarantined after a violation; an operator must release it")
 	// ErrPolicyDenied: the policy refused the action; nothing was sent.
 	ErrPolicyDenied = errors.New("policy denied the action")
 	// ErrNoPolicy: the host has no policy, so it denies every action

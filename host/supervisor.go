@@ -92,6 +92,8 @@ type entry struct {
 	retryAt     time.Time
 	changed     chan struct{} // closed and replaced on every state change
 	wake        chan struct{}
+	// quarantine, when set, refuses every call (Host.Quarantine).
+	quarantine *quarantine
 }
 
 func newEntry(name string, kind Kind, launch Launcher, r RestartPolicy) *entry {
@@ -105,6 +107,9 @@ func (e *entry) status() Status {
 	defer e.mu.Unlock()
 	s := Status{Name: e.name, Kind: e.kind, State: e.state, Restarts: e.restarts, LastFailure: e.lastFailure,
 		LastStderr: e.lastStderr, Health: e.health, Since: e.since}
+	if q := e.quarantine; q != nil {
+		s.Quarantined = &QuarantineStatus{Invocation: q.Invocation, Kinds: q.Kinds, At: q.At}
+	}
 	if e.rt != nil && e.state == StateRunning {
 		s.Protocol, s.Pid, s.Sandbox = e.rt.Protocol(), e.rt.Pid(), e.rt.Sandbox()
 	}
@@ -140,6 +145,10 @@ func (e *entry) acquire(ctx context.Context) (Runtime, error) {
 	for {
 		e.mu.Lock()
 		state, ch := e.state, e.changed
+		if e.quarantine != nil {
+			e.mu.Unlock()
+			return nil, ErrPluginQuarantined
+		}
 		switch {
 		case state == StateRunning && e.health == "not_serving":
 			e.mu.Unlock()

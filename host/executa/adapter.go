@@ -151,7 +151,7 @@ func (a *action) Risk() policy.Risk { return policy.RiskUnspecified }
 func (a *action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	out := &host.Outcome{InvocationID: call.ID}
 	res, err := a.r.p.Invoke(ctx, InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
-		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug})
+		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug, Scope: call.Scope.Apply})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Status, out.Reason = host.CallFailed, host.CancelReason(ctx)
@@ -196,3 +196,7 @@ func principal(a host.Actor) string {
 	}
 	return "local"
 }
+
+// Facts implements host.Describer: an Executa tool declares no side
+// effect; its input is the arguments object.
+func (a *action) Facts() host.ActionFacts { return host.ActionFacts{InputJSON: a.args} }

@@ -27,6 +27,9 @@ type InvokeRequest struct {
 	// AppID and AppSlug are set only when the invoke comes from an App
 	// context the host attests.
 	AppID, AppSlug string
+	// Scope, when set, completes each handle request of the invoke with
+	// the decision's context (run, access grant, budgets, residency).
+	Scope func(*broker.IssueRequest)
 }
 
 // InvokeResult is the plugin's answer.
@@ -71,7 +74,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	}
 	c := map[string]any{"invoke_id": invokeID}
 	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding}
-	creds, err := p.credentials(ctx, invokeID, deadline)
+	creds, err := p.credentials(ctx, invokeID, deadline, req.Scope)
 	defer func() {
 		if p.opts.Broker != nil {
 			if _, err := p.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), invokeID); err != nil {
@@ -149,13 +152,17 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 
 // credentials delivers declared credentials: a handle per brokered one,
 // the value for the explicit raw opt-in (logged).
-func (p *Process) credentials(ctx context.Context, invokeID string, deadline time.Time) (map[string]string, error) {
+func (p *Process) credentials(ctx context.Context, invokeID string, deadline time.Time,
+	scope func(*broker.IssueRequest)) (map[string]string, error) {
 	out := map[string]string{}
 	for i, c := range p.Manifest.Credentials {
 		if intent, ok := p.cfg.Credentials[c.Name]; ok && p.opts.Broker != nil {
 			// No destinations: the broker uses the intent binding's.
-			iss, err := p.opts.Broker.Issue(ctx, broker.IssueRequest{PluginID: p.cfg.Name, InvocationID: invokeID,
-				Intent: intent, Deadline: deadline})
+			req := broker.IssueRequest{PluginID: p.cfg.Name, InvocationID: invokeID, Intent: intent, Deadline: deadline}
+			if scope != nil {
+				scope(&req)
+			}
+			iss, err := p.opts.Broker.Issue(ctx, req)
 			if err != nil {
 				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
 			}

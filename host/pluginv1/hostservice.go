@@ -128,6 +128,7 @@ func (h *hostService) RequestCredential(ctx context.Context, r *pb.RequestCreden
 	}
 	req := broker.IssueRequest{PluginID: h.p.inst.Name, InvocationID: inv.id, Intent: intent.GetName(),
 		Deadline: inv.deadline, DryRun: inv.dryRun}
+	inv.scope.Apply(&req)
 	for _, d := range intent.GetDestinations() {
 		req.Destinations = append(req.Destinations, destinationOf(d))
 	}

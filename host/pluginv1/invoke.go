@@ -37,7 +37,9 @@ type invocation struct {
 	id       string
 	deadline time.Time
 	dryRun   bool
-	cancel   context.CancelFunc
+	// scope is what each handle issued for the invocation carries.
+	scope  host.IssueScope
+	cancel context.CancelFunc
 	// key matches the invocation key sent with Invoke: every HostService
 	// call for this invocation presents it.
 	key *peerauth.Token
@@ -175,7 +177,7 @@ func (a *v1Action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	// provider presents it back on each HostService call it makes for it.
 	key := peerauth.NewSecret()
 	ctx = metadata.AppendToOutgoingContext(ctx, plugin.InvocationKeyMetadata, key)
-	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, cancel: cancel, key: peerauth.NewToken(key),
+	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, scope: call.Scope, cancel: cancel, key: peerauth.NewToken(key),
 		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
 		references: findReferences(a.msg.ProtoReflect())}
 	p.mu.Lock()
@@ -191,10 +193,8 @@ func (a *v1Action) Run(ctx context.Context, call host.Call) *host.Outcome {
 		delete(p.inflight, inv.id)
 		p.mu.Unlock()
 	}()
-	env := &pb.Envelope{Method: a.method, Request: a.input, Context: &pb.ActionContext{
-		InvocationId: inv.id, Actor: actorOf(call.Actor), Deadline: timestamppb.New(call.Deadline), DryRun: call.DryRun,
-		IdempotencyKey: inv.id, PolicyDecisionId: call.PolicyDecisionID}}
-	if result := p.run(ctx, a.md, a.rule, env, inv, out, call.OnRunning); result != nil {
+	env := &pb.Envelope{Method: a.method, Request: a.input, Context: actionContext(call)}
+	if result := p.run(ctx, a.md, a.rule, env, inv, out, call); result != nil {
 		msg := dynamicpb.NewMessage(a.md.Output())
 		if err := proto.Unmarshal(result.GetValue(), msg); err == nil {
 			out.Data, _ = protojson.Marshal(msg)
@@ -206,7 +206,8 @@ func (a *v1Action) Run(ctx context.Context, call host.Call) *host.Outcome {
 // run sends the call and checks the stream; it returns the terminal
 // result when the outcome keeps one.
 func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule plugin.PortRule, env *pb.Envelope,
-	inv *invocation, out *host.Outcome, onRunning func(host.Progress)) (result *anypb.Any) {
+	inv *invocation, out *host.Outcome, call host.Call) (result *anypb.Any) {
+	onRunning := call.OnRunning
 	failed := func(reason string) {
 		out.Status, out.Reason, result = host.CallFailed, reason, nil
 	}
@@ -261,6 +262,17 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 		return
 	}
 	out.Status, result, out.Diagnostics = callStatus(terminal.GetStatus()), terminal.GetResult(), diagnosticsOf(terminal.GetDiagnostics())
+	if c := terminal.GetCost(); c != nil {
+		out.CostMicros, out.CostUnit = c.GetMicros(), c.GetUnit()
+		if c.GetMicros() < 0 {
+			failed("cost: negative micros")
+			return
+		}
+		if max := call.Budget.MaxCostMicros; max > 0 && c.GetMicros() > max {
+			failed(fmt.Sprintf("cost: the provider reported %d micros, more than the %d its budget allowed", c.GetMicros(), max))
+			return
+		}
+	}
 	// Evidence ids must be ones this invocation's EmitEvidence returned.
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
@@ -282,4 +294,24 @@ func (p *Plugin) run(ctx context.Context, md protoreflect.MethodDescriptor, rule
 		}
 	}
 	return result
+}
+
+// actionContext is the ActionContext of call: every field the host has a
+// source for.
+func actionContext(call host.Call) *pb.ActionContext {
+	ac := &pb.ActionContext{InvocationId: call.ID, Actor: actorOf(call.Actor), Deadline: timestamppb.New(call.Deadline),
+		DryRun: call.DryRun, IdempotencyKey: call.ID, PolicyDecisionId: call.PolicyDecisionID,
+		RunId: call.Run.RunID, ChangeId: call.Run.ChangeID, PlanDigest: call.Run.PlanDigest,
+		GrantId: call.GrantID, ProfileDigest: call.ProfileDigest, Residency: strings.Join(call.Residency, ",")}
+	if call.Budget != (host.CallBudget{}) {
+		ac.Budget = &pb.Budget{MaxCalls: call.Budget.MaxCalls, MaxCostMicros: call.Budget.MaxCostMicros}
+	}
+	return ac
+}
+
+// Facts implements host.Describer: the method's declared side effect and
+// the input in protojson.
+func (a *v1Action) Facts() host.ActionFacts {
+	b, _ := protojson.Marshal(a.msg)
+	return host.ActionFacts{SideEffect: host.SideEffectName(a.rule.GetDeclaredSideEffect().String()), InputJSON: b}
 }
