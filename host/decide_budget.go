@@ -113,9 +113,42 @@ func (ip invokePath) chargeSpent(ctx context.Context, d *decision, out *Outcome)
 	if ip.opts.Ledger == nil || out.CostMicros <= 0 {
 		return nil
 	}
-	lines := make([]broker.BudgetLine, len(d.lines))
-	for i, line := range d.lines {
-		lines[i] = broker.BudgetLine{Key: line.Key}
+	return ip.opts.Ledger.Charge(context.WithoutCancel(ctx), unlimited(d.lines), broker.Spend{CostMicros: out.CostMicros})
+}
+
+// tokenSpend is Call.SpendTokens for d: with tokens 0 it refuses once a
+// line's tokens reached their limit; otherwise it charges them.
+func (ip invokePath) tokenSpend(d *decision) func(ctx context.Context, tokens int64) error {
+	l := ip.opts.Ledger
+	if l == nil {
+		return nil
 	}
-	return ip.opts.Ledger.Charge(context.WithoutCancel(ctx), lines, broker.Spend{CostMicros: out.CostMicros})
+	return func(ctx context.Context, tokens int64) error {
+		if tokens > 0 {
+			return l.Charge(ctx, unlimited(d.lines), broker.Spend{Tokens: tokens})
+		}
+		for _, line := range d.lines {
+			if line.Limits.Tokens == 0 {
+				continue
+			}
+			s, err := l.Spent(ctx, line.Key)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
+			}
+			if s.Tokens >= line.Limits.Tokens {
+				return &broker.BudgetExhaustedError{Key: line.Key, Dimension: "tokens", Limit: line.Limits.Tokens, Spent: s.Tokens}
+			}
+		}
+		return nil
+	}
+}
+
+// unlimited are the lines' keys with no limits: a charge of what was
+// already spent is counted whatever it passes.
+func unlimited(lines []broker.BudgetLine) []broker.BudgetLine {
+	out := make([]broker.BudgetLine, len(lines))
+	for i, line := range lines {
+		out[i] = broker.BudgetLine{Key: line.Key}
+	}
+	return out
 }

@@ -54,7 +54,8 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	stopWatch := ip.watch(ctx, id, d, cancelCause)
 	call := Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Caller: req.Caller, Actor: req.Actor,
 		PolicyDecisionID: d.recordID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug,
-		Run: req.Run, ProfileDigest: d.policy.Digest, Budget: d.budget, Residency: d.residency, Scope: d.scope(req.Run)}
+		Run: req.Run, ProfileDigest: d.policy.Digest, Budget: d.budget, Residency: d.residency, Scope: d.scope(req.Run),
+		SpendTokens: ip.tokenSpend(d)}
 	if d.grant != nil {
 		call.GrantID = d.grant.ID
 	}

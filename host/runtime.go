@@ -91,8 +91,12 @@ type Call struct {
 	// limit).
 	Residency []string
 	// Scope is what every handle the runtime asks the broker for carries
-	// (ApplyScope).
+	// (IssueScope.Apply).
 	Scope IssueScope
+	// SpendTokens, when set, checks (tokens 0: refused once a budget's
+	// tokens are spent) or charges the call's budgets with the sampling
+	// tokens an Executa call used.
+	SpendTokens func(ctx context.Context, tokens int64) error
 }
 
 // CallBudget is the budget the ActionContext carries.

@@ -91,6 +91,9 @@ func writeError(w http.ResponseWriter, code int, errCode, detail string) {
 
 // refusal maps an invoke-path error to its status and code.
 func refusal(w http.ResponseWriter, err error) {
+	if decisionRefusal(w, err) {
+		return
+	}
 	var re *host.RestartingError
 	switch {
 	case errors.As(err, &re):

@@ -151,7 +151,8 @@ func (a *action) Risk() policy.Risk { return policy.RiskUnspecified }
 func (a *action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	out := &host.Outcome{InvocationID: call.ID}
 	res, err := a.r.p.Invoke(ctx, InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
-		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug, Scope: call.Scope.Apply})
+		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug, Scope: call.Scope.Apply,
+		SpendTokens: call.SpendTokens})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Status, out.Reason = host.CallFailed, host.CancelReason(ctx)

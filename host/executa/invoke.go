@@ -30,6 +30,9 @@ type InvokeRequest struct {
 	// Scope, when set, completes each handle request of the invoke with
 	// the decision's context (run, access grant, budgets, residency).
 	Scope func(*broker.IssueRequest)
+	// SpendTokens, when set, checks (tokens 0) or charges the host's
+	// budgets of the call with the sampling tokens it used.
+	SpendTokens func(ctx context.Context, tokens int64) error
 }
 
 // InvokeResult is the plugin's answer.
@@ -73,7 +76,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		binding.UserID = "local"
 	}
 	c := map[string]any{"invoke_id": invokeID}
-	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding}
+	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding, spend: req.SpendTokens}
 	creds, err := p.credentials(ctx, invokeID, deadline, req.Scope)
 	defer func() {
 		if p.opts.Broker != nil {

@@ -59,6 +59,9 @@ type liveInvoke struct {
 	samplingToken string
 	storageToken  string
 	budget        samplingBudget
+	// spend, when set, checks (tokens 0) or charges the host's budgets
+	// of the invoke with sampling tokens.
+	spend func(ctx context.Context, tokens int64) error
 }
 
 // Start spawns the plugin, negotiates the protocol and reads its manifest.

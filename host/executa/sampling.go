@@ -299,6 +299,13 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	// reserved before it is sent, so concurrent calls cannot together
 	// pass the cap; what was used is settled after.
 	reserved := promptTokens(&req) + req.MaxTokens
+	if inv.spend != nil {
+		// The host's budgets (invocation, run, grant) bound tokens too:
+		// one spent to its limit refuses the call, as the invoke's cap does.
+		if err := inv.spend(ctx, 0); err != nil {
+			return nil, rpcError(CodeSamplingQuota, "a token budget of this call is spent: "+err.Error(), "BUDGET_EXHAUSTED")
+		}
+	}
 	if e := inv.budget.admit(ctx, min(claims.MaxCallsPerInvoke, MaxCallsPerInvoke), reserved); e != nil {
 		return nil, e
 	}
@@ -306,6 +313,11 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	settle := func(used int) {
 		inv.budget.settle(reserved, used, true)
 		settled = true
+		if inv.spend != nil && used > 0 {
+			if err := inv.spend(context.WithoutCancel(ctx), int64(used)); err != nil {
+				p.log.Error("charging sampling tokens to the call's budgets failed", "err", err)
+			}
+		}
 	}
 	defer func() {
 		if !settled {

@@ -67,6 +67,9 @@ type Host struct {
 	// health, /metrics); default 127.0.0.1:9467. airlock dev serves these
 	// on admin.listen instead.
 	Admin string `yaml:"admin"`
+	// Decision is what the decision point counts and requires beyond the
+	// policy: budgets, residency, grants.
+	Decision Decision `yaml:"decision"`
 	// Restart is how crashed plugins of either kind are restarted.
 	Restart host.RestartPolicy `yaml:"restart"`
 	// HealthInterval is how often each running plugin is probed (10s).
@@ -391,6 +394,9 @@ func (c Host) Validate() error {
 		}
 	}
 	if err := c.Executa.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Decision.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -208,6 +208,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		return nil, err
 	}
 	hopts.Broker, hopts.Evidence, hopts.EvidenceKey, hopts.Policy = deps.broker, ev, evKey, policy
+	hopts.Ledger = ledgerOf(deps.broker)
 	hopts.EgressProxy, hopts.ProxyServe, hopts.Egress, hopts.Registerer = deps.egressProxy, deps.proxyServe, deps.egress, reg
 	h := host.New(hopts)
 	n.h = h

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/config"
 )
@@ -21,7 +23,8 @@ func hostOptions(cfg *config.Config, log *slog.Logger) (host.Options, error) {
 		HTTPSProxyOptOut: cfg.Host.HTTPSProxyOptOut, Ports: Ports(),
 		ShutdownGrace: cfg.Host.ShutdownGrace, Restart: cfg.Host.Restart, HealthInterval: cfg.Host.HealthInterval,
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Log: log,
-		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden()}
+		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden(), Decision: cfg.Host.Decision.Options(),
+		QuarantineDir: filepath.Join(cfg.StateDir, "quarantine")}
 	if dir := cfg.Host.Artifacts; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return host.Options{}, fmt.Errorf("host.artifacts: %s is not a directory", dir)
@@ -29,4 +32,16 @@ func hostOptions(cfg *config.Config, log *slog.Logger) (host.Options, error) {
 		o.Artifacts = host.DirArtifacts{Dir: dir}
 	}
 	return o, nil
+}
+
+// ledgerOf is the ledger behind a broker API: the embedded broker's store,
+// or airlock serve's over the broker API.
+func ledgerOf(api broker.API) broker.Ledger {
+	switch b := api.(type) {
+	case interface{ Ledger() broker.Ledger }:
+		return b.Ledger()
+	case broker.Ledger:
+		return b
+	}
+	return nil
 }
