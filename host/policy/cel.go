@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
@@ -80,7 +82,20 @@ func compileWhen(env *cel.Env, expr string) (cel.Program, error) {
 	if !ast.OutputType().IsExactType(types.BoolType) {
 		return nil, fmt.Errorf("must be a boolean expression, is %s", ast.OutputType())
 	}
-	return env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(costLimit))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if iterates(ast) {
+		opts = append(opts, cel.CostLimit(costLimit))
+	}
+	return env.Program(ast, opts...)
+}
+
+// iterates reports whether an expression holds a comprehension (exists,
+// all, map, filter, …): only those make a decision's cost grow faster
+// than the input, so only those pay for cost tracking, which would
+// otherwise double the cost of every rule.
+func iterates(ast *cel.Ast) bool {
+	nav := celast.NavigateAST(ast.NativeRep())
+	return len(celast.MatchDescendants(nav, celast.KindMatcher(celast.ComprehensionKind))) > 0
 }
 
 // errNotBool: an expression that type-checked as bool produced another
@@ -102,57 +117,133 @@ func evalWhen(prg cel.Program, act interpreter.Activation) (bool, error) {
 }
 
 // activation resolves the CEL variables of one request. It is built once
-// per decision and shared by every rule's program.
+// per decision and shared by every rule's program; each variable is
+// converted to a CEL value once, at its first use.
 type activation struct {
-	r     *Request
-	risk  string
-	input any
-	now   time.Time
+	r       *Request
+	adapter types.Adapter
+	vals    [len(varNames)]ref.Val
 }
 
-func newActivation(r *Request) *activation {
-	a := &activation{r: r, risk: riskName(r.Risk), input: r.Input, now: r.Now}
-	if a.input == nil {
-		a.input = map[string]any{}
-	}
-	if a.now.IsZero() {
-		a.now = time.Now()
-	}
-	return a
+// varNames are the rule variables, in the order activation caches them.
+var varNames = [...]string{"principal", "actor", "plugin", "kind", "method", "risk", "side_effect", "dry_run", "input",
+	"run", "grant", "spent", "now"}
+
+func newActivation(r *Request, adapter types.Adapter) *activation {
+	return &activation{r: r, adapter: adapter}
 }
 
 // ResolveName implements interpreter.Activation.
 func (a *activation) ResolveName(name string) (any, bool) {
-	r := a.r
+	i := varIndex(name)
+	if i < 0 {
+		return nil, false
+	}
+	if a.vals[i] == nil {
+		a.vals[i] = a.adapter.NativeToValue(a.native(i))
+	}
+	return a.vals[i], true
+}
+
+// varIndex is name's index in varNames, or -1.
+func varIndex(name string) int {
 	switch name {
 	case "principal":
-		return r.Principal, true
+		return 0
 	case "actor":
-		return r.Actor, true
+		return 1
 	case "plugin":
-		return r.Plugin, true
+		return 2
 	case "kind":
-		return r.Kind, true
+		return 3
 	case "method":
-		return r.Method, true
+		return 4
 	case "risk":
-		return a.risk, true
+		return 5
 	case "side_effect":
-		return r.SideEffect, true
+		return 6
 	case "dry_run":
-		return r.DryRun, true
+		return 7
 	case "input":
-		return a.input, true
+		return 8
 	case "run":
-		return r.Run, true
+		return 9
 	case "grant":
-		return r.Grant, true
+		return 10
 	case "spent":
-		return r.Spent, true
+		return 11
 	case "now":
-		return a.now, true
+		return 12
 	}
-	return nil, false
+	return -1
+}
+
+// celValue converts decoded JSON (or YAML) to CEL values all at once, so
+// that each rule's lookups find CEL values instead of converting the
+// same field again for every rule. Other Go values go through adapter.
+func celValue(adapter types.Adapter, v any) ref.Val {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[ref.Val]ref.Val, len(v))
+		for k, e := range v {
+			m[types.String(k)] = celValue(adapter, e)
+		}
+		return types.NewRefValMap(adapter, m)
+	case []any:
+		l := make([]ref.Val, len(v))
+		for i, e := range v {
+			l[i] = celValue(adapter, e)
+		}
+		return types.NewRefValList(adapter, l)
+	case string:
+		return types.String(v)
+	case float64:
+		return types.Double(v)
+	case bool:
+		return types.Bool(v)
+	case nil:
+		return types.NullValue
+	}
+	return adapter.NativeToValue(v)
+}
+
+// native is variable i as a Go value.
+func (a *activation) native(i int) any {
+	r := a.r
+	switch varNames[i] {
+	case "principal":
+		return r.Principal
+	case "actor":
+		return r.Actor
+	case "plugin":
+		return r.Plugin
+	case "kind":
+		return r.Kind
+	case "method":
+		return r.Method
+	case "risk":
+		return riskName(r.Risk)
+	case "side_effect":
+		return r.SideEffect
+	case "dry_run":
+		return r.DryRun
+	case "input":
+		if r.Input == nil {
+			return map[string]any{}
+		}
+		return celValue(a.adapter, r.Input)
+	case "run":
+		return r.Run
+	case "grant":
+		return r.Grant
+	case "spent":
+		return r.Spent
+	default: // "now"
+		if r.Now.IsZero() {
+			return time.Now()
+		}
+		return r.Now
+	}
 }
 
 // Parent implements interpreter.Activation.

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"slices"
+
+	"cel.dev/cel-go/common/types"
 )
 
 // Evaluate decides one call: the first rule whose every set field and
@@ -24,7 +26,7 @@ func (p *Policy) Evaluate(r Request) Decision {
 		eff, _ := ParseEffect(rule.Effect)
 		if rule.When != "" {
 			if act == nil {
-				act = newActivation(&r)
+				act = newActivation(&r, p.adapter())
 			}
 			ok, err := rule.evalWhen(act)
 			if err != nil {
@@ -128,4 +130,13 @@ func (r *Rule) coversRisk(risk Risk) bool {
 		}
 	}
 	return false
+}
+
+// adapter converts Go values to CEL values for the rule environment.
+func (p *Policy) adapter() types.Adapter {
+	env, _, err := celEnvs()
+	if err != nil {
+		return types.DefaultTypeAdapter
+	}
+	return env.CELTypeAdapter()
 }
