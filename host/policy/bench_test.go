@@ -2,9 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
