@@ -26,6 +26,9 @@ const (
 	// its last charge: longer than any grant lives, so a grant's spend is
 	// never forgotten while the grant can still be used.
 	SpendTTL = MaxAccessGrantTTL + 24*time.Hour
+	// MaxChargeLines bounds the lines of one charge (an invocation's, a
+	// run's and a grant's are three).
+	MaxChargeLines = 8
 	// MaxViolationsPerKey bounds the violations kept per invocation and
 	// per plugin: the oldest are dropped past it.
 	MaxViolationsPerKey = 1000
@@ -80,6 +83,9 @@ func checkCharge(lines []BudgetLine, add Spend) error {
 		if *d.get(&add) < 0 {
 			return fmt.Errorf("%w: charge: %s is negative", ErrBadRequest, spendDims[i].name)
 		}
+	}
+	if len(lines) > MaxChargeLines {
+		return fmt.Errorf("%w: charge: at most %d lines", ErrBadRequest, MaxChargeLines)
 	}
 	seen := make(map[string]bool, len(lines))
 	for i, l := range lines {

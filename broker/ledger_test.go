@@ -11,7 +11,9 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// ledgerPair returns two ledgers on one shared state: two replicas.
+// ledgerPair returns two ledgers on one shared state: two replicas (the
+// memory store twice; two RedisStores on one redis-server; two brokers on
+// one redis-server, each behind its own broker API, through Clients).
 type ledgerPair func(t *testing.T) (Ledger, Ledger)
 
 func memoryPair(t *testing.T) (Ledger, Ledger) {
@@ -38,7 +40,7 @@ func newLedgerStore(t *testing.T, addr string) *RedisStore {
 var ledgerStores = []struct {
 	name string
 	pair ledgerPair
-}{{"memory", memoryPair}, {"redis", redisPair}}
+}{{"memory", memoryPair}, {"redis", redisPair}, {"grpc", grpcPair}}
 
 func eachLedger(t *testing.T, fn func(t *testing.T, a, b Ledger)) {
 	for _, st := range ledgerStores {
