@@ -374,5 +374,12 @@ func (b *Broker) RefreshSecrets() {
 // Ping checks the handle store.
 func (b *Broker) Ping(ctx context.Context) error { return b.store.Ping(ctx) }
 
+// Ledger is the decision point's shared state in the handle store (both
+// stores implement it); nil when the store does not.
+func (b *Broker) Ledger() Ledger {
+	l, _ := b.store.(Ledger)
+	return l
+}
+
 // Store is the handle store (the Redis one also enforces global rates).
 func (b *Broker) Store() Store { return b.store }

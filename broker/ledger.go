@@ -103,6 +103,17 @@ var (
 	ErrGrantUnknown       = errors.New("no access grant has this id")
 	ErrGrantRevoked       = errors.New("access grant revoked")
 	ErrApprovalUnknown    = errors.New("no approval has this id")
+	// ErrApprovalDecided: the approval is granted or denied already.
+	ErrApprovalDecided = errors.New("approval already decided")
+	// ErrApprovalExpired: the approval was not decided before ExpiresAt.
+	ErrApprovalExpired = errors.New("approval expired")
+	// ErrSelfApproval: the requester may not decide their own approval.
+	ErrSelfApproval = errors.New("the requester may not decide their own approval")
+	// ErrNotEligible: the approval's Eligible list does not name the
+	// approver.
+	ErrNotEligible = errors.New("not eligible to decide this approval")
+	// ErrAlreadyApproved: this approver's approval is counted already.
+	ErrAlreadyApproved = errors.New("approver already approved")
 )
 
 // Violation is a plugin's attempt to use authority it was not given, as

@@ -33,6 +33,16 @@ var reasons = []struct {
 	{ErrHandleExpired, "handle_expired", codes.FailedPrecondition},
 	{tokens.ErrDeadlinePassed, "token_deadline_passed", codes.FailedPrecondition},
 	{tokens.ErrInvalidBinding, "token_binding", codes.InvalidArgument},
+	// The ledger's (ledger.go).
+	{ErrBudgetExhausted, "budget_exhausted", codes.ResourceExhausted},
+	{ErrGrantUnknown, "grant_unknown", codes.NotFound},
+	{ErrGrantRevoked, "grant_revoked", codes.PermissionDenied},
+	{ErrApprovalUnknown, "approval_unknown", codes.NotFound},
+	{ErrApprovalDecided, "approval_decided", codes.FailedPrecondition},
+	{ErrApprovalExpired, "approval_expired", codes.FailedPrecondition},
+	{ErrSelfApproval, "self_approval", codes.PermissionDenied},
+	{ErrNotEligible, "not_eligible", codes.PermissionDenied},
+	{ErrAlreadyApproved, "already_approved", codes.AlreadyExists},
 }
 
 func reasonOf(err error) (string, codes.Code) {

@@ -33,7 +33,10 @@ type Server struct {
 }
 
 // Register adds the service to s.
-func (s *Server) Register(g *grpc.Server) { brokerv1.RegisterBrokerServiceServer(g, s) }
+func (s *Server) Register(g *grpc.Server) {
+	brokerv1.RegisterBrokerServiceServer(g, s)
+	brokerv1.RegisterLedgerServiceServer(g, &ledgerServer{s: s})
+}
 
 // IssueHandle implements BrokerService.
 func (s *Server) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest) (*brokerv1.IssueHandleResponse, error) {

@@ -25,6 +25,7 @@ type MemoryStore struct {
 	revokedInv      map[string]time.Time           // invocation -> forget after
 	pluginRevokedAt map[string]time.Time
 	leases          map[string]memLease // lease records (lease_store.go)
+	led             *memLedger          // the ledger (ledger_memory.go), made on first use
 }
 
 type memEntry struct {
@@ -201,6 +202,7 @@ func (s *MemoryStore) Sweep() {
 
 func (s *MemoryStore) sweepLocked(now time.Time) {
 	s.sweepLeasesLocked(now)
+	s.sweepLedgerLocked(now)
 	for k, e := range s.grants {
 		if now.After(e.g.ExpiresAt.Add(s.retention)) {
 			delete(s.grants, k)

@@ -25,7 +25,13 @@ const DefaultRevocationAck = 5 * time.Second
 // revocation is also journaled, to be written again after a primary
 // change (reassert).
 func (s *RedisStore) revoke(ctx context.Context, script *redis.Script, keys []string, args ...any) (int, error) {
-	s.journal.add(script, keys, args, time.Now().Add(s.tombstone))
+	return s.revokeUntil(ctx, time.Now().Add(s.tombstone), script, keys, args...)
+}
+
+// revokeUntil is revoke for a revocation journaled until until (what it
+// covers lives longer than a handle: an access grant).
+func (s *RedisStore) revokeUntil(ctx context.Context, until time.Time, script *redis.Script, keys []string, args ...any) (int, error) {
+	s.journal.add(script, keys, args, until)
 	start := time.Now()
 	best := 0
 	for attempt := 0; ; attempt++ {

@@ -16,6 +16,7 @@ func TestHelpExitsZero(t *testing.T) {
 		{"serve", "-h"}, {"check-config", "-h"}, {"host", "-h"}, {"invoke", "-h"}, {"plugins", "-h"}, {"dev", "-h"},
 		{"explain", "-h"}, {"version", "-h"}, {"token", "mint", "-h"}, {"token", "verify", "-h"}, {"token", "rotate", "-h"},
 		{"handle", "issue", "-h"}, {"handle", "inspect", "-h"}, {"handle", "revoke", "-h"}, {"evidence", "verify", "-h"},
+		{"policy", "test", "-h"}, {"policy", "check", "-h"}, {"policy", "-h"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errOut, code := cli(t, nil, "", args...)

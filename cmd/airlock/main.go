@@ -26,6 +26,7 @@ commands:
   explain       which proxy check would allow or deny a request, and why (nothing is sent)
   serve         run the broker, egress proxy, token issuer, broker API and admin listener
   check-config  validate a config file and report every problem
+  policy        test a policy against its cases (policy test DIR) or check a policy file
   token         mint, verify or rotate Executa tokens (airlock token -h)
   evidence      verify (or repair) an evidence log: chain, exact encoding, signed checkpoints
   intercept-ca  show, stage or promote the proxy's CONNECT intercept CA (rotation)
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdServe(ctx, rest, stderr)
 	case "check-config":
 		err = cmdCheckConfig(ctx, rest, stdout, stderr)
+	case "policy":
+		err = cmdPolicy(rest, stdout, stderr)
 	case "token":
 		err = cmdToken(ctx, rest, stdin, stdout, stderr)
 	case "host":

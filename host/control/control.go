@@ -52,7 +52,8 @@ type Handler struct {
 	mux *http.ServeMux
 
 	mu        sync.Mutex
-	installer Installer // set by EnableInstall
+	installer Installer  // set by EnableInstall
+	ledger    *ledgerAPI // set by EnableLedger
 }
 
 // NewHandler returns the control API of h:
@@ -68,6 +69,8 @@ type Handler struct {
 //     host runs (see EnableInstall) and launch it.
 //   - GET /v1/evidence/head: the latest signed checkpoint of the evidence
 //     log; GET /v1/evidence/jwks.json: the key that signs them.
+//   - /v1/grants and /v1/approvals: access grants and approvals (see
+//     EnableLedger; 404 ledger_disabled until it is called).
 func NewHandler(h *host.Host) *Handler {
 	c := &Handler{h: h, mux: http.NewServeMux()}
 	c.mux.HandleFunc("POST /v1/invocations", c.serveInvoke)
@@ -77,6 +80,7 @@ func NewHandler(h *host.Host) *Handler {
 	})
 	c.evidenceRoutes()
 	c.mux.HandleFunc("POST /v1/plugins", c.serveInstall)
+	c.ledgerRoutes()
 	return c
 }
 

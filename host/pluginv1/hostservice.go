@@ -32,7 +32,7 @@ const MaxHostCalls = 2048
 const MaxEvidencePayload = 16 << 10
 
 // hostAuthored record types are written by the host only.
-var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "credential.", "invocation."}
+var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "grant.", "credential.", "invocation."}
 
 // hostAuthoredType reports whether typ is a record type only the host
 // writes: a manifest may not declare it, a provider may not emit it.

@@ -25,3 +25,13 @@ func TestManifestRefusesHostAuthoredRecordTypes(t *testing.T) {
 		t.Fatalf("a plugin's own record type: %v", err)
 	}
 }
+
+// The decision point's records (access grants issued and revoked,
+// approvals) are the host's: a plugin cannot forge one.
+func TestDecisionRecordsAreHostAuthored(t *testing.T) {
+	for _, typ := range []string{"grant.issued", "grant.revoked", "approval.granted", "approval.decided", "policy.decision"} {
+		if !hostAuthoredType(typ) {
+			t.Errorf("%s is not host-authored", typ)
+		}
+	}
+}

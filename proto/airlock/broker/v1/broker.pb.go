@@ -1328,6 +1328,1203 @@ func (x *ExplainResponse) GetSteps() []*ExplainStep {
 	return nil
 }
 
+// LedgerSpend is spend, or limits (0: no limit).
+type LedgerSpend struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Calls          int64                  `protobuf:"varint,1,opt,name=calls,proto3" json:"calls,omitempty"`
+	CostMicros     int64                  `protobuf:"varint,2,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	EgressRequests int64                  `protobuf:"varint,3,opt,name=egress_requests,json=egressRequests,proto3" json:"egress_requests,omitempty"`
+	EgressBytes    int64                  `protobuf:"varint,4,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	Tokens         int64                  `protobuf:"varint,5,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LedgerSpend) Reset() {
+	*x = LedgerSpend{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerSpend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerSpend) ProtoMessage() {}
+
+func (x *LedgerSpend) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerSpend.ProtoReflect.Descriptor instead.
+func (*LedgerSpend) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LedgerSpend) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *LedgerSpend) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+func (x *LedgerSpend) GetEgressRequests() int64 {
+	if x != nil {
+		return x.EgressRequests
+	}
+	return 0
+}
+
+func (x *LedgerSpend) GetEgressBytes() int64 {
+	if x != nil {
+		return x.EgressBytes
+	}
+	return 0
+}
+
+func (x *LedgerSpend) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+type LedgerBudgetLine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "invocation:ID", "run:ID" or "grant:ID".
+	Key           string       `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Limits        *LedgerSpend `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerBudgetLine) Reset() {
+	*x = LedgerBudgetLine{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerBudgetLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerBudgetLine) ProtoMessage() {}
+
+func (x *LedgerBudgetLine) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerBudgetLine.ProtoReflect.Descriptor instead.
+func (*LedgerBudgetLine) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LedgerBudgetLine) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LedgerBudgetLine) GetLimits() *LedgerSpend {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type LedgerChargeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lines         []*LedgerBudgetLine    `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	Add           *LedgerSpend           `protobuf:"bytes,2,opt,name=add,proto3" json:"add,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerChargeRequest) Reset() {
+	*x = LedgerChargeRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerChargeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerChargeRequest) ProtoMessage() {}
+
+func (x *LedgerChargeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerChargeRequest.ProtoReflect.Descriptor instead.
+func (*LedgerChargeRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LedgerChargeRequest) GetLines() []*LedgerBudgetLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *LedgerChargeRequest) GetAdd() *LedgerSpend {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+// LedgerBudgetExhausted names the first line and dimension a charge would
+// have exceeded; nothing of the charge was counted.
+type LedgerBudgetExhausted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// calls, cost_micros, egress_requests, egress_bytes or tokens.
+	Dimension     string `protobuf:"bytes,2,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	Limit         int64  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Spent         int64  `protobuf:"varint,4,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerBudgetExhausted) Reset() {
+	*x = LedgerBudgetExhausted{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerBudgetExhausted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerBudgetExhausted) ProtoMessage() {}
+
+func (x *LedgerBudgetExhausted) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerBudgetExhausted.ProtoReflect.Descriptor instead.
+func (*LedgerBudgetExhausted) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LedgerBudgetExhausted) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LedgerBudgetExhausted) GetDimension() string {
+	if x != nil {
+		return x.Dimension
+	}
+	return ""
+}
+
+func (x *LedgerBudgetExhausted) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LedgerBudgetExhausted) GetSpent() int64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+type LedgerChargeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the charge was refused.
+	Exhausted     *LedgerBudgetExhausted `protobuf:"bytes,1,opt,name=exhausted,proto3" json:"exhausted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerChargeResponse) Reset() {
+	*x = LedgerChargeResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerChargeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerChargeResponse) ProtoMessage() {}
+
+func (x *LedgerChargeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerChargeResponse.ProtoReflect.Descriptor instead.
+func (*LedgerChargeResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LedgerChargeResponse) GetExhausted() *LedgerBudgetExhausted {
+	if x != nil {
+		return x.Exhausted
+	}
+	return nil
+}
+
+type LedgerSpentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerSpentRequest) Reset() {
+	*x = LedgerSpentRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerSpentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerSpentRequest) ProtoMessage() {}
+
+func (x *LedgerSpentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerSpentRequest.ProtoReflect.Descriptor instead.
+func (*LedgerSpentRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *LedgerSpentRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type LedgerSpentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spent         *LedgerSpend           `protobuf:"bytes,1,opt,name=spent,proto3" json:"spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerSpentResponse) Reset() {
+	*x = LedgerSpentResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerSpentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerSpentResponse) ProtoMessage() {}
+
+func (x *LedgerSpentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerSpentResponse.ProtoReflect.Descriptor instead.
+func (*LedgerSpentResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LedgerSpentResponse) GetSpent() *LedgerSpend {
+	if x != nil {
+		return x.Spent
+	}
+	return nil
+}
+
+type LedgerViolation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InvocationId  string                 `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	PluginId      string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerViolation) Reset() {
+	*x = LedgerViolation{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerViolation) ProtoMessage() {}
+
+func (x *LedgerViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerViolation.ProtoReflect.Descriptor instead.
+func (*LedgerViolation) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *LedgerViolation) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *LedgerViolation) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *LedgerViolation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LedgerViolation) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+type LedgerRecordViolationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Violation     *LedgerViolation       `protobuf:"bytes,1,opt,name=violation,proto3" json:"violation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRecordViolationRequest) Reset() {
+	*x = LedgerRecordViolationRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRecordViolationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRecordViolationRequest) ProtoMessage() {}
+
+func (x *LedgerRecordViolationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRecordViolationRequest.ProtoReflect.Descriptor instead.
+func (*LedgerRecordViolationRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LedgerRecordViolationRequest) GetViolation() *LedgerViolation {
+	if x != nil {
+		return x.Violation
+	}
+	return nil
+}
+
+type LedgerRecordViolationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRecordViolationResponse) Reset() {
+	*x = LedgerRecordViolationResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRecordViolationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRecordViolationResponse) ProtoMessage() {}
+
+func (x *LedgerRecordViolationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRecordViolationResponse.ProtoReflect.Descriptor instead.
+func (*LedgerRecordViolationResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{27}
+}
+
+type LedgerListViolationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one: an invocation's violations, or a plugin's at or after
+	// since.
+	InvocationId  string                 `protobuf:"bytes,1,opt,name=invocation_id,json=invocationId,proto3" json:"invocation_id,omitempty"`
+	PluginId      string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerListViolationsRequest) Reset() {
+	*x = LedgerListViolationsRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerListViolationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerListViolationsRequest) ProtoMessage() {}
+
+func (x *LedgerListViolationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerListViolationsRequest.ProtoReflect.Descriptor instead.
+func (*LedgerListViolationsRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LedgerListViolationsRequest) GetInvocationId() string {
+	if x != nil {
+		return x.InvocationId
+	}
+	return ""
+}
+
+func (x *LedgerListViolationsRequest) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *LedgerListViolationsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type LedgerListViolationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Violations    []*LedgerViolation     `protobuf:"bytes,1,rep,name=violations,proto3" json:"violations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerListViolationsResponse) Reset() {
+	*x = LedgerListViolationsResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerListViolationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerListViolationsResponse) ProtoMessage() {}
+
+func (x *LedgerListViolationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerListViolationsResponse.ProtoReflect.Descriptor instead.
+func (*LedgerListViolationsResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LedgerListViolationsResponse) GetViolations() []*LedgerViolation {
+	if x != nil {
+		return x.Violations
+	}
+	return nil
+}
+
+type LedgerPutAccessGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The AccessGrant's JSON record.
+	GrantJson     []byte `protobuf:"bytes,1,opt,name=grant_json,json=grantJson,proto3" json:"grant_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerPutAccessGrantRequest) Reset() {
+	*x = LedgerPutAccessGrantRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerPutAccessGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerPutAccessGrantRequest) ProtoMessage() {}
+
+func (x *LedgerPutAccessGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerPutAccessGrantRequest.ProtoReflect.Descriptor instead.
+func (*LedgerPutAccessGrantRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *LedgerPutAccessGrantRequest) GetGrantJson() []byte {
+	if x != nil {
+		return x.GrantJson
+	}
+	return nil
+}
+
+type LedgerPutApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Approval's JSON record.
+	ApprovalJson  []byte `protobuf:"bytes,1,opt,name=approval_json,json=approvalJson,proto3" json:"approval_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerPutApprovalRequest) Reset() {
+	*x = LedgerPutApprovalRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerPutApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerPutApprovalRequest) ProtoMessage() {}
+
+func (x *LedgerPutApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerPutApprovalRequest.ProtoReflect.Descriptor instead.
+func (*LedgerPutApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LedgerPutApprovalRequest) GetApprovalJson() []byte {
+	if x != nil {
+		return x.ApprovalJson
+	}
+	return nil
+}
+
+type LedgerPutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerPutResponse) Reset() {
+	*x = LedgerPutResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerPutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerPutResponse) ProtoMessage() {}
+
+func (x *LedgerPutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerPutResponse.ProtoReflect.Descriptor instead.
+func (*LedgerPutResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{32}
+}
+
+type LedgerGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerGetRequest) Reset() {
+	*x = LedgerGetRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerGetRequest) ProtoMessage() {}
+
+func (x *LedgerGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerGetRequest.ProtoReflect.Descriptor instead.
+func (*LedgerGetRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LedgerGetRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type LedgerListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerListRequest) Reset() {
+	*x = LedgerListRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerListRequest) ProtoMessage() {}
+
+func (x *LedgerListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerListRequest.ProtoReflect.Descriptor instead.
+func (*LedgerListRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{34}
+}
+
+type LedgerAccessGrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantJson     []byte                 `protobuf:"bytes,1,opt,name=grant_json,json=grantJson,proto3" json:"grant_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerAccessGrantResponse) Reset() {
+	*x = LedgerAccessGrantResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerAccessGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerAccessGrantResponse) ProtoMessage() {}
+
+func (x *LedgerAccessGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerAccessGrantResponse.ProtoReflect.Descriptor instead.
+func (*LedgerAccessGrantResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *LedgerAccessGrantResponse) GetGrantJson() []byte {
+	if x != nil {
+		return x.GrantJson
+	}
+	return nil
+}
+
+type LedgerListAccessGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantsJson    [][]byte               `protobuf:"bytes,1,rep,name=grants_json,json=grantsJson,proto3" json:"grants_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerListAccessGrantsResponse) Reset() {
+	*x = LedgerListAccessGrantsResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerListAccessGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerListAccessGrantsResponse) ProtoMessage() {}
+
+func (x *LedgerListAccessGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerListAccessGrantsResponse.ProtoReflect.Descriptor instead.
+func (*LedgerListAccessGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *LedgerListAccessGrantsResponse) GetGrantsJson() [][]byte {
+	if x != nil {
+		return x.GrantsJson
+	}
+	return nil
+}
+
+type LedgerRevokeAccessGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The principal who revokes it.
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRevokeAccessGrantRequest) Reset() {
+	*x = LedgerRevokeAccessGrantRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRevokeAccessGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRevokeAccessGrantRequest) ProtoMessage() {}
+
+func (x *LedgerRevokeAccessGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRevokeAccessGrantRequest.ProtoReflect.Descriptor instead.
+func (*LedgerRevokeAccessGrantRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *LedgerRevokeAccessGrantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LedgerRevokeAccessGrantRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *LedgerRevokeAccessGrantRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+type LedgerRevokeAccessGrantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// was_live: it was not revoked before.
+	WasLive       bool `protobuf:"varint,1,opt,name=was_live,json=wasLive,proto3" json:"was_live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRevokeAccessGrantResponse) Reset() {
+	*x = LedgerRevokeAccessGrantResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRevokeAccessGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRevokeAccessGrantResponse) ProtoMessage() {}
+
+func (x *LedgerRevokeAccessGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRevokeAccessGrantResponse.ProtoReflect.Descriptor instead.
+func (*LedgerRevokeAccessGrantResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *LedgerRevokeAccessGrantResponse) GetWasLive() bool {
+	if x != nil {
+		return x.WasLive
+	}
+	return false
+}
+
+type LedgerApprovalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalJson  []byte                 `protobuf:"bytes,1,opt,name=approval_json,json=approvalJson,proto3" json:"approval_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerApprovalResponse) Reset() {
+	*x = LedgerApprovalResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerApprovalResponse) ProtoMessage() {}
+
+func (x *LedgerApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerApprovalResponse.ProtoReflect.Descriptor instead.
+func (*LedgerApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *LedgerApprovalResponse) GetApprovalJson() []byte {
+	if x != nil {
+		return x.ApprovalJson
+	}
+	return nil
+}
+
+type LedgerListApprovalsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalsJson [][]byte               `protobuf:"bytes,1,rep,name=approvals_json,json=approvalsJson,proto3" json:"approvals_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerListApprovalsResponse) Reset() {
+	*x = LedgerListApprovalsResponse{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerListApprovalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerListApprovalsResponse) ProtoMessage() {}
+
+func (x *LedgerListApprovalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerListApprovalsResponse.ProtoReflect.Descriptor instead.
+func (*LedgerListApprovalsResponse) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *LedgerListApprovalsResponse) GetApprovalsJson() [][]byte {
+	if x != nil {
+		return x.ApprovalsJson
+	}
+	return nil
+}
+
+type LedgerDecideApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The principal who decides.
+	Approver      string                 `protobuf:"bytes,2,opt,name=approver,proto3" json:"approver,omitempty"`
+	Approve       bool                   `protobuf:"varint,3,opt,name=approve,proto3" json:"approve,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerDecideApprovalRequest) Reset() {
+	*x = LedgerDecideApprovalRequest{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerDecideApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerDecideApprovalRequest) ProtoMessage() {}
+
+func (x *LedgerDecideApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerDecideApprovalRequest.ProtoReflect.Descriptor instead.
+func (*LedgerDecideApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *LedgerDecideApprovalRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LedgerDecideApprovalRequest) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *LedgerDecideApprovalRequest) GetApprove() bool {
+	if x != nil {
+		return x.Approve
+	}
+	return false
+}
+
+func (x *LedgerDecideApprovalRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_airlock_broker_v1_broker_proto protoreflect.FileDescriptor
 
 const file_airlock_broker_v1_broker_proto_rawDesc = "" +
@@ -1431,7 +2628,77 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x0fExplainResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x124\n" +
-	"\x05steps\x18\x03 \x03(\v2\x1e.airlock.broker.v1.ExplainStepR\x05steps*X\n" +
+	"\x05steps\x18\x03 \x03(\v2\x1e.airlock.broker.v1.ExplainStepR\x05steps\"\xa8\x01\n" +
+	"\vLedgerSpend\x12\x14\n" +
+	"\x05calls\x18\x01 \x01(\x03R\x05calls\x12\x1f\n" +
+	"\vcost_micros\x18\x02 \x01(\x03R\n" +
+	"costMicros\x12'\n" +
+	"\x0fegress_requests\x18\x03 \x01(\x03R\x0eegressRequests\x12!\n" +
+	"\fegress_bytes\x18\x04 \x01(\x03R\vegressBytes\x12\x16\n" +
+	"\x06tokens\x18\x05 \x01(\x03R\x06tokens\"\\\n" +
+	"\x10LedgerBudgetLine\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
+	"\x06limits\x18\x02 \x01(\v2\x1e.airlock.broker.v1.LedgerSpendR\x06limits\"\x82\x01\n" +
+	"\x13LedgerChargeRequest\x129\n" +
+	"\x05lines\x18\x01 \x03(\v2#.airlock.broker.v1.LedgerBudgetLineR\x05lines\x120\n" +
+	"\x03add\x18\x02 \x01(\v2\x1e.airlock.broker.v1.LedgerSpendR\x03add\"s\n" +
+	"\x15LedgerBudgetExhausted\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1c\n" +
+	"\tdimension\x18\x02 \x01(\tR\tdimension\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12\x14\n" +
+	"\x05spent\x18\x04 \x01(\x03R\x05spent\"^\n" +
+	"\x14LedgerChargeResponse\x12F\n" +
+	"\texhausted\x18\x01 \x01(\v2(.airlock.broker.v1.LedgerBudgetExhaustedR\texhausted\"&\n" +
+	"\x12LedgerSpentRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"K\n" +
+	"\x13LedgerSpentResponse\x124\n" +
+	"\x05spent\x18\x01 \x01(\v2\x1e.airlock.broker.v1.LedgerSpendR\x05spent\"\x93\x01\n" +
+	"\x0fLedgerViolation\x12#\n" +
+	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"`\n" +
+	"\x1cLedgerRecordViolationRequest\x12@\n" +
+	"\tviolation\x18\x01 \x01(\v2\".airlock.broker.v1.LedgerViolationR\tviolation\"\x1f\n" +
+	"\x1dLedgerRecordViolationResponse\"\x91\x01\n" +
+	"\x1bLedgerListViolationsRequest\x12#\n" +
+	"\rinvocation_id\x18\x01 \x01(\tR\finvocationId\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"b\n" +
+	"\x1cLedgerListViolationsResponse\x12B\n" +
+	"\n" +
+	"violations\x18\x01 \x03(\v2\".airlock.broker.v1.LedgerViolationR\n" +
+	"violations\"<\n" +
+	"\x1bLedgerPutAccessGrantRequest\x12\x1d\n" +
+	"\n" +
+	"grant_json\x18\x01 \x01(\fR\tgrantJson\"?\n" +
+	"\x18LedgerPutApprovalRequest\x12#\n" +
+	"\rapproval_json\x18\x01 \x01(\fR\fapprovalJson\"\x13\n" +
+	"\x11LedgerPutResponse\"\"\n" +
+	"\x10LedgerGetRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
+	"\x11LedgerListRequest\":\n" +
+	"\x19LedgerAccessGrantResponse\x12\x1d\n" +
+	"\n" +
+	"grant_json\x18\x01 \x01(\fR\tgrantJson\"A\n" +
+	"\x1eLedgerListAccessGrantsResponse\x12\x1f\n" +
+	"\vgrants_json\x18\x01 \x03(\fR\n" +
+	"grantsJson\"l\n" +
+	"\x1eLedgerRevokeAccessGrantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"<\n" +
+	"\x1fLedgerRevokeAccessGrantResponse\x12\x19\n" +
+	"\bwas_live\x18\x01 \x01(\bR\awasLive\"=\n" +
+	"\x16LedgerApprovalResponse\x12#\n" +
+	"\rapproval_json\x18\x01 \x01(\fR\fapprovalJson\"D\n" +
+	"\x1bLedgerListApprovalsResponse\x12%\n" +
+	"\x0eapprovals_json\x18\x01 \x03(\fR\rapprovalsJson\"\x8f\x01\n" +
+	"\x1bLedgerDecideApprovalRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bapprover\x18\x02 \x01(\tR\bapprover\x12\x18\n" +
+	"\aapprove\x18\x03 \x01(\bR\aapprove\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*X\n" +
 	"\tTokenKind\x12\x1a\n" +
 	"\x16TOKEN_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TOKEN_KIND_SAMPLING\x10\x01\x12\x16\n" +
@@ -1444,7 +2711,20 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x06Status\x12 .airlock.broker.v1.StatusRequest\x1a!.airlock.broker.v1.StatusResponse\x12b\n" +
 	"\rInspectHandle\x12'.airlock.broker.v1.InspectHandleRequest\x1a(.airlock.broker.v1.InspectHandleResponse\x12Y\n" +
 	"\fRevokeHandle\x12&.airlock.broker.v1.RevokeHandleRequest\x1a!.airlock.broker.v1.RevokeResponse\x12P\n" +
-	"\aExplain\x12!.airlock.broker.v1.ExplainRequest\x1a\".airlock.broker.v1.ExplainResponseBAZ?github.com/airlock-dev/airlock/proto/airlock/broker/v1;brokerv1b\x06proto3"
+	"\aExplain\x12!.airlock.broker.v1.ExplainRequest\x1a\".airlock.broker.v1.ExplainResponse2\xf6\t\n" +
+	"\rLedgerService\x12Y\n" +
+	"\x06Charge\x12&.airlock.broker.v1.LedgerChargeRequest\x1a'.airlock.broker.v1.LedgerChargeResponse\x12V\n" +
+	"\x05Spent\x12%.airlock.broker.v1.LedgerSpentRequest\x1a&.airlock.broker.v1.LedgerSpentResponse\x12t\n" +
+	"\x0fRecordViolation\x12/.airlock.broker.v1.LedgerRecordViolationRequest\x1a0.airlock.broker.v1.LedgerRecordViolationResponse\x12q\n" +
+	"\x0eListViolations\x12..airlock.broker.v1.LedgerListViolationsRequest\x1a/.airlock.broker.v1.LedgerListViolationsResponse\x12f\n" +
+	"\x0ePutAccessGrant\x12..airlock.broker.v1.LedgerPutAccessGrantRequest\x1a$.airlock.broker.v1.LedgerPutResponse\x12c\n" +
+	"\x0eGetAccessGrant\x12#.airlock.broker.v1.LedgerGetRequest\x1a,.airlock.broker.v1.LedgerAccessGrantResponse\x12k\n" +
+	"\x10ListAccessGrants\x12$.airlock.broker.v1.LedgerListRequest\x1a1.airlock.broker.v1.LedgerListAccessGrantsResponse\x12z\n" +
+	"\x11RevokeAccessGrant\x121.airlock.broker.v1.LedgerRevokeAccessGrantRequest\x1a2.airlock.broker.v1.LedgerRevokeAccessGrantResponse\x12`\n" +
+	"\vPutApproval\x12+.airlock.broker.v1.LedgerPutApprovalRequest\x1a$.airlock.broker.v1.LedgerPutResponse\x12]\n" +
+	"\vGetApproval\x12#.airlock.broker.v1.LedgerGetRequest\x1a).airlock.broker.v1.LedgerApprovalResponse\x12e\n" +
+	"\rListApprovals\x12$.airlock.broker.v1.LedgerListRequest\x1a..airlock.broker.v1.LedgerListApprovalsResponse\x12k\n" +
+	"\x0eDecideApproval\x12..airlock.broker.v1.LedgerDecideApprovalRequest\x1a).airlock.broker.v1.LedgerApprovalResponseBAZ?github.com/airlock-dev/airlock/proto/airlock/broker/v1;brokerv1b\x06proto3"
 
 var (
 	file_airlock_broker_v1_broker_proto_rawDescOnce sync.Once
@@ -1459,65 +2739,124 @@ func file_airlock_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_airlock_broker_v1_broker_proto_goTypes = []any{
-	(TokenKind)(0),                  // 0: airlock.broker.v1.TokenKind
-	(*Destination)(nil),             // 1: airlock.broker.v1.Destination
-	(*IssueHandleRequest)(nil),      // 2: airlock.broker.v1.IssueHandleRequest
-	(*IssueHandleResponse)(nil),     // 3: airlock.broker.v1.IssueHandleResponse
-	(*RevokeInvocationRequest)(nil), // 4: airlock.broker.v1.RevokeInvocationRequest
-	(*RevokePluginRequest)(nil),     // 5: airlock.broker.v1.RevokePluginRequest
-	(*RevokeResponse)(nil),          // 6: airlock.broker.v1.RevokeResponse
-	(*LeaseEnd)(nil),                // 7: airlock.broker.v1.LeaseEnd
-	(*LeaseState)(nil),              // 8: airlock.broker.v1.LeaseState
-	(*MintTokenRequest)(nil),        // 9: airlock.broker.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),       // 10: airlock.broker.v1.MintTokenResponse
-	(*StatusRequest)(nil),           // 11: airlock.broker.v1.StatusRequest
-	(*StatusResponse)(nil),          // 12: airlock.broker.v1.StatusResponse
-	(*InspectHandleRequest)(nil),    // 13: airlock.broker.v1.InspectHandleRequest
-	(*InspectHandleResponse)(nil),   // 14: airlock.broker.v1.InspectHandleResponse
-	(*RevokeHandleRequest)(nil),     // 15: airlock.broker.v1.RevokeHandleRequest
-	(*ExplainRequest)(nil),          // 16: airlock.broker.v1.ExplainRequest
-	(*ExplainStep)(nil),             // 17: airlock.broker.v1.ExplainStep
-	(*ExplainResponse)(nil),         // 18: airlock.broker.v1.ExplainResponse
-	(*timestamppb.Timestamp)(nil),   // 19: google.protobuf.Timestamp
+	(TokenKind)(0),                          // 0: airlock.broker.v1.TokenKind
+	(*Destination)(nil),                     // 1: airlock.broker.v1.Destination
+	(*IssueHandleRequest)(nil),              // 2: airlock.broker.v1.IssueHandleRequest
+	(*IssueHandleResponse)(nil),             // 3: airlock.broker.v1.IssueHandleResponse
+	(*RevokeInvocationRequest)(nil),         // 4: airlock.broker.v1.RevokeInvocationRequest
+	(*RevokePluginRequest)(nil),             // 5: airlock.broker.v1.RevokePluginRequest
+	(*RevokeResponse)(nil),                  // 6: airlock.broker.v1.RevokeResponse
+	(*LeaseEnd)(nil),                        // 7: airlock.broker.v1.LeaseEnd
+	(*LeaseState)(nil),                      // 8: airlock.broker.v1.LeaseState
+	(*MintTokenRequest)(nil),                // 9: airlock.broker.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),               // 10: airlock.broker.v1.MintTokenResponse
+	(*StatusRequest)(nil),                   // 11: airlock.broker.v1.StatusRequest
+	(*StatusResponse)(nil),                  // 12: airlock.broker.v1.StatusResponse
+	(*InspectHandleRequest)(nil),            // 13: airlock.broker.v1.InspectHandleRequest
+	(*InspectHandleResponse)(nil),           // 14: airlock.broker.v1.InspectHandleResponse
+	(*RevokeHandleRequest)(nil),             // 15: airlock.broker.v1.RevokeHandleRequest
+	(*ExplainRequest)(nil),                  // 16: airlock.broker.v1.ExplainRequest
+	(*ExplainStep)(nil),                     // 17: airlock.broker.v1.ExplainStep
+	(*ExplainResponse)(nil),                 // 18: airlock.broker.v1.ExplainResponse
+	(*LedgerSpend)(nil),                     // 19: airlock.broker.v1.LedgerSpend
+	(*LedgerBudgetLine)(nil),                // 20: airlock.broker.v1.LedgerBudgetLine
+	(*LedgerChargeRequest)(nil),             // 21: airlock.broker.v1.LedgerChargeRequest
+	(*LedgerBudgetExhausted)(nil),           // 22: airlock.broker.v1.LedgerBudgetExhausted
+	(*LedgerChargeResponse)(nil),            // 23: airlock.broker.v1.LedgerChargeResponse
+	(*LedgerSpentRequest)(nil),              // 24: airlock.broker.v1.LedgerSpentRequest
+	(*LedgerSpentResponse)(nil),             // 25: airlock.broker.v1.LedgerSpentResponse
+	(*LedgerViolation)(nil),                 // 26: airlock.broker.v1.LedgerViolation
+	(*LedgerRecordViolationRequest)(nil),    // 27: airlock.broker.v1.LedgerRecordViolationRequest
+	(*LedgerRecordViolationResponse)(nil),   // 28: airlock.broker.v1.LedgerRecordViolationResponse
+	(*LedgerListViolationsRequest)(nil),     // 29: airlock.broker.v1.LedgerListViolationsRequest
+	(*LedgerListViolationsResponse)(nil),    // 30: airlock.broker.v1.LedgerListViolationsResponse
+	(*LedgerPutAccessGrantRequest)(nil),     // 31: airlock.broker.v1.LedgerPutAccessGrantRequest
+	(*LedgerPutApprovalRequest)(nil),        // 32: airlock.broker.v1.LedgerPutApprovalRequest
+	(*LedgerPutResponse)(nil),               // 33: airlock.broker.v1.LedgerPutResponse
+	(*LedgerGetRequest)(nil),                // 34: airlock.broker.v1.LedgerGetRequest
+	(*LedgerListRequest)(nil),               // 35: airlock.broker.v1.LedgerListRequest
+	(*LedgerAccessGrantResponse)(nil),       // 36: airlock.broker.v1.LedgerAccessGrantResponse
+	(*LedgerListAccessGrantsResponse)(nil),  // 37: airlock.broker.v1.LedgerListAccessGrantsResponse
+	(*LedgerRevokeAccessGrantRequest)(nil),  // 38: airlock.broker.v1.LedgerRevokeAccessGrantRequest
+	(*LedgerRevokeAccessGrantResponse)(nil), // 39: airlock.broker.v1.LedgerRevokeAccessGrantResponse
+	(*LedgerApprovalResponse)(nil),          // 40: airlock.broker.v1.LedgerApprovalResponse
+	(*LedgerListApprovalsResponse)(nil),     // 41: airlock.broker.v1.LedgerListApprovalsResponse
+	(*LedgerDecideApprovalRequest)(nil),     // 42: airlock.broker.v1.LedgerDecideApprovalRequest
+	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
 }
 var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: airlock.broker.v1.IssueHandleRequest.destinations:type_name -> airlock.broker.v1.Destination
-	19, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
-	19, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
+	43, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 3: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
-	19, // 4: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
-	19, // 5: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 4: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
+	43, // 5: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
-	19, // 7: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
-	19, // 8: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 7: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
+	43, // 8: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
-	19, // 10: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
-	19, // 11: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 10: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
+	43, // 11: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
 	8,  // 12: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
 	17, // 13: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	2,  // 14: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	4,  // 15: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	5,  // 16: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	9,  // 17: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	11, // 18: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	13, // 19: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	15, // 20: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	16, // 21: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	3,  // 22: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	6,  // 23: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	6,  // 24: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	10, // 25: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	12, // 26: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	14, // 27: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	6,  // 28: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	18, // 29: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	19, // 14: airlock.broker.v1.LedgerBudgetLine.limits:type_name -> airlock.broker.v1.LedgerSpend
+	20, // 15: airlock.broker.v1.LedgerChargeRequest.lines:type_name -> airlock.broker.v1.LedgerBudgetLine
+	19, // 16: airlock.broker.v1.LedgerChargeRequest.add:type_name -> airlock.broker.v1.LedgerSpend
+	22, // 17: airlock.broker.v1.LedgerChargeResponse.exhausted:type_name -> airlock.broker.v1.LedgerBudgetExhausted
+	19, // 18: airlock.broker.v1.LedgerSpentResponse.spent:type_name -> airlock.broker.v1.LedgerSpend
+	43, // 19: airlock.broker.v1.LedgerViolation.at:type_name -> google.protobuf.Timestamp
+	26, // 20: airlock.broker.v1.LedgerRecordViolationRequest.violation:type_name -> airlock.broker.v1.LedgerViolation
+	43, // 21: airlock.broker.v1.LedgerListViolationsRequest.since:type_name -> google.protobuf.Timestamp
+	26, // 22: airlock.broker.v1.LedgerListViolationsResponse.violations:type_name -> airlock.broker.v1.LedgerViolation
+	43, // 23: airlock.broker.v1.LedgerRevokeAccessGrantRequest.at:type_name -> google.protobuf.Timestamp
+	43, // 24: airlock.broker.v1.LedgerDecideApprovalRequest.at:type_name -> google.protobuf.Timestamp
+	2,  // 25: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	4,  // 26: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	5,  // 27: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	9,  // 28: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	11, // 29: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	13, // 30: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	15, // 31: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	16, // 32: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	21, // 33: airlock.broker.v1.LedgerService.Charge:input_type -> airlock.broker.v1.LedgerChargeRequest
+	24, // 34: airlock.broker.v1.LedgerService.Spent:input_type -> airlock.broker.v1.LedgerSpentRequest
+	27, // 35: airlock.broker.v1.LedgerService.RecordViolation:input_type -> airlock.broker.v1.LedgerRecordViolationRequest
+	29, // 36: airlock.broker.v1.LedgerService.ListViolations:input_type -> airlock.broker.v1.LedgerListViolationsRequest
+	31, // 37: airlock.broker.v1.LedgerService.PutAccessGrant:input_type -> airlock.broker.v1.LedgerPutAccessGrantRequest
+	34, // 38: airlock.broker.v1.LedgerService.GetAccessGrant:input_type -> airlock.broker.v1.LedgerGetRequest
+	35, // 39: airlock.broker.v1.LedgerService.ListAccessGrants:input_type -> airlock.broker.v1.LedgerListRequest
+	38, // 40: airlock.broker.v1.LedgerService.RevokeAccessGrant:input_type -> airlock.broker.v1.LedgerRevokeAccessGrantRequest
+	32, // 41: airlock.broker.v1.LedgerService.PutApproval:input_type -> airlock.broker.v1.LedgerPutApprovalRequest
+	34, // 42: airlock.broker.v1.LedgerService.GetApproval:input_type -> airlock.broker.v1.LedgerGetRequest
+	35, // 43: airlock.broker.v1.LedgerService.ListApprovals:input_type -> airlock.broker.v1.LedgerListRequest
+	42, // 44: airlock.broker.v1.LedgerService.DecideApproval:input_type -> airlock.broker.v1.LedgerDecideApprovalRequest
+	3,  // 45: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	6,  // 46: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	6,  // 47: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	10, // 48: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	12, // 49: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	14, // 50: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	6,  // 51: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	18, // 52: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	23, // 53: airlock.broker.v1.LedgerService.Charge:output_type -> airlock.broker.v1.LedgerChargeResponse
+	25, // 54: airlock.broker.v1.LedgerService.Spent:output_type -> airlock.broker.v1.LedgerSpentResponse
+	28, // 55: airlock.broker.v1.LedgerService.RecordViolation:output_type -> airlock.broker.v1.LedgerRecordViolationResponse
+	30, // 56: airlock.broker.v1.LedgerService.ListViolations:output_type -> airlock.broker.v1.LedgerListViolationsResponse
+	33, // 57: airlock.broker.v1.LedgerService.PutAccessGrant:output_type -> airlock.broker.v1.LedgerPutResponse
+	36, // 58: airlock.broker.v1.LedgerService.GetAccessGrant:output_type -> airlock.broker.v1.LedgerAccessGrantResponse
+	37, // 59: airlock.broker.v1.LedgerService.ListAccessGrants:output_type -> airlock.broker.v1.LedgerListAccessGrantsResponse
+	39, // 60: airlock.broker.v1.LedgerService.RevokeAccessGrant:output_type -> airlock.broker.v1.LedgerRevokeAccessGrantResponse
+	33, // 61: airlock.broker.v1.LedgerService.PutApproval:output_type -> airlock.broker.v1.LedgerPutResponse
+	40, // 62: airlock.broker.v1.LedgerService.GetApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	41, // 63: airlock.broker.v1.LedgerService.ListApprovals:output_type -> airlock.broker.v1.LedgerListApprovalsResponse
+	40, // 64: airlock.broker.v1.LedgerService.DecideApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	45, // [45:65] is the sub-list for method output_type
+	25, // [25:45] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
@@ -1531,9 +2870,9 @@ func file_airlock_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_broker_v1_broker_proto_rawDesc), len(file_airlock_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   42,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_airlock_broker_v1_broker_proto_goTypes,
 		DependencyIndexes: file_airlock_broker_v1_broker_proto_depIdxs,

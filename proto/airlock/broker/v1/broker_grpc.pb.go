@@ -417,3 +417,549 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "airlock/broker/v1/broker.proto",
 }
+
+const (
+	LedgerService_Charge_FullMethodName            = "/airlock.broker.v1.LedgerService/Charge"
+	LedgerService_Spent_FullMethodName             = "/airlock.broker.v1.LedgerService/Spent"
+	LedgerService_RecordViolation_FullMethodName   = "/airlock.broker.v1.LedgerService/RecordViolation"
+	LedgerService_ListViolations_FullMethodName    = "/airlock.broker.v1.LedgerService/ListViolations"
+	LedgerService_PutAccessGrant_FullMethodName    = "/airlock.broker.v1.LedgerService/PutAccessGrant"
+	LedgerService_GetAccessGrant_FullMethodName    = "/airlock.broker.v1.LedgerService/GetAccessGrant"
+	LedgerService_ListAccessGrants_FullMethodName  = "/airlock.broker.v1.LedgerService/ListAccessGrants"
+	LedgerService_RevokeAccessGrant_FullMethodName = "/airlock.broker.v1.LedgerService/RevokeAccessGrant"
+	LedgerService_PutApproval_FullMethodName       = "/airlock.broker.v1.LedgerService/PutApproval"
+	LedgerService_GetApproval_FullMethodName       = "/airlock.broker.v1.LedgerService/GetApproval"
+	LedgerService_ListApprovals_FullMethodName     = "/airlock.broker.v1.LedgerService/ListApprovals"
+	LedgerService_DecideApproval_FullMethodName    = "/airlock.broker.v1.LedgerService/DecideApproval"
+)
+
+// LedgerServiceClient is the client API for LedgerService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// LedgerService is the decision point's shared state in the handle store
+// (access grants, approvals, budget spend, violations), for a host whose
+// broker runs in another process. Served beside BrokerService, with the
+// same authentication. Access grants and approvals travel as their JSON
+// records (the broker's AccessGrant and Approval, as docs/grants.md
+// describes them). Errors are statuses whose message starts with a reason
+// code, as BrokerService's; an exhausted budget is not an error but
+// ChargeResponse.exhausted, so its key and dimension arrive intact.
+type LedgerServiceClient interface {
+	// Charge adds to every line's spend, or to none (exhausted set).
+	Charge(ctx context.Context, in *LedgerChargeRequest, opts ...grpc.CallOption) (*LedgerChargeResponse, error)
+	Spent(ctx context.Context, in *LedgerSpentRequest, opts ...grpc.CallOption) (*LedgerSpentResponse, error)
+	RecordViolation(ctx context.Context, in *LedgerRecordViolationRequest, opts ...grpc.CallOption) (*LedgerRecordViolationResponse, error)
+	// ListViolations lists an invocation's violations, or a plugin's since
+	// a time.
+	ListViolations(ctx context.Context, in *LedgerListViolationsRequest, opts ...grpc.CallOption) (*LedgerListViolationsResponse, error)
+	PutAccessGrant(ctx context.Context, in *LedgerPutAccessGrantRequest, opts ...grpc.CallOption) (*LedgerPutResponse, error)
+	GetAccessGrant(ctx context.Context, in *LedgerGetRequest, opts ...grpc.CallOption) (*LedgerAccessGrantResponse, error)
+	ListAccessGrants(ctx context.Context, in *LedgerListRequest, opts ...grpc.CallOption) (*LedgerListAccessGrantsResponse, error)
+	// RevokeAccessGrant is acknowledged as durably as a handle revocation.
+	RevokeAccessGrant(ctx context.Context, in *LedgerRevokeAccessGrantRequest, opts ...grpc.CallOption) (*LedgerRevokeAccessGrantResponse, error)
+	PutApproval(ctx context.Context, in *LedgerPutApprovalRequest, opts ...grpc.CallOption) (*LedgerPutResponse, error)
+	GetApproval(ctx context.Context, in *LedgerGetRequest, opts ...grpc.CallOption) (*LedgerApprovalResponse, error)
+	ListApprovals(ctx context.Context, in *LedgerListRequest, opts ...grpc.CallOption) (*LedgerListApprovalsResponse, error)
+	DecideApproval(ctx context.Context, in *LedgerDecideApprovalRequest, opts ...grpc.CallOption) (*LedgerApprovalResponse, error)
+}
+
+type ledgerServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLedgerServiceClient(cc grpc.ClientConnInterface) LedgerServiceClient {
+	return &ledgerServiceClient{cc}
+}
+
+func (c *ledgerServiceClient) Charge(ctx context.Context, in *LedgerChargeRequest, opts ...grpc.CallOption) (*LedgerChargeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerChargeResponse)
+	err := c.cc.Invoke(ctx, LedgerService_Charge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) Spent(ctx context.Context, in *LedgerSpentRequest, opts ...grpc.CallOption) (*LedgerSpentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerSpentResponse)
+	err := c.cc.Invoke(ctx, LedgerService_Spent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RecordViolation(ctx context.Context, in *LedgerRecordViolationRequest, opts ...grpc.CallOption) (*LedgerRecordViolationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerRecordViolationResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RecordViolation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ListViolations(ctx context.Context, in *LedgerListViolationsRequest, opts ...grpc.CallOption) (*LedgerListViolationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerListViolationsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListViolations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) PutAccessGrant(ctx context.Context, in *LedgerPutAccessGrantRequest, opts ...grpc.CallOption) (*LedgerPutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerPutResponse)
+	err := c.cc.Invoke(ctx, LedgerService_PutAccessGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetAccessGrant(ctx context.Context, in *LedgerGetRequest, opts ...grpc.CallOption) (*LedgerAccessGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerAccessGrantResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetAccessGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ListAccessGrants(ctx context.Context, in *LedgerListRequest, opts ...grpc.CallOption) (*LedgerListAccessGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerListAccessGrantsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListAccessGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RevokeAccessGrant(ctx context.Context, in *LedgerRevokeAccessGrantRequest, opts ...grpc.CallOption) (*LedgerRevokeAccessGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerRevokeAccessGrantResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RevokeAccessGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) PutApproval(ctx context.Context, in *LedgerPutApprovalRequest, opts ...grpc.CallOption) (*LedgerPutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerPutResponse)
+	err := c.cc.Invoke(ctx, LedgerService_PutApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetApproval(ctx context.Context, in *LedgerGetRequest, opts ...grpc.CallOption) (*LedgerApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerApprovalResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ListApprovals(ctx context.Context, in *LedgerListRequest, opts ...grpc.CallOption) (*LedgerListApprovalsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerListApprovalsResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListApprovals_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) DecideApproval(ctx context.Context, in *LedgerDecideApprovalRequest, opts ...grpc.CallOption) (*LedgerApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LedgerApprovalResponse)
+	err := c.cc.Invoke(ctx, LedgerService_DecideApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LedgerServiceServer is the server API for LedgerService service.
+// All implementations must embed UnimplementedLedgerServiceServer
+// for forward compatibility.
+//
+// LedgerService is the decision point's shared state in the handle store
+// (access grants, approvals, budget spend, violations), for a host whose
+// broker runs in another process. Served beside BrokerService, with the
+// same authentication. Access grants and approvals travel as their JSON
+// records (the broker's AccessGrant and Approval, as docs/grants.md
+// describes them). Errors are statuses whose message starts with a reason
+// code, as BrokerService's; an exhausted budget is not an error but
+// ChargeResponse.exhausted, so its key and dimension arrive intact.
+type LedgerServiceServer interface {
+	// Charge adds to every line's spend, or to none (exhausted set).
+	Charge(context.Context, *LedgerChargeRequest) (*LedgerChargeResponse, error)
+	Spent(context.Context, *LedgerSpentRequest) (*LedgerSpentResponse, error)
+	RecordViolation(context.Context, *LedgerRecordViolationRequest) (*LedgerRecordViolationResponse, error)
+	// ListViolations lists an invocation's violations, or a plugin's since
+	// a time.
+	ListViolations(context.Context, *LedgerListViolationsRequest) (*LedgerListViolationsResponse, error)
+	PutAccessGrant(context.Context, *LedgerPutAccessGrantRequest) (*LedgerPutResponse, error)
+	GetAccessGrant(context.Context, *LedgerGetRequest) (*LedgerAccessGrantResponse, error)
+	ListAccessGrants(context.Context, *LedgerListRequest) (*LedgerListAccessGrantsResponse, error)
+	// RevokeAccessGrant is acknowledged as durably as a handle revocation.
+	RevokeAccessGrant(context.Context, *LedgerRevokeAccessGrantRequest) (*LedgerRevokeAccessGrantResponse, error)
+	PutApproval(context.Context, *LedgerPutApprovalRequest) (*LedgerPutResponse, error)
+	GetApproval(context.Context, *LedgerGetRequest) (*LedgerApprovalResponse, error)
+	ListApprovals(context.Context, *LedgerListRequest) (*LedgerListApprovalsResponse, error)
+	DecideApproval(context.Context, *LedgerDecideApprovalRequest) (*LedgerApprovalResponse, error)
+	mustEmbedUnimplementedLedgerServiceServer()
+}
+
+// UnimplementedLedgerServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLedgerServiceServer struct{}
+
+func (UnimplementedLedgerServiceServer) Charge(context.Context, *LedgerChargeRequest) (*LedgerChargeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Charge not implemented")
+}
+func (UnimplementedLedgerServiceServer) Spent(context.Context, *LedgerSpentRequest) (*LedgerSpentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Spent not implemented")
+}
+func (UnimplementedLedgerServiceServer) RecordViolation(context.Context, *LedgerRecordViolationRequest) (*LedgerRecordViolationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordViolation not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListViolations(context.Context, *LedgerListViolationsRequest) (*LedgerListViolationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListViolations not implemented")
+}
+func (UnimplementedLedgerServiceServer) PutAccessGrant(context.Context, *LedgerPutAccessGrantRequest) (*LedgerPutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutAccessGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetAccessGrant(context.Context, *LedgerGetRequest) (*LedgerAccessGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAccessGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListAccessGrants(context.Context, *LedgerListRequest) (*LedgerListAccessGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAccessGrants not implemented")
+}
+func (UnimplementedLedgerServiceServer) RevokeAccessGrant(context.Context, *LedgerRevokeAccessGrantRequest) (*LedgerRevokeAccessGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeAccessGrant not implemented")
+}
+func (UnimplementedLedgerServiceServer) PutApproval(context.Context, *LedgerPutApprovalRequest) (*LedgerPutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutApproval not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetApproval(context.Context, *LedgerGetRequest) (*LedgerApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetApproval not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListApprovals(context.Context, *LedgerListRequest) (*LedgerListApprovalsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApprovals not implemented")
+}
+func (UnimplementedLedgerServiceServer) DecideApproval(context.Context, *LedgerDecideApprovalRequest) (*LedgerApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DecideApproval not implemented")
+}
+func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
+func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
+
+// UnsafeLedgerServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LedgerServiceServer will
+// result in compilation errors.
+type UnsafeLedgerServiceServer interface {
+	mustEmbedUnimplementedLedgerServiceServer()
+}
+
+func RegisterLedgerServiceServer(s grpc.ServiceRegistrar, srv LedgerServiceServer) {
+	// If the following call panics, it indicates UnimplementedLedgerServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&LedgerService_ServiceDesc, srv)
+}
+
+func _LedgerService_Charge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerChargeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).Charge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_Charge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).Charge(ctx, req.(*LedgerChargeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_Spent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerSpentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).Spent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_Spent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).Spent(ctx, req.(*LedgerSpentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RecordViolation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerRecordViolationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RecordViolation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RecordViolation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RecordViolation(ctx, req.(*LedgerRecordViolationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListViolations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerListViolationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListViolations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListViolations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListViolations(ctx, req.(*LedgerListViolationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_PutAccessGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerPutAccessGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).PutAccessGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_PutAccessGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).PutAccessGrant(ctx, req.(*LedgerPutAccessGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetAccessGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetAccessGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetAccessGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetAccessGrant(ctx, req.(*LedgerGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListAccessGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListAccessGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListAccessGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListAccessGrants(ctx, req.(*LedgerListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RevokeAccessGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerRevokeAccessGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RevokeAccessGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RevokeAccessGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RevokeAccessGrant(ctx, req.(*LedgerRevokeAccessGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_PutApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerPutApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).PutApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_PutApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).PutApproval(ctx, req.(*LedgerPutApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetApproval(ctx, req.(*LedgerGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListApprovals_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListApprovals(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListApprovals_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListApprovals(ctx, req.(*LedgerListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_DecideApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LedgerDecideApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).DecideApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_DecideApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).DecideApproval(ctx, req.(*LedgerDecideApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var LedgerService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "airlock.broker.v1.LedgerService",
+	HandlerType: (*LedgerServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Charge",
+			Handler:    _LedgerService_Charge_Handler,
+		},
+		{
+			MethodName: "Spent",
+			Handler:    _LedgerService_Spent_Handler,
+		},
+		{
+			MethodName: "RecordViolation",
+			Handler:    _LedgerService_RecordViolation_Handler,
+		},
+		{
+			MethodName: "ListViolations",
+			Handler:    _LedgerService_ListViolations_Handler,
+		},
+		{
+			MethodName: "PutAccessGrant",
+			Handler:    _LedgerService_PutAccessGrant_Handler,
+		},
+		{
+			MethodName: "GetAccessGrant",
+			Handler:    _LedgerService_GetAccessGrant_Handler,
+		},
+		{
+			MethodName: "ListAccessGrants",
+			Handler:    _LedgerService_ListAccessGrants_Handler,
+		},
+		{
+			MethodName: "RevokeAccessGrant",
+			Handler:    _LedgerService_RevokeAccessGrant_Handler,
+		},
+		{
+			MethodName: "PutApproval",
+			Handler:    _LedgerService_PutApproval_Handler,
+		},
+		{
+			MethodName: "GetApproval",
+			Handler:    _LedgerService_GetApproval_Handler,
+		},
+		{
+			MethodName: "ListApprovals",
+			Handler:    _LedgerService_ListApprovals_Handler,
+		},
+		{
+			MethodName: "DecideApproval",
+			Handler:    _LedgerService_DecideApproval_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "airlock/broker/v1/broker.proto",
+}
