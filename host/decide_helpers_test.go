@@ -98,7 +98,7 @@ func newDecisionFixture(t *testing.T, policyYAML string, cfg DecisionConfig, rt 
 	if cfg.WatchInterval == 0 {
 		cfg.WatchInterval = 10 * time.Millisecond
 	}
-	store := broker.NewMemoryStore(0, time.Hour, time.Hour, nil)
+	store := broker.NewMemoryStore(1000, time.Hour, time.Hour, nil)
 	opts := Options{Policy: pol, Evidence: ev, Ledger: store, Decision: cfg, QuarantineDir: filepath.Join(dir, "quarantine")}
 	f := &decisionFixture{rt: rt, ledger: store, evPath: evPath, opts: opts}
 	f.h = New(opts)
