@@ -3,8 +3,10 @@ package control_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/policy"
 )
 
@@ -38,4 +40,12 @@ func (stubAction) Run(_ context.Context, call host.Call) *host.Outcome {
 // addStub registers a stub plugin named name with h.
 func addStub(h *host.Host, name string) error {
 	return h.Add(name, host.KindExecuta, func(context.Context) (host.Runtime, error) { return newStub(), nil })
+}
+
+// asOperator serves next as Authenticate would for one principal,
+// "operator" (tests of routes, not of authentication).
+func asOperator(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(control.WithCaller(r.Context(), host.Principal{ID: "operator", Method: control.MethodToken})))
+	})
 }
