@@ -61,7 +61,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 		"deadline": req.Deadline.UTC().Format(time.RFC3339Nano)}); err != nil {
 		return nil, err
 	}
-	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Actor: req.Actor,
+	out := act.Run(ctx, Call{ID: id, Deadline: req.Deadline, DryRun: req.DryRun, Caller: req.Caller, Actor: req.Actor,
 		PolicyDecisionID: rec.ID, OnRunning: req.OnRunning, AppID: req.AppID, AppSlug: req.AppSlug})
 	out.InvocationID = id
 	if out.Status != CallSucceeded && errors.Is(context.Cause(ctx), ErrHostShutdown) {

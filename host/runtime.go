@@ -72,6 +72,7 @@ type Call struct {
 	ID               string
 	Deadline         time.Time
 	DryRun           bool
+	Caller           Principal
 	Actor            Actor
 	PolicyDecisionID string
 	OnRunning        func(Progress)
