@@ -60,10 +60,11 @@ type AuthOptions struct {
 // Refusal reasons: why a request was not authenticated. The log line
 // names them; the caller sees a 401 with "unauthenticated".
 var (
-	errNoCredential   = errors.New("no credential presented: every control API request carries a bearer token (Authorization: Bearer) or, over mutual TLS, a client certificate")
+	errNoCredential = errors.New("no token presented: every control API request carries the token of host.control_token_file, " +
+		"a principal's own token or a JWT (Authorization: Bearer), or, over mutual TLS, a client certificate")
 	errTwoCredentials = errors.New("more than one Authorization header")
 	errNotBearer      = errors.New("the Authorization header is not a Bearer credential")
-	errUnknownToken   = errors.New("the token presented is neither host.control_token_file's nor a configured principal's")
+	errUnknownToken   = errors.New("the token presented is not the one in host.control_token_file, nor a principal's token")
 	errNoJWT          = errors.New("a JWT was presented but host.control_principals.jwt is not configured")
 )
 
@@ -116,6 +117,8 @@ func publicDetail(err error) string {
 		return errNoCredential.Error()
 	case errors.Is(err, errJWT):
 		return "the JWT presented is not valid for this host"
+	case errors.Is(err, errUnknownToken):
+		return errUnknownToken.Error()
 	default:
 		return "the credential presented is not valid for this host"
 	}

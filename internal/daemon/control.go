@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -109,6 +110,12 @@ func controlAuth(c config.Host) (control.AuthOptions, error) {
 		o.JWT = v
 	}
 	return o, nil
+}
+
+// controlServer is the control API's HTTP server: ConnContext records
+// the unix socket's peer for Authenticate.
+func controlServer(handler http.Handler) *http.Server {
+	return &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ConnContext: control.ConnContext}
 }
 
 // ControlClientOptions say how a client authenticates to the control API.
