@@ -31,13 +31,17 @@ type controlTarget struct {
 func controlFlags(fs *flag.FlagSet) func() (controlTarget, error) {
 	path := configFlag(fs)
 	addr := fs.String("control", "", "control API: unix:/path, http://host:port or https://host:port (default $AIRLOCK_CONTROL, else host.control)")
-	tokenFile := fs.String("control-token-file", "", "the control token (default $AIRLOCK_CONTROL_TOKEN_FILE, else host.control_token_file)")
-	cert := fs.String("control-cert", "", "client certificate for a control API with host.control_tls")
-	key := fs.String("control-key", "", "its private key")
-	ca := fs.String("control-ca", "", "the CA that signed the control API's certificate")
+	tokenFile := fs.String("control-token-file", "", "a file whose bearer token every request presents: the control token, "+
+		"a principal's own token (host.control_principals.tokens) or an OIDC JWT (host.control_principals.jwt); "+
+		"read at each request (default $AIRLOCK_CONTROL_TOKEN_FILE, else host.control_token_file)")
+	cert := fs.String("control-cert", "", "client certificate for a control API with host.control_tls: "+
+		"it names the caller (its SPIFFE ID or subject) (default $AIRLOCK_CONTROL_CERT)")
+	key := fs.String("control-key", "", "its private key (default $AIRLOCK_CONTROL_KEY)")
+	ca := fs.String("control-ca", "", "the CA that signed the control API's certificate (default $AIRLOCK_CONTROL_CA)")
 	return func() (controlTarget, error) {
 		a, tf := orEnv(*addr, "AIRLOCK_CONTROL"), orEnv(*tokenFile, "AIRLOCK_CONTROL_TOKEN_FILE")
-		if a == "" || (tf == "" && *cert == "") {
+		certFile, keyFile, caFile := orEnv(*cert, "AIRLOCK_CONTROL_CERT"), orEnv(*key, "AIRLOCK_CONTROL_KEY"), orEnv(*ca, "AIRLOCK_CONTROL_CA")
+		if a == "" || (tf == "" && certFile == "") {
 			cfg, err := loadConfig(*path)
 			if err != nil {
 				return controlTarget{}, err
@@ -50,8 +54,8 @@ func controlFlags(fs *flag.FlagSet) func() (controlTarget, error) {
 			}
 		}
 		o := daemon.ControlClientOptions{TokenFile: tf}
-		if *cert != "" {
-			tc, err := clientTLS(*cert, *key, *ca)
+		if certFile != "" {
+			tc, err := clientTLS(certFile, keyFile, caFile)
 			if err != nil {
 				return controlTarget{}, err
 			}

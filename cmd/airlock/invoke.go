@@ -21,6 +21,11 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	timeout := fs.Duration("timeout", 60*time.Second, "invocation deadline, from now")
 	appID := fs.String("app-id", "", "Executa: the App context to run in (its storage_token carries it; storage scope \"app\")")
 	appSlug := fs.String("app-slug", "", "Executa: the App's slug, with --app-id")
+	actor := fs.String("actor", "", "KIND:ID — who the call is made for (user:alice, service:billing), when the caller acts "+
+		"for someone; the host's policy decides whether it may (default: the caller itself)")
+	runID := fs.String("run-id", "", "the run the call belongs to (1-128 characters of A-Z a-z 0-9 . _ : -)")
+	changeID := fs.String("change-id", "", "the change the call belongs to (as --run-id)")
+	planDigest := fs.String("plan-digest", "", "the digest of the plan the call carries out (sha256:<64 lowercase hex>)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: airlock invoke [flags] PLUGIN METHOD [INPUT-JSON]
 
@@ -30,6 +35,10 @@ INPUT-JSON is the method's input in proto JSON:
 For an Executa plugin, METHOD is a tool name from its manifest and INPUT-JSON the tool's
 arguments object:
   airlock invoke executa-tickets summarize '{"base_url":"http://tickets.demo.airlock.test:8443"}'
+The caller is who the control API authenticates (the unix socket's user, a client certificate,
+a principal's token or a JWT in --control-token-file); --actor names whom it acts for, and
+--run-id, --change-id and --plan-digest the run it belongs to (policy and evidence see them):
+  airlock invoke --actor user:alice --run-id run-42 example.tickets numinance.ports.tickets.v1.Tickets/ListTickets
 The outcome is printed with its result; a plugin's own failure exits 1 with status FAILED.`)
 		fs.PrintDefaults()
 	}
@@ -47,8 +56,16 @@ The outcome is printed with its result; a plugin's own failure exits 1 with stat
 			return fmt.Errorf("INPUT-JSON is not valid JSON")
 		}
 	}
-	body, _ := json.Marshal(hostcontrol.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
-		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug})
+	ireq := hostcontrol.InvocationRequest{Plugin: fs.Arg(0), Method: fs.Arg(1), Input: input, DryRun: *dryRun,
+		Timeout: timeout.String(), AppID: *appID, AppSlug: *appSlug, RunID: *runID, ChangeID: *changeID, PlanDigest: *planDigest}
+	if *actor != "" {
+		kind, id, ok := strings.Cut(*actor, ":")
+		if !ok || kind == "" || id == "" {
+			return fmt.Errorf("--actor: must be KIND:ID (user:alice, service:billing)")
+		}
+		ireq.Actor = &hostcontrol.ActorRef{Kind: kind, ID: id}
+	}
+	body, _ := json.Marshal(ireq)
 	ct, err := control()
 	if err != nil {
 		return err

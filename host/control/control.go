@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -33,6 +34,15 @@ type InvocationRequest struct {
 	// attests (the storage_token's app claims, for scope "app").
 	AppID   string `json:"app_id,omitempty"`
 	AppSlug string `json:"app_slug,omitempty"`
+	// Actor is who the call is made for, when the caller acts for
+	// someone (SetActorCheck decides whether it may); none: the caller.
+	Actor *ActorRef `json:"actor,omitempty"`
+	// RunID, ChangeID and PlanDigest are the run context the call
+	// belongs to (host.RunContext): ids of 1–128 characters of
+	// [A-Za-z0-9._:-], a digest "sha256:<64 lowercase hex>".
+	RunID      string `json:"run_id,omitempty"`
+	ChangeID   string `json:"change_id,omitempty"`
+	PlanDigest string `json:"plan_digest,omitempty"`
 }
 
 // Event is one NDJSON line of the control API's answer.
@@ -51,9 +61,10 @@ type Handler struct {
 	h   *host.Host
 	mux *http.ServeMux
 
-	mu        sync.Mutex
-	installer Installer  // set by EnableInstall
-	ledger    *ledgerAPI // set by EnableLedger
+	mu         sync.Mutex
+	installer  Installer  // set by EnableInstall
+	ledger     *ledgerAPI // set by EnableLedger
+	actorCheck ActorCheck // set by SetActorCheck
 }
 
 // NewHandler returns the control API of h:
@@ -82,6 +93,13 @@ func NewHandler(h *host.Host) *Handler {
 	c.mux.HandleFunc("POST /v1/plugins", c.serveInstall)
 	c.ledgerRoutes()
 	return c
+}
+
+func (c *Handler) log() *slog.Logger {
+	if l := c.h.Options().Log; l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // ServeHTTP implements http.Handler.
@@ -147,6 +165,24 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
+	caller, ok := CallerFrom(r.Context())
+	if !ok {
+		// Authenticate names every caller; a handler served without it
+		// serves no one.
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "the control API names no caller for this request")
+		return
+	}
+	run, err := req.runContext()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_run_context", err.Error())
+		return
+	}
+	actor, ok := c.actor(w, caller, req.Actor)
+	if !ok {
+		return
+	}
+	log := c.log().With("principal", caller.ID, "actor_kind", actor.Kind, "actor", actor.Principal,
+		"run_id", run.RunID, "change_id", run.ChangeID, "plugin", req.Plugin)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
@@ -163,15 +199,17 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := c.h.Invoke(r.Context(), req.Plugin, host.InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
 		AppID: req.AppID, AppSlug: req.AppSlug,
-		Deadline: time.Now().Add(timeout), Actor: host.Actor{Kind: "control-api", Principal: "local"},
+		Deadline: time.Now().Add(timeout), Caller: caller, Actor: actor, Run: run,
 		OnRunning: func(m host.Progress) { emit(Event{Event: "running", Diagnostics: m.Diagnostics}) }})
 	if err != nil {
+		log.Info("control API invocation refused before an outcome")
 		if !started {
 			w.Header().Set("Content-Type", "application/json")
 			refusal(w, err)
 		}
 		return
 	}
+	log.Info("control API invocation", "invocation_id", out.InvocationID, "status", string(out.Status))
 	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: string(out.Status), Result: out.Data,
 		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason})
 }

@@ -14,7 +14,18 @@
 //
 // # Security
 //
-// Every request is the operator's authority (an install above all):
-// RequireToken refuses a request without the control token before its
-// body is read. Error details never echo what a caller or a plugin sent.
+// Every request is made by a principal (host.Principal): Authenticate
+// names it — from a client certificate (SPIFFE ID or subject), the unix
+// socket's peer uid, a principal's own token file, or a JWT of the
+// configured OIDC issuer (JWTVerifier, JWKS) — and puts it in the
+// request's context (WithCaller) before any route runs; a request no
+// method names is refused 401 before its body is read. An invocation
+// runs for its caller, or for the actor it states when SetActorCheck's
+// hook allows it, with its validated run context. Error details and log
+// lines never echo a token or what a plugin sent.
+//
+// # Concurrency
+//
+// A Handler and the AuthOptions it is served with are safe for
+// concurrent requests; the JWKS serializes its fetches.
 package control

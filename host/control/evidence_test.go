@@ -61,7 +61,7 @@ func TestInvokeAnswersEvidenceUnavailable(t *testing.T) {
 	if err := addStub(h, "stub"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(control.NewHandler(h))
+	srv := httptest.NewServer(asOperator(control.NewHandler(h)))
 	defer srv.Close()
 	post := func() (int, map[string]string) {
 		body, _ := json.Marshal(control.InvocationRequest{Plugin: "stub", Method: "tool", Input: json.RawMessage(`{}`)})

@@ -151,8 +151,8 @@ func (a *action) Risk() policy.Risk { return policy.RiskUnspecified }
 func (a *action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	out := &host.Outcome{InvocationID: call.ID}
 	res, err := a.r.p.Invoke(ctx, InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
-		Arguments: a.args, UserID: principal(call.Actor), AppID: call.AppID, AppSlug: call.AppSlug, Scope: call.Scope.Apply,
-		SpendTokens: call.SpendTokens})
+		Arguments: a.args, UserID: UserID(call.Caller, call.Actor), AppID: call.AppID, AppSlug: call.AppSlug,
+		Scope: call.Scope.Apply, SpendTokens: call.SpendTokens})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Status, out.Reason = host.CallFailed, host.CancelReason(ctx)
@@ -191,9 +191,19 @@ func executaReason(err error) string {
 	}
 }
 
-func principal(a host.Actor) string {
-	if a.Principal != "" {
-		return a.Principal
+// UserID is the user_id an Executa call's sampling and storage tokens
+// carry (and its "user" storage scope): the actor's id when the call is
+// made for a user, else the id of the principal that asked — never a
+// value the caller typed for itself. A Go caller that names neither gets
+// "local".
+func UserID(caller host.Principal, actor host.Actor) string {
+	switch {
+	case actor.Kind == "user" && actor.Principal != "":
+		return actor.Principal
+	case caller.ID != "":
+		return caller.ID
+	case actor.Principal != "":
+		return actor.Principal
 	}
 	return "local"
 }

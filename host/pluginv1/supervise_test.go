@@ -296,7 +296,12 @@ func TestCallsDuringRestartWindow(t *testing.T) {
 	if _, err := invokeList(h, f.inst.Name); !errors.As(err, &re) || re.RetryAfter <= 0 {
 		t.Fatalf("call in the restart window: %v", err)
 	}
-	srv := httptest.NewServer(control.NewHandler(h))
+	// The control API runs a call only for a caller its authentication
+	// named (control.Authenticate in the daemon).
+	ctl := control.NewHandler(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctl.ServeHTTP(w, r.WithContext(control.WithCaller(r.Context(), host.Principal{ID: "operator", Method: control.MethodToken})))
+	}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/invocations", "application/json",
 		strings.NewReader(`{"plugin":"example.tickets","method":"`+listTickets+`","input":{}}`))

@@ -126,6 +126,7 @@ func (c *Config) CheckFilesOf(scope Scope) error {
 		if _, err := peerauth.LookupUIDs(c.Host.ControlAllowedUsers); err != nil {
 			errs = append(errs, errors.New("host.control_allowed_users: a user is not on this system"))
 		}
+		checkControlPrincipals(c.Host.ControlPrincipals, check, addErr, func(err error) { errs = append(errs, err) })
 		// A root host gives each plugin a uid of this range that no user
 		// or group has; a range that holds some is the operator's to fix.
 		if err := sandbox.CheckUIDRange("host.sandbox.uid_range", c.Host.Sandbox.UIDRange); err != nil {

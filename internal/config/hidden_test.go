@@ -174,7 +174,7 @@ func TestKeysAndSecretsAreHidden(t *testing.T) {
 		"vault.auth.token_file", "vault.auth.secret_id_file", "vault.auth.role_id_file",
 		"vault.auth.service_account_token_file", "host.evidence", "host.evidence_key", "host.control_token_file",
 		"host.control_tls.key_file", "host.executa.storage", "host.executa.files_dir", "host.plugins_dir",
-		"host.lockfile"} {
+		"host.lockfile", "host.control_principals.tokens[].file", "host.control_principals.jwt.jwks_file"} {
 		if pathFields[k] != hidePath {
 			t.Errorf("%s is not hidden", k)
 		}

@@ -46,6 +46,10 @@ type Host struct {
 	ControlAllowedUsers []string `yaml:"control_allowed_users"`
 	// ControlTLS serves a TCP control API over mutual TLS.
 	ControlTLS *ControlTLS `yaml:"control_tls"`
+	// ControlPrincipals name the control API's callers beyond the
+	// connection: principals' own token files, names for the unix
+	// socket's uids, an OIDC issuer's JWTs.
+	ControlPrincipals ControlPrincipals `yaml:"control_principals"`
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
@@ -271,6 +275,9 @@ type ControlTLS struct {
 	CertFile     string `yaml:"cert_file"`
 	KeyFile      string `yaml:"key_file"`
 	ClientCAFile string `yaml:"client_ca_file"`
+	// IDFrom is how a client certificate names its principal: spiffe
+	// (default: its SPIFFE ID, else its subject), subject_cn or subject.
+	IDFrom string `yaml:"id_from"`
 }
 
 // DefaultControlTokenFile is the control token's name beside a unix
@@ -308,6 +315,14 @@ func (c Host) validateControl() []error {
 	if t := c.ControlTLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.ClientCAFile == "") {
 		add("host.control_tls: cert_file, key_file and client_ca_file are required (mutual TLS)")
 	}
+	if t := c.ControlTLS; t != nil {
+		switch t.IDFrom {
+		case "", "spiffe", "subject_cn", "subject":
+		default:
+			add("host.control_tls.id_from: must be spiffe, subject_cn or subject")
+		}
+	}
+	errs = append(errs, c.ControlPrincipals.validate()...)
 	if p, ok := c.ControlSocket(); ok {
 		switch {
 		case !filepath.IsAbs(p):
@@ -329,14 +344,18 @@ func (c Host) validateControl() []error {
 		return errs
 	}
 	switch {
-	case c.ControlTLS == nil && c.ControlTokenFile == "":
-		add("host.control: a TCP control API needs host.control_tls (mutual TLS) or host.control_token_file; " +
-			"without either anyone who reaches the port could install a plugin (use a unix:/path socket, the default)")
+	case c.ControlTLS == nil && c.ControlTokenFile == "" && !c.ControlPrincipals.bearer():
+		add("host.control: a TCP control API needs host.control_tls (mutual TLS), host.control_token_file or " +
+			"host.control_principals (tokens or jwt); without one anyone who reaches the port could install a plugin " +
+			"(use a unix:/path socket, the default)")
 	case c.ControlTLS == nil && !isLoopback(host):
 		add("host.control: a token over plain TCP crosses the network in clear; listen on loopback or set host.control_tls")
 	}
 	if len(c.ControlAllowedUIDs) > 0 || len(c.ControlAllowedUsers) > 0 {
 		add("host.control_allowed_uids, host.control_allowed_users: only for a unix control socket (the kernel names no uid over TCP)")
+	}
+	if len(c.ControlPrincipals.Peers) > 0 {
+		add("host.control_principals.peers: only for a unix control socket (the kernel names no uid over TCP)")
 	}
 	return errs
 }

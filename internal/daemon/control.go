@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -17,8 +18,10 @@ import (
 
 // listenControl opens host.control and returns the handler wrapped in its
 // authority: a unix socket whose peers are checked by uid, or TCP with
-// mutual TLS; and, whenever host.control_token_file is set (always for a
-// unix socket), the token every request presents.
+// mutual TLS; and control.Authenticate, which names every request's
+// principal and, whenever host.control_token_file is set (always for a
+// unix socket), requires a bearer of each request. The server must use
+// control.ConnContext (it records the socket's peer).
 func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, error) {
 	c = c.WithControlDefaults()
 	var l net.Listener
@@ -32,10 +35,10 @@ func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.L
 			return nil, nil, err
 		}
 	} else {
-		if c.ControlTLS == nil && c.ControlTokenFile == "" {
+		if c.ControlTLS == nil && c.ControlTokenFile == "" && len(c.ControlPrincipals.Tokens) == 0 && c.ControlPrincipals.JWT == nil {
 			// Validate says so too; a caller that skipped it must not
 			// get an open port.
-			return nil, nil, errors.New("host.control: a TCP control API needs host.control_tls or host.control_token_file")
+			return nil, nil, errors.New("host.control: a TCP control API needs host.control_tls, host.control_token_file or host.control_principals")
 		}
 		var err error
 		if l, err = net.Listen("tcp", c.Control); err != nil {
@@ -50,15 +53,69 @@ func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.L
 			l = tls.NewListener(l, tc)
 		}
 	}
+	auth, err := controlAuth(c)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return l, control.Authenticate(handler, auth, log), nil
+}
+
+// controlAuth turns the host's control settings into how the control API
+// names its callers: the control token (required of every request when
+// set), principals' token files, names of the socket's uids, an OIDC
+// issuer, and how a client certificate names its principal.
+func controlAuth(c config.Host) (control.AuthOptions, error) {
+	o := control.AuthOptions{RequireBearer: c.ControlTokenFile != ""}
 	if c.ControlTokenFile != "" {
 		tok, err := peerauth.EnsureToken("host.control_token_file", c.ControlTokenFile, peerauth.NoGroup)
 		if err != nil {
-			l.Close()
-			return nil, nil, err
+			return o, err
 		}
-		handler = control.RequireToken(handler, tok, log)
+		o.ControlToken = tok
 	}
-	return l, handler, nil
+	if c.ControlTLS != nil {
+		o.CertID = control.CertIDFrom(c.ControlTLS.IDFrom)
+	}
+	p := c.ControlPrincipals
+	for _, t := range p.Tokens {
+		o.Tokens = append(o.Tokens, control.TokenFile{Principal: t.Principal, File: t.File})
+	}
+	for i, pe := range p.Peers {
+		uid := pe.UID
+		if uid == nil {
+			uids, err := peerauth.LookupUIDs([]string{pe.User})
+			if err != nil {
+				return o, fmt.Errorf("host.control_principals.peers[%d].user: %w", i, err)
+			}
+			uid = &uids[0]
+		}
+		if o.Peers == nil {
+			o.Peers = map[int]string{}
+		}
+		o.Peers[*uid] = pe.Principal
+	}
+	if j := p.JWT; j != nil {
+		keys, err := control.NewJWKS(control.JWKSOptions{URL: j.JWKSURL, File: j.JWKSFile})
+		if err != nil {
+			return o, fmt.Errorf("host.control_principals.jwt: %w", err)
+		}
+		// The keys are fetched at the first JWT, not here: the host
+		// starts while its issuer is down, and JWTs wait for it (503).
+		v, err := control.NewJWTVerifier(control.JWTOptions{Issuer: j.Issuer, Audience: j.Audience, Keys: keys,
+			PrincipalClaim: j.PrincipalClaim, Attributes: j.Attributes, Leeway: j.Leeway})
+		if err != nil {
+			return o, fmt.Errorf("host.control_principals.jwt: %w", err)
+		}
+		o.JWT = v
+	}
+	return o, nil
+}
+
+// controlServer is the control API's HTTP server: ConnContext records
+// the unix socket's peer for Authenticate.
+func controlServer(handler http.Handler) *http.Server {
+	return &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ConnContext: control.ConnContext}
 }
 
 // ControlClientOptions say how a client authenticates to the control API.

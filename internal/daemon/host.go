@@ -353,7 +353,7 @@ func (n *hostNode) serveControl(cfg *config.Config, ctl *control.Handler) error 
 	if l.Addr().Network() == "unix" {
 		n.control = "unix:" + n.control
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := controlServer(handler)
 	n.serve("control API", func(ctx context.Context) error {
 		// The plugins' shutdown cancels the calls in flight, so the
 		// server's graceful shutdown does not wait out their deadlines.

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -60,8 +61,9 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
-// IssueCert returns a certificate for names (DNS names or IP literals),
-// valid as long as the CA, for server and client authentication.
+// IssueCert returns a certificate for names (DNS names, IP literals, or
+// spiffe:// URIs: a workload's SPIFFE ID), valid as long as the CA, for
+// server and client authentication.
 func (ca *CA) IssueCert(names ...string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -74,6 +76,8 @@ func (ca *CA) IssueCert(names ...string) (tls.Certificate, error) {
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if u, err := url.Parse(n); err == nil && u.Scheme == "spiffe" {
+			tmpl.URIs = append(tmpl.URIs, u)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
