@@ -169,7 +169,18 @@ type IssueHandleRequest struct {
 	PassIntents []string `protobuf:"bytes,8,rep,name=pass_intents,json=passIntents,proto3" json:"pass_intents,omitempty"`
 	// With pass: a pass of plugin_id the caller holds, renewed for
 	// broker.pass_ttl from now instead of a new one being minted.
-	Renew         string `protobuf:"bytes,9,opt,name=renew,proto3" json:"renew,omitempty"`
+	Renew string `protobuf:"bytes,9,opt,name=renew,proto3" json:"renew,omitempty"`
+	// The decision point's context the handle carries to the proxy: the
+	// run and access grant the call runs under (a revoked or lapsed grant:
+	// every request refused grant_revoked), the budgets its egress is
+	// charged to (all lines or none), the regions it may reach (empty: no
+	// limit; an intent outside them: residency_violation), and what a
+	// violation does: "refuse" (default), "end" or "quarantine".
+	RunId         string              `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	AccessGrantId string              `protobuf:"bytes,11,opt,name=access_grant_id,json=accessGrantId,proto3" json:"access_grant_id,omitempty"`
+	Budget        []*HandleBudgetLine `protobuf:"bytes,12,rep,name=budget,proto3" json:"budget,omitempty"`
+	Residency     []string            `protobuf:"bytes,13,rep,name=residency,proto3" json:"residency,omitempty"`
+	OnViolation   string              `protobuf:"bytes,14,opt,name=on_violation,json=onViolation,proto3" json:"on_violation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +278,127 @@ func (x *IssueHandleRequest) GetRenew() string {
 	return ""
 }
 
+func (x *IssueHandleRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *IssueHandleRequest) GetAccessGrantId() string {
+	if x != nil {
+		return x.AccessGrantId
+	}
+	return ""
+}
+
+func (x *IssueHandleRequest) GetBudget() []*HandleBudgetLine {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *IssueHandleRequest) GetResidency() []string {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
+func (x *IssueHandleRequest) GetOnViolation() string {
+	if x != nil {
+		return x.OnViolation
+	}
+	return ""
+}
+
+// HandleBudgetLine is one budget a handle's egress is charged to: its key
+// ("invocation:ID", "run:ID", "grant:ID") and its limits (0: no limit).
+type HandleBudgetLine struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Key            string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Calls          int64                  `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	CostMicros     int64                  `protobuf:"varint,3,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	EgressRequests int64                  `protobuf:"varint,4,opt,name=egress_requests,json=egressRequests,proto3" json:"egress_requests,omitempty"`
+	EgressBytes    int64                  `protobuf:"varint,5,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	Tokens         int64                  `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HandleBudgetLine) Reset() {
+	*x = HandleBudgetLine{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleBudgetLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleBudgetLine) ProtoMessage() {}
+
+func (x *HandleBudgetLine) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleBudgetLine.ProtoReflect.Descriptor instead.
+func (*HandleBudgetLine) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HandleBudgetLine) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HandleBudgetLine) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetEgressRequests() int64 {
+	if x != nil {
+		return x.EgressRequests
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetEgressBytes() int64 {
+	if x != nil {
+		return x.EgressBytes
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
 type IssueHandleResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Handle      string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -280,7 +412,7 @@ type IssueHandleResponse struct {
 
 func (x *IssueHandleResponse) Reset() {
 	*x = IssueHandleResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +424,7 @@ func (x *IssueHandleResponse) String() string {
 func (*IssueHandleResponse) ProtoMessage() {}
 
 func (x *IssueHandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +437,7 @@ func (x *IssueHandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueHandleResponse.ProtoReflect.Descriptor instead.
 func (*IssueHandleResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IssueHandleResponse) GetHandle() string {
@@ -345,7 +477,7 @@ type RevokeInvocationRequest struct {
 
 func (x *RevokeInvocationRequest) Reset() {
 	*x = RevokeInvocationRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +489,7 @@ func (x *RevokeInvocationRequest) String() string {
 func (*RevokeInvocationRequest) ProtoMessage() {}
 
 func (x *RevokeInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +502,7 @@ func (x *RevokeInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeInvocationRequest.ProtoReflect.Descriptor instead.
 func (*RevokeInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RevokeInvocationRequest) GetInvocationId() string {
@@ -389,7 +521,7 @@ type RevokePluginRequest struct {
 
 func (x *RevokePluginRequest) Reset() {
 	*x = RevokePluginRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +533,7 @@ func (x *RevokePluginRequest) String() string {
 func (*RevokePluginRequest) ProtoMessage() {}
 
 func (x *RevokePluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +546,7 @@ func (x *RevokePluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokePluginRequest.ProtoReflect.Descriptor instead.
 func (*RevokePluginRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RevokePluginRequest) GetPluginId() string {
@@ -441,7 +573,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +585,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +598,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RevokeResponse) GetRevoked() uint32 {
@@ -505,7 +637,7 @@ type LeaseEnd struct {
 
 func (x *LeaseEnd) Reset() {
 	*x = LeaseEnd{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +649,7 @@ func (x *LeaseEnd) String() string {
 func (*LeaseEnd) ProtoMessage() {}
 
 func (x *LeaseEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +662,7 @@ func (x *LeaseEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseEnd.ProtoReflect.Descriptor instead.
 func (*LeaseEnd) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaseEnd) GetIntent() string {
@@ -570,7 +702,7 @@ type LeaseState struct {
 
 func (x *LeaseState) Reset() {
 	*x = LeaseState{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +714,7 @@ func (x *LeaseState) String() string {
 func (*LeaseState) ProtoMessage() {}
 
 func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +727,7 @@ func (x *LeaseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
 func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseState) GetFingerprint() string {
@@ -652,7 +784,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +796,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +809,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MintTokenRequest) GetKind() TokenKind {
@@ -754,7 +886,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +898,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +911,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -811,7 +943,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +955,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +968,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 type StatusResponse struct {
@@ -852,7 +984,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +996,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1009,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetVersion() string {
@@ -925,7 +1057,7 @@ type InspectHandleRequest struct {
 
 func (x *InspectHandleRequest) Reset() {
 	*x = InspectHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1069,7 @@ func (x *InspectHandleRequest) String() string {
 func (*InspectHandleRequest) ProtoMessage() {}
 
 func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1082,7 @@ func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleRequest.ProtoReflect.Descriptor instead.
 func (*InspectHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectHandleRequest) GetFingerprint() string {
@@ -981,7 +1113,7 @@ type InspectHandleResponse struct {
 
 func (x *InspectHandleResponse) Reset() {
 	*x = InspectHandleResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1125,7 @@ func (x *InspectHandleResponse) String() string {
 func (*InspectHandleResponse) ProtoMessage() {}
 
 func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1138,7 @@ func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleResponse.ProtoReflect.Descriptor instead.
 func (*InspectHandleResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectHandleResponse) GetFingerprint() string {
@@ -1102,7 +1234,7 @@ type RevokeHandleRequest struct {
 
 func (x *RevokeHandleRequest) Reset() {
 	*x = RevokeHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1246,7 @@ func (x *RevokeHandleRequest) String() string {
 func (*RevokeHandleRequest) ProtoMessage() {}
 
 func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1259,7 @@ func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeHandleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeHandleRequest) GetFingerprint() string {
@@ -1151,7 +1283,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1295,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1308,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainRequest) GetFingerprint() string {
@@ -1218,7 +1350,7 @@ type ExplainStep struct {
 
 func (x *ExplainStep) Reset() {
 	*x = ExplainStep{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1362,7 @@ func (x *ExplainStep) String() string {
 func (*ExplainStep) ProtoMessage() {}
 
 func (x *ExplainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1375,7 @@ func (x *ExplainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainStep.ProtoReflect.Descriptor instead.
 func (*ExplainStep) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainStep) GetCheck() string {
@@ -1279,7 +1411,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1423,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1436,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExplainResponse) GetAllowed() bool {
@@ -1338,7 +1470,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1f\n" +
 	"\vpath_prefix\x18\x03 \x01(\tR\n" +
 	"pathPrefix\x12\x18\n" +
-	"\amethods\x18\x04 \x03(\tR\amethods\"\xd0\x02\n" +
+	"\amethods\x18\x04 \x03(\tR\amethods\"\x8d\x04\n" +
 	"\x12IssueHandleRequest\x12\x1b\n" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12#\n" +
 	"\rinvocation_id\x18\x02 \x01(\tR\finvocationId\x12\x16\n" +
@@ -1348,7 +1480,21 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x12\n" +
 	"\x04pass\x18\a \x01(\bR\x04pass\x12!\n" +
 	"\fpass_intents\x18\b \x03(\tR\vpassIntents\x12\x14\n" +
-	"\x05renew\x18\t \x01(\tR\x05renew\"\xad\x01\n" +
+	"\x05renew\x18\t \x01(\tR\x05renew\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\tR\x05runId\x12&\n" +
+	"\x0faccess_grant_id\x18\v \x01(\tR\raccessGrantId\x12;\n" +
+	"\x06budget\x18\f \x03(\v2#.airlock.broker.v1.HandleBudgetLineR\x06budget\x12\x1c\n" +
+	"\tresidency\x18\r \x03(\tR\tresidency\x12!\n" +
+	"\fon_violation\x18\x0e \x01(\tR\vonViolation\"\xbf\x01\n" +
+	"\x10HandleBudgetLine\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12\x1f\n" +
+	"\vcost_micros\x18\x03 \x01(\x03R\n" +
+	"costMicros\x12'\n" +
+	"\x0fegress_requests\x18\x04 \x01(\x03R\x0eegressRequests\x12!\n" +
+	"\fegress_bytes\x18\x05 \x01(\x03R\vegressBytes\x12\x16\n" +
+	"\x06tokens\x18\x06 \x01(\x03R\x06tokens\"\xad\x01\n" +
 	"\x13IssueHandleResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x129\n" +
 	"\n" +
@@ -1459,65 +1605,67 @@ func file_airlock_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(TokenKind)(0),                  // 0: airlock.broker.v1.TokenKind
 	(*Destination)(nil),             // 1: airlock.broker.v1.Destination
 	(*IssueHandleRequest)(nil),      // 2: airlock.broker.v1.IssueHandleRequest
-	(*IssueHandleResponse)(nil),     // 3: airlock.broker.v1.IssueHandleResponse
-	(*RevokeInvocationRequest)(nil), // 4: airlock.broker.v1.RevokeInvocationRequest
-	(*RevokePluginRequest)(nil),     // 5: airlock.broker.v1.RevokePluginRequest
-	(*RevokeResponse)(nil),          // 6: airlock.broker.v1.RevokeResponse
-	(*LeaseEnd)(nil),                // 7: airlock.broker.v1.LeaseEnd
-	(*LeaseState)(nil),              // 8: airlock.broker.v1.LeaseState
-	(*MintTokenRequest)(nil),        // 9: airlock.broker.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),       // 10: airlock.broker.v1.MintTokenResponse
-	(*StatusRequest)(nil),           // 11: airlock.broker.v1.StatusRequest
-	(*StatusResponse)(nil),          // 12: airlock.broker.v1.StatusResponse
-	(*InspectHandleRequest)(nil),    // 13: airlock.broker.v1.InspectHandleRequest
-	(*InspectHandleResponse)(nil),   // 14: airlock.broker.v1.InspectHandleResponse
-	(*RevokeHandleRequest)(nil),     // 15: airlock.broker.v1.RevokeHandleRequest
-	(*ExplainRequest)(nil),          // 16: airlock.broker.v1.ExplainRequest
-	(*ExplainStep)(nil),             // 17: airlock.broker.v1.ExplainStep
-	(*ExplainResponse)(nil),         // 18: airlock.broker.v1.ExplainResponse
-	(*timestamppb.Timestamp)(nil),   // 19: google.protobuf.Timestamp
+	(*HandleBudgetLine)(nil),        // 3: airlock.broker.v1.HandleBudgetLine
+	(*IssueHandleResponse)(nil),     // 4: airlock.broker.v1.IssueHandleResponse
+	(*RevokeInvocationRequest)(nil), // 5: airlock.broker.v1.RevokeInvocationRequest
+	(*RevokePluginRequest)(nil),     // 6: airlock.broker.v1.RevokePluginRequest
+	(*RevokeResponse)(nil),          // 7: airlock.broker.v1.RevokeResponse
+	(*LeaseEnd)(nil),                // 8: airlock.broker.v1.LeaseEnd
+	(*LeaseState)(nil),              // 9: airlock.broker.v1.LeaseState
+	(*MintTokenRequest)(nil),        // 10: airlock.broker.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),       // 11: airlock.broker.v1.MintTokenResponse
+	(*StatusRequest)(nil),           // 12: airlock.broker.v1.StatusRequest
+	(*StatusResponse)(nil),          // 13: airlock.broker.v1.StatusResponse
+	(*InspectHandleRequest)(nil),    // 14: airlock.broker.v1.InspectHandleRequest
+	(*InspectHandleResponse)(nil),   // 15: airlock.broker.v1.InspectHandleResponse
+	(*RevokeHandleRequest)(nil),     // 16: airlock.broker.v1.RevokeHandleRequest
+	(*ExplainRequest)(nil),          // 17: airlock.broker.v1.ExplainRequest
+	(*ExplainStep)(nil),             // 18: airlock.broker.v1.ExplainStep
+	(*ExplainResponse)(nil),         // 19: airlock.broker.v1.ExplainResponse
+	(*timestamppb.Timestamp)(nil),   // 20: google.protobuf.Timestamp
 }
 var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: airlock.broker.v1.IssueHandleRequest.destinations:type_name -> airlock.broker.v1.Destination
-	19, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
-	19, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 3: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
-	19, // 4: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
-	19, // 5: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
-	19, // 7: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
-	19, // 8: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 9: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
-	19, // 10: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
-	19, // 11: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 12: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
-	17, // 13: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	2,  // 14: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	4,  // 15: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	5,  // 16: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	9,  // 17: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	11, // 18: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	13, // 19: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	15, // 20: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	16, // 21: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	3,  // 22: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	6,  // 23: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	6,  // 24: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	10, // 25: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	12, // 26: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	14, // 27: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	6,  // 28: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	18, // 29: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
+	3,  // 2: airlock.broker.v1.IssueHandleRequest.budget:type_name -> airlock.broker.v1.HandleBudgetLine
+	20, // 3: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
+	20, // 5: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
+	20, // 6: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 7: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
+	20, // 8: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
+	20, // 9: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 10: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
+	20, // 11: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
+	20, // 12: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 13: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
+	18, // 14: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	2,  // 15: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	5,  // 16: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	6,  // 17: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	10, // 18: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	12, // 19: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	14, // 20: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	16, // 21: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	17, // 22: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	4,  // 23: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	7,  // 24: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	7,  // 25: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	11, // 26: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	13, // 27: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	15, // 28: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	7,  // 29: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	19, // 30: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
@@ -1531,7 +1679,7 @@ func file_airlock_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_broker_v1_broker_proto_rawDesc), len(file_airlock_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
