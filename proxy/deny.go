@@ -129,8 +129,8 @@ func (d *denial) response(req *http.Request) *http.Response {
 		status = http.StatusForbidden
 	}
 	body, _ := json.Marshal(struct {
-		Error    string               `json:"error"`
-		Detail   string               `json:"detail"`
+		Error     string               `json:"error"`
+		Detail    string               `json:"detail"`
 		Declared  []broker.Destination `json:"declared,omitempty"`
 		Budget    string               `json:"budget,omitempty"`
 		Dimension string               `json:"dimension,omitempty"`
