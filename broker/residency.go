@@ -90,6 +90,10 @@ func checkDecision(req IssueRequest) (string, error) {
 		if l.Key == "" || len(l.Key) > MaxBudgetKey {
 			return "", fmt.Errorf("%w: budget[%d].key: required, at most %d bytes", ErrBadRequest, i, MaxBudgetKey)
 		}
+		if slices.ContainsFunc(req.Budget[:i], func(o BudgetLine) bool { return o.Key == l.Key }) {
+			// A charge takes each key once.
+			return "", fmt.Errorf("%w: budget[%d].key: repeats an earlier line's", ErrBadRequest, i)
+		}
 		if lim.Calls < 0 || lim.CostMicros < 0 || lim.EgressRequests < 0 || lim.EgressBytes < 0 || lim.Tokens < 0 {
 			return "", fmt.Errorf("%w: budget[%d].limits: must not be negative", ErrBadRequest, i)
 		}

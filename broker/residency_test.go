@@ -96,6 +96,7 @@ func TestIssueDecisionContextOverAPI(t *testing.T) {
 		"on_violation": {OnViolation: "explode"},
 		"budget key":   {Budget: []BudgetLine{{Key: ""}}},
 		"budget limit": {Budget: []BudgetLine{{Key: "run:x", Limits: Limits{EgressBytes: -1}}}},
+		"budget twice": {Budget: []BudgetLine{{Key: "run:x"}, {Key: "run:x"}}},
 	} {
 		req.PluginID, req.InvocationID, req.Intent, req.Destinations, req.Deadline = "p", "inv", "eu.api", apiDest, time.Now().Add(time.Minute)
 		if _, err := f.client.Issue(ctx, req); !errors.Is(err, ErrBadRequest) {

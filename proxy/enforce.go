@@ -23,8 +23,8 @@ import (
 //     line before it is sent (refused 429 budget_exhausted, naming the
 //     budget and dimension, when a line would go over; nothing counted),
 //     and the request and response body bytes relayed count egress_bytes
-//     after the exchange, without a limit check, so the request after
-//     the one that went over is refused. The ledger unreachable: 503
+//     after the exchange, without a limit check, so the requests after
+//     the one that spent the last byte are refused. The ledger unreachable: 503
 //     budget_unavailable, for handles with budget lines only;
 //   - violations: a refusal that is a plugin's attempt to use authority
 //     it was not given is recorded in the ledger (broker.Violation) under
@@ -117,12 +117,24 @@ func (s *Server) chargeRequest(ctx context.Context, g *broker.Grant) *denial {
 	if s.ledger == nil {
 		return deny(CodeBudgetUnavailable, "the budget ledger is unavailable; try again").withReason("no ledger")
 	}
-	lines := make([]broker.BudgetLine, len(g.Budget))
-	for i, l := range g.Budget {
-		// Only the egress dimensions: calls and cost are the host's.
-		lines[i] = broker.BudgetLine{Key: l.Key, Limits: broker.Limits{EgressRequests: l.Limits.EgressRequests, EgressBytes: l.Limits.EgressBytes}}
+	// Only the egress dimensions: calls and cost are the host's. A charge
+	// checks only the dimensions it adds to, so the bytes, charged after
+	// each exchange, are checked first by a charge of nothing (refused
+	// once a line has none left); then the request is charged.
+	var bytes, requests []broker.BudgetLine
+	for _, l := range g.Budget {
+		if l.Limits.EgressBytes > 0 {
+			bytes = append(bytes, broker.BudgetLine{Key: l.Key, Limits: broker.Limits{EgressBytes: l.Limits.EgressBytes}})
+		}
+		requests = append(requests, broker.BudgetLine{Key: l.Key, Limits: broker.Limits{EgressRequests: l.Limits.EgressRequests}})
 	}
-	err := s.ledger.Charge(ctx, lines, broker.Spend{EgressRequests: 1})
+	var err error
+	if len(bytes) > 0 {
+		err = s.ledger.Charge(ctx, bytes, broker.Spend{})
+	}
+	if err == nil {
+		err = s.ledger.Charge(ctx, requests, broker.Spend{EgressRequests: 1})
+	}
 	var be *broker.BudgetExhaustedError
 	switch {
 	case errors.As(err, &be):

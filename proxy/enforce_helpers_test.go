@@ -24,7 +24,8 @@ func ledgerForTest() broker.Ledger {
 	return newTestLedger()
 }
 
-// testLedger keeps spend, violations and access grants in memory.
+// testLedger keeps spend, violations and access grants in memory, with
+// the charge semantics of the handle stores' ledger.
 type testLedger struct {
 	mu         sync.Mutex
 	spent      map[string]broker.Spend
@@ -57,7 +58,11 @@ func (l *testLedger) Charge(_ context.Context, lines []broker.BudgetLine, add br
 		sp, lim := l.spent[line.Key], line.Limits
 		sd, ld, ad := dims(&sp), dims(&lim), dims(&add)
 		for i := range sd {
-			if *ld[i].v > 0 && *sd[i].v+*ad[i].v > *ld[i].v {
+			// As the stores do: a charge of nothing is refused once a
+			// limited dimension is spent; a charge, only on the
+			// dimensions it adds to.
+			l, c, a := *ld[i].v, *sd[i].v, *ad[i].v
+			if l > 0 && (add == (broker.Spend{}) && c >= l || a > 0 && c+a > l) {
 				return &broker.BudgetExhaustedError{Key: line.Key, Dimension: sd[i].name, Limit: *ld[i].v, Spent: *sd[i].v}
 			}
 		}
