@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -66,6 +67,27 @@ type IssueRequest struct {
 	// Renew, with Pass, is a pass the caller holds (for PluginID): it is
 	// renewed for broker.pass_ttl instead of a new one being minted.
 	Renew string
+
+	// The decision point's context, carried by the handle to the proxy.
+	// RunID and AccessGrantID name the run and the access grant the call
+	// runs under: with an AccessGrantID the proxy refuses every request
+	// once the grant is revoked or past its NotAfter (grant_revoked).
+	RunID         string
+	AccessGrantID string
+	// Budget lists the budgets the proxy charges the handle's egress to
+	// (typically the invocation's, the run's and the grant's): each
+	// request counts one egress_requests before it is sent, and its
+	// request and response body bytes count egress_bytes after; all lines
+	// or none.
+	Budget []BudgetLine
+	// Residency lists the regions the handle may reach (empty: no
+	// limit). Issue refuses an intent whose region is not listed (or that
+	// has none) with ErrResidencyViolation; the proxy refuses a request
+	// to a destination of another region.
+	Residency []string
+	// OnViolation: OnViolationRefuse (the default), OnViolationEnd or
+	// OnViolationQuarantine.
+	OnViolation string
 }
 
 // Issued is a minted handle. Handle goes to the plugin and nowhere else.
@@ -107,9 +129,18 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	if err := checkIDs(req); err != nil {
 		return Issued{}, err
 	}
+	onViolation, err := checkDecision(req)
+	if err != nil {
+		return Issued{}, err
+	}
 	in, ok := b.intent(req.Intent)
 	if !ok {
 		return Issued{}, ErrIntentUnknown
+	}
+	if !ResidencyAllows(req.Residency, in.Region) {
+		// The intent's region is the operator's, not the plugin's, but
+		// the residency's contents stay out of the error all the same.
+		return Issued{}, fmt.Errorf("%w: the intent's region is not in the residency", ErrResidencyViolation)
 	}
 	if len(req.Destinations) == 0 {
 		// A requester without declared destinations (an Executa plugin)
@@ -138,7 +169,9 @@ func (b *Broker) issue(ctx context.Context, req IssueRequest) (Issued, error) {
 		expires = capAt
 	}
 	return b.put(ctx, &Grant{PluginID: req.PluginID, InvocationID: req.InvocationID, Intent: req.Intent, Class: in.Class,
-		Destinations: dests, DryRun: req.DryRun, IssuedAt: now, ExpiresAt: expires})
+		Destinations: dests, DryRun: req.DryRun, IssuedAt: now, ExpiresAt: expires,
+		RunID: req.RunID, AccessGrantID: req.AccessGrantID, Budget: slices.Clone(req.Budget), Residency: slices.Clone(req.Residency),
+		OnViolation: onViolation})
 }
 
 // checkIDs bounds the identifiers and lists of an issue request: every

@@ -79,7 +79,9 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Issue implements API.
 func (c *Client) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	r := &brokerv1.IssueHandleRequest{PluginId: req.PluginID, InvocationId: req.InvocationID, Intent: req.Intent,
-		DryRun: req.DryRun, Pass: req.Pass, PassIntents: req.PassIntents, Renew: req.Renew}
+		DryRun: req.DryRun, Pass: req.Pass, PassIntents: req.PassIntents, Renew: req.Renew,
+		RunId: req.RunID, AccessGrantId: req.AccessGrantID, Budget: budgetToProto(req.Budget), Residency: req.Residency,
+		OnViolation: req.OnViolation}
 	if !req.Deadline.IsZero() {
 		r.Deadline = timestamppb.New(req.Deadline)
 	}

@@ -138,8 +138,12 @@ type Intent struct {
 	Secret SecretRef `yaml:"secret"`
 	Inject Inject    `yaml:"inject"`
 	// Destinations, when set, further restrict the manifest's: a request
-	// must match both.
+	// must match both. Each may name its own region.
 	Destinations []Destination `yaml:"destinations"`
+	// Region is where the intent's API and secret live ("eu-west-1",
+	// "eu"): a residency that does not list it gets no handle for the
+	// intent, and no request to a destination of another region.
+	Region string `yaml:"region"`
 }
 
 // SecretRef names one secret in a source.
@@ -289,6 +293,14 @@ func (c Config) Validate() error {
 		}
 		if in.Class != ClassRead && in.Class != ClassWrite {
 			add("%s.class: must be read or write", p)
+		}
+		if in.Region != "" && !ValidRegion(in.Region) {
+			add("%s.region: %s", p, regionRule)
+		}
+		for i, d := range in.Destinations {
+			if d.Region != "" && !ValidRegion(d.Region) {
+				add("%s.destinations[%d].region: %s", p, i, regionRule)
+			}
 		}
 		if in.Secret.isZero() && in.Inject.Kind == nil {
 			continue // declared but not bound yet: Issue answers ErrIntentUnbound

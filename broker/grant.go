@@ -40,6 +40,14 @@ type Grant struct {
 	RenewUntil time.Time `json:"renew_until,omitzero"`
 	// Fingerprint of the handle, for audit lines.
 	Fingerprint string `json:"fingerprint"`
+
+	// The decision point's context, from the host (never the plugin):
+	// see IssueRequest.
+	RunID         string       `json:"run_id,omitempty"`
+	AccessGrantID string       `json:"access_grant_id,omitempty"`
+	Budget        []BudgetLine `json:"budget,omitempty"`
+	Residency     []string     `json:"residency,omitempty"`
+	OnViolation   string       `json:"on_violation,omitempty"`
 }
 
 // Destination is one place a handle may be used: https to Host (exact, or
@@ -50,6 +58,10 @@ type Destination struct {
 	Port       int      `json:"port,omitempty" yaml:"port"`
 	PathPrefix string   `json:"path_prefix,omitempty" yaml:"path_prefix"`
 	Methods    []string `json:"methods,omitempty" yaml:"methods"`
+	// Region is where this destination's API lives, overriding its
+	// intent binding's region (residency). Only an intent binding's
+	// destinations carry one: the proxy never reads it from a manifest's.
+	Region string `json:"region,omitempty" yaml:"region"`
 
 	// invalid and line keep a config problem for Validate, so decoding
 	// goes on and every problem is reported at once, with its line.
@@ -91,11 +103,12 @@ func (d *Destination) UnmarshalYAML(n *yaml.Node) error {
 			Port       int      `yaml:"port"`
 			PathPrefix string   `yaml:"path_prefix"`
 			Methods    []string `yaml:"methods"`
+			Region     string   `yaml:"region"`
 		}
 		if err = n.Decode(&plain); err != nil {
 			return err // a type error: yaml reports it with its line
 		}
-		p, err = Destination{Host: plain.Host, Port: plain.Port, PathPrefix: plain.PathPrefix, Methods: plain.Methods}.Normalize()
+		p, err = Destination{Host: plain.Host, Port: plain.Port, PathPrefix: plain.PathPrefix, Methods: plain.Methods, Region: plain.Region}.Normalize()
 	}
 	if err != nil {
 		*d = Destination{invalid: err, line: n.Line}

@@ -23,6 +23,7 @@ var reasons = []struct {
 	{ErrIntentUnbound, "intent_unbound", codes.FailedPrecondition},
 	{ErrDeadlinePassed, "deadline_passed", codes.FailedPrecondition},
 	{ErrDryRunWrite, "dry_run_write", codes.PermissionDenied},
+	{ErrResidencyViolation, "residency_violation", codes.PermissionDenied},
 	{ErrIssueLimit, "limit", codes.ResourceExhausted},
 	{ErrInvocationRevoked, "revoked", codes.PermissionDenied},
 	{ErrStoreFull, "store_full", codes.ResourceExhausted},

@@ -41,7 +41,9 @@ func (s *Server) Register(g *grpc.Server) {
 // IssueHandle implements BrokerService.
 func (s *Server) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest) (*brokerv1.IssueHandleResponse, error) {
 	req := IssueRequest{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(),
-		Deadline: timeOf(r.GetDeadline()), DryRun: r.GetDryRun(), Pass: r.GetPass(), PassIntents: r.GetPassIntents(), Renew: r.GetRenew()}
+		Deadline: timeOf(r.GetDeadline()), DryRun: r.GetDryRun(), Pass: r.GetPass(), PassIntents: r.GetPassIntents(), Renew: r.GetRenew(),
+		RunID: r.GetRunId(), AccessGrantID: r.GetAccessGrantId(), Budget: budgetFromProto(r.GetBudget()), Residency: r.GetResidency(),
+		OnViolation: r.GetOnViolation()}
 	for _, d := range r.GetDestinations() {
 		req.Destinations = append(req.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()),
 			PathPrefix: d.GetPathPrefix(), Methods: d.GetMethods()})

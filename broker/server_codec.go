@@ -33,14 +33,16 @@ func (c boundedCodec) Unmarshal(data mem.BufferSlice, v any) error {
 const (
 	issueDestinationsField  = 4
 	issuePassIntentsField   = 8
+	issueBudgetField        = 12
+	issueResidencyField     = 13
 	destinationMethodsField = 4
 )
 
-// checkIssueWire counts the destinations, pass intents and each
-// destination's methods of an encoded IssueHandleRequest. Malformed input
+// checkIssueWire counts the destinations, pass intents, budget lines,
+// residency regions and each destination's methods of an encoded IssueHandleRequest. Malformed input
 // is left to the decoder to refuse.
 func checkIssueWire(b []byte) error {
-	var dests, intents int
+	var dests, intents, budget, residency int
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, val []byte) error {
 		if typ != protowire.BytesType {
 			return nil
@@ -62,6 +64,14 @@ func checkIssueWire(b []byte) error {
 		case issuePassIntentsField:
 			if intents++; intents > MaxDestinations {
 				return fmt.Errorf("%w: pass intents: at most %d", ErrBadRequest, MaxDestinations)
+			}
+		case issueBudgetField:
+			if budget++; budget > MaxBudgetLines {
+				return fmt.Errorf("%w: budget: at most %d lines", ErrBadRequest, MaxBudgetLines)
+			}
+		case issueResidencyField:
+			if residency++; residency > MaxResidency {
+				return fmt.Errorf("%w: residency: at most %d regions", ErrBadRequest, MaxResidency)
 			}
 		}
 		return nil

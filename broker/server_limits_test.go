@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,7 +52,15 @@ func serveAPIOf(t *testing.T, srv *Server) func() brokerv1.BrokerServiceClient {
 // bounds Issue accepts.
 func largestIssue(deadline time.Time) *brokerv1.IssueHandleRequest {
 	r := &brokerv1.IssueHandleRequest{PluginId: strings.Repeat("p", MaxIDBytes), InvocationId: strings.Repeat("i", MaxIDBytes),
-		Intent: "example.read", Deadline: timestamppb.New(deadline)}
+		Intent: "example.read", Deadline: timestamppb.New(deadline),
+		RunId: strings.Repeat("r", MaxIDBytes), AccessGrantId: strings.Repeat("g", MaxIDBytes), OnViolation: OnViolationQuarantine}
+	for i := 0; i < MaxBudgetLines; i++ {
+		r.Budget = append(r.Budget, &brokerv1.HandleBudgetLine{Key: strings.Repeat("k", MaxBudgetKey), Calls: math.MaxInt64,
+			CostMicros: math.MaxInt64, EgressRequests: math.MaxInt64, EgressBytes: math.MaxInt64, Tokens: math.MaxInt64})
+	}
+	for i := 0; i < MaxResidency; i++ {
+		r.Residency = append(r.Residency, strings.Repeat("z", maxRegionBytes))
+	}
 	methods := make([]string, MaxMethods)
 	for i := range methods {
 		methods[i] = strings.Repeat("M", MaxMethodBytes-2) + string(rune('A'+i/10)) + string(rune('A'+i%10))
@@ -87,7 +96,9 @@ func TestAPIRefusesOversizedRequests(t *testing.T) {
 	if n := proto.Size(largest); n > MaxRequestBytes {
 		t.Fatalf("the largest legitimate request is %d bytes, over MaxRequestBytes %d", n, MaxRequestBytes)
 	}
-	largest.PassIntents, largest.Renew = nil, ""
+	// Issued, it needs no pass fields, and no residency its intent (which
+	// names no region) is outside.
+	largest.PassIntents, largest.Renew, largest.Residency = nil, "", nil
 	if _, err := api.IssueHandle(ctx, largest); err != nil {
 		t.Fatalf("the largest legitimate issue request: %v", err)
 	}
@@ -124,11 +135,16 @@ func TestIssueWireCounts(t *testing.T) {
 		"65 destinations": {Destinations: make([]*brokerv1.Destination, MaxDestinations+1)},
 		"65 pass intents": {PassIntents: make([]string, MaxDestinations+1)},
 		"17 methods":      {Destinations: []*brokerv1.Destination{{Methods: make([]string, MaxMethods+1)}}},
+		"9 budget lines":  {Budget: make([]*brokerv1.HandleBudgetLine, MaxBudgetLines+1)},
+		"33 regions":      {Residency: make([]string, MaxResidency+1)},
 	} {
 		for i := range r.Destinations {
 			if r.Destinations[i] == nil {
 				r.Destinations[i] = &brokerv1.Destination{}
 			}
+		}
+		for i := range r.Budget {
+			r.Budget[i] = &brokerv1.HandleBudgetLine{}
 		}
 		b, err := proto.Marshal(r)
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 // auditRecord is one proxied request's audit line. It never holds a
@@ -41,6 +43,12 @@ type auditRecord struct {
 	// Lease is the fingerprint of the invocation's lease the secret came
 	// with (source vault_lease); empty for a static secret.
 	Lease string
+
+	// grant is the live grant of the handle the request presented (or
+	// another plugin's, presented by presentedBy): a refusal that is a
+	// violation is recorded against it (enforce.go).
+	grant       *broker.Grant
+	presentedBy string
 }
 
 // The modes an audit line names.

@@ -54,6 +54,10 @@ const (
 	CodeAuditUnavailable     = "audit_unavailable"             // 503
 	CodeHandleNotThisPlugins = "handle_not_this_plugins"       // 403: another plugin's handle or pass on a plugin's own listener
 	CodeInvalidPseudoHeader  = "invalid_pseudo_header"         // 400: an HTTP/2 :method, :path or :authority HTTP/1.1 could not carry
+	CodeResidency            = "residency_violation"           // 403: the destination's region is outside the handle's residency
+	CodeGrantRevoked         = "grant_revoked"                 // 403: the handle's access grant was revoked or lapsed
+	CodeBudgetExhausted      = "budget_exhausted"              // 429: a budget line has no egress requests or bytes left
+	CodeBudgetUnavailable    = "budget_unavailable"            // 503: the ledger cannot charge a handle with budget lines
 )
 
 var codeStatus = map[string]int{
@@ -75,7 +79,8 @@ var codeStatus = map[string]int{
 	CodePresigned: http.StatusBadRequest, CodeInjectUnsupported: http.StatusBadGateway,
 	CodeLeaseUnavailable: http.StatusServiceUnavailable, CodeAuditUnavailable: http.StatusServiceUnavailable,
 	CodeClientClosed: statusClientClosed, CodeHandleNotThisPlugins: http.StatusForbidden,
-	CodeInvalidPseudoHeader: http.StatusBadRequest,
+	CodeInvalidPseudoHeader: http.StatusBadRequest, CodeResidency: http.StatusForbidden, CodeGrantRevoked: http.StatusForbidden,
+	CodeBudgetExhausted: http.StatusTooManyRequests, CodeBudgetUnavailable: http.StatusServiceUnavailable,
 }
 
 // statusClientClosed is what the audit records for a request whose
@@ -96,6 +101,9 @@ type denial struct {
 	// answer's body lists so the plugin sees what it may reach. Never
 	// another plugin's, and not in the audit line.
 	declared []broker.Destination
+	// budget and dimension name what a budget_exhausted refusal ran out
+	// of: a budget key ("run:…", never a secret) and a dimension.
+	budget, dimension string
 }
 
 func deny(code, detail string) *denial { return &denial{code: code, detail: detail} }
@@ -121,10 +129,12 @@ func (d *denial) response(req *http.Request) *http.Response {
 		status = http.StatusForbidden
 	}
 	body, _ := json.Marshal(struct {
-		Error    string               `json:"error"`
-		Detail   string               `json:"detail"`
-		Declared []broker.Destination `json:"declared,omitempty"`
-	}{d.code, d.detail, d.declared})
+		Error     string               `json:"error"`
+		Detail    string               `json:"detail"`
+		Declared  []broker.Destination `json:"declared,omitempty"`
+		Budget    string               `json:"budget,omitempty"`
+		Dimension string               `json:"dimension,omitempty"`
+	}{d.code, d.detail, d.declared, d.budget, d.dimension})
 	body = append(body, '\n')
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")

@@ -49,13 +49,17 @@ type exchange struct {
 	placeholders http.Header
 	// ctx is the request's context, for why a stream ended (h2.go).
 	ctx context.Context
+	// sent: the request went to the upstream (send ran); bodyBytes is
+	// how much of its body did, for a handle with budget lines.
+	sent      bool
+	bodyBytes atomic.Int64
 }
 
 // send sends the request and always answers with a response: a
 // transport failure becomes a denial.
 func (x *exchange) send(req *http.Request) *http.Response {
 	t0 := time.Now()
-	x.ctx = req.Context()
+	x.ctx, x.sent = req.Context(), true
 	resp, err := x.s.roundTrip(req, x.credential())
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
@@ -167,6 +171,9 @@ func (x *exchange) release() { x.slot.release() }
 
 func (x *exchange) done(d *denial) {
 	x.release()
+	if x.sent {
+		x.s.chargeBytes(x.grant, x.bodyBytes.Load()+x.audit.BytesOut)
+	}
 	x.s.finish(x.audit, d)
 }
 

@@ -63,6 +63,17 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 	if d, ok := explainDestination(g, in, method, t); !step("destination", d, ok) {
 		return ex
 	}
+	if region := in.RegionOf(t.host, t.port, t.path); region != "" || len(g.Residency) > 0 {
+		ok := "region " + region + "; the handle has no residency"
+		if region == "" {
+			ok = "no region"
+		} else if len(g.Residency) > 0 {
+			ok = "region " + region + " is in the handle's residency"
+		}
+		if !step("residency", checkResidency(g, in, t), ok) {
+			return ex
+		}
+	}
 	addrs, err := s.dialer.resolver.LookupNetIP(ctx, "ip", t.host)
 	if ip, perr := netip.ParseAddr(t.host); perr == nil {
 		addrs, err = []netip.Addr{ip}, nil

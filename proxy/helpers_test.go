@@ -270,6 +270,9 @@ type fixtureOpts struct {
 	// auditSink takes the audit lines; by default they are written, as
 	// they come, to the fixture's audit buffer.
 	auditSink AuditSink
+	// ledger is the proxy's ledger; nil: the broker's store, if it keeps
+	// one.
+	ledger broker.Ledger
 }
 
 func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
@@ -325,7 +328,7 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 	}
 	var err error
 	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Registerer: o.reg,
-		AuditSink: o.auditSink})
+		AuditSink: o.auditSink, Ledger: o.ledger})
 	if err != nil {
 		t.Fatal(err)
 	}

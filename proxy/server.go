@@ -51,6 +51,10 @@ type Options struct {
 	GlobalLimits GlobalLimiter
 	// Vault holds the intercept CA when proxy.intercept.vault is set.
 	Vault *vaultapi.Client
+	// Ledger is where the egress of handles with budget lines is
+	// charged, access grants are checked and violations recorded; nil:
+	// the broker's handle store when it keeps the ledger (enforce.go).
+	Ledger broker.Ledger
 }
 
 // Server is the egress proxy.
@@ -75,6 +79,10 @@ type Server struct {
 	h2 *h2Pools
 	// ws opens upstream WebSockets (HTTP/1.1 only, never pooled).
 	ws *http.Transport
+	// ledger and revoker enforce the decision point's limits (enforce.go);
+	// either may be nil.
+	ledger  broker.Ledger
+	revoker invocationRevoker
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -135,7 +143,9 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		lim.global = opts.GlobalLimits
 	}
 	s := &Server{cfg: cfg, broker: b, up: up, h2: newH2Pools(cfg, d, tlsConfig), ws: newWebSocketTransport(cfg, d, tlsConfig), dialer: d, policy: policy,
-		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard}
+		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard,
+		ledger: ledgerOf(opts.Ledger, b)}
+	s.revoker, _ = b.(invocationRevoker)
 	s.limits.Store(lim)
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
@@ -259,6 +269,11 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 		a.log(s.audit)
 	}
 	s.metrics.done(a)
+	if d != nil && a.grant != nil {
+		if kind, ok := violationKinds[d.code]; ok {
+			s.violation(a.grant, kind, a.presentedBy)
+		}
+	}
 }
 
 // attribute resolves a handle to its live grant and intent, and names
@@ -270,6 +285,7 @@ func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (
 		// Another plugin's credential is refused whatever its state: the
 		// line names the plugin that sent it (tenant.go).
 		if d := s.foreignCredential(conn, g, a); d != nil {
+			a.grant, a.presentedBy = g, conn
 			return nil, broker.Intent{}, d
 		}
 		a.Plugin, a.Invocation, a.Intent, a.HandleFP = g.PluginID, g.InvocationID, g.Intent, g.Fingerprint
@@ -283,6 +299,7 @@ func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (
 		// Unknown, expired and revoked look the same to the plugin.
 		return nil, broker.Intent{}, deny(CodeHandleInvalid, "the credential handle is not valid").withReason(err.Error())
 	}
+	a.grant = g
 	if g.Pass {
 		return g, broker.Intent{}, nil // the caller decides: only a CONNECT takes a pass
 	}
@@ -317,6 +334,12 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	}
 	a.Host, a.Port = t.host, t.port
 	if d := checkDestination(g, in, r.Method, t); d != nil {
+		return nil, d
+	}
+	if d := checkResidency(g, in, t); d != nil {
+		return nil, d
+	}
+	if d := s.checkAccessGrant(r.Context(), g, a.start); d != nil {
 		return nil, d
 	}
 	sl, d := s.limits.Load().admit(r.Context(), g, a.start)
@@ -385,7 +408,22 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 	if where := handleLeft(r, t.host); where != "" {
 		return x, handleLeftDenial(where)
 	}
-	return x, x.scanBody(r)
+	if d := x.scanBody(r); d != nil {
+		return x, d
+	}
+	if len(g.Budget) > 0 {
+		// Charged last, once nothing else refuses it; the body's bytes
+		// are counted as they go upstream.
+		if d := s.chargeRequest(r.Context(), g); d != nil {
+			return x, d
+		}
+		if x.replay != nil {
+			x.bodyBytes.Store(int64(len(x.replay)))
+		} else if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &countedBody{rc: r.Body, n: &x.bodyBytes}
+		}
+	}
+	return x, nil
 }
 
 func idempotent(method string) bool {

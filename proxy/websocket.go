@@ -128,6 +128,13 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	st := s.relayWebSocket(ctx, pc, up, x.forms)
 	x.release()
+	// The messages' bytes as relayed, both ways; a handle in a message
+	// is a violation like one in a request. Both are in the ledger
+	// before the closing audit line is written.
+	s.chargeBytes(x.grant, st.bytesUp.Load()+st.bytesDown.Load())
+	if st.closedBy == "handle_in_request" {
+		s.violation(x.grant, violationKinds[CodeHandleInRequest], a.presentedBy)
+	}
 	s.auditWebSocketClose(a, st)
 }
 

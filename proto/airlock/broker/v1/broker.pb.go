@@ -169,7 +169,18 @@ type IssueHandleRequest struct {
 	PassIntents []string `protobuf:"bytes,8,rep,name=pass_intents,json=passIntents,proto3" json:"pass_intents,omitempty"`
 	// With pass: a pass of plugin_id the caller holds, renewed for
 	// broker.pass_ttl from now instead of a new one being minted.
-	Renew         string `protobuf:"bytes,9,opt,name=renew,proto3" json:"renew,omitempty"`
+	Renew string `protobuf:"bytes,9,opt,name=renew,proto3" json:"renew,omitempty"`
+	// The decision point's context the handle carries to the proxy: the
+	// run and access grant the call runs under (a revoked or lapsed grant:
+	// every request refused grant_revoked), the budgets its egress is
+	// charged to (all lines or none), the regions it may reach (empty: no
+	// limit; an intent outside them: residency_violation), and what a
+	// violation does: "refuse" (default), "end" or "quarantine".
+	RunId         string              `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	AccessGrantId string              `protobuf:"bytes,11,opt,name=access_grant_id,json=accessGrantId,proto3" json:"access_grant_id,omitempty"`
+	Budget        []*HandleBudgetLine `protobuf:"bytes,12,rep,name=budget,proto3" json:"budget,omitempty"`
+	Residency     []string            `protobuf:"bytes,13,rep,name=residency,proto3" json:"residency,omitempty"`
+	OnViolation   string              `protobuf:"bytes,14,opt,name=on_violation,json=onViolation,proto3" json:"on_violation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +278,127 @@ func (x *IssueHandleRequest) GetRenew() string {
 	return ""
 }
 
+func (x *IssueHandleRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *IssueHandleRequest) GetAccessGrantId() string {
+	if x != nil {
+		return x.AccessGrantId
+	}
+	return ""
+}
+
+func (x *IssueHandleRequest) GetBudget() []*HandleBudgetLine {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *IssueHandleRequest) GetResidency() []string {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
+func (x *IssueHandleRequest) GetOnViolation() string {
+	if x != nil {
+		return x.OnViolation
+	}
+	return ""
+}
+
+// HandleBudgetLine is one budget a handle's egress is charged to: its key
+// ("invocation:ID", "run:ID", "grant:ID") and its limits (0: no limit).
+type HandleBudgetLine struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Key            string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Calls          int64                  `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	CostMicros     int64                  `protobuf:"varint,3,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	EgressRequests int64                  `protobuf:"varint,4,opt,name=egress_requests,json=egressRequests,proto3" json:"egress_requests,omitempty"`
+	EgressBytes    int64                  `protobuf:"varint,5,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	Tokens         int64                  `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HandleBudgetLine) Reset() {
+	*x = HandleBudgetLine{}
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleBudgetLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleBudgetLine) ProtoMessage() {}
+
+func (x *HandleBudgetLine) ProtoReflect() protoreflect.Message {
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleBudgetLine.ProtoReflect.Descriptor instead.
+func (*HandleBudgetLine) Descriptor() ([]byte, []int) {
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HandleBudgetLine) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HandleBudgetLine) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetEgressRequests() int64 {
+	if x != nil {
+		return x.EgressRequests
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetEgressBytes() int64 {
+	if x != nil {
+		return x.EgressBytes
+	}
+	return 0
+}
+
+func (x *HandleBudgetLine) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
 type IssueHandleResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Handle      string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -280,7 +412,7 @@ type IssueHandleResponse struct {
 
 func (x *IssueHandleResponse) Reset() {
 	*x = IssueHandleResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +424,7 @@ func (x *IssueHandleResponse) String() string {
 func (*IssueHandleResponse) ProtoMessage() {}
 
 func (x *IssueHandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[2]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +437,7 @@ func (x *IssueHandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueHandleResponse.ProtoReflect.Descriptor instead.
 func (*IssueHandleResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IssueHandleResponse) GetHandle() string {
@@ -345,7 +477,7 @@ type RevokeInvocationRequest struct {
 
 func (x *RevokeInvocationRequest) Reset() {
 	*x = RevokeInvocationRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +489,7 @@ func (x *RevokeInvocationRequest) String() string {
 func (*RevokeInvocationRequest) ProtoMessage() {}
 
 func (x *RevokeInvocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[3]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +502,7 @@ func (x *RevokeInvocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeInvocationRequest.ProtoReflect.Descriptor instead.
 func (*RevokeInvocationRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RevokeInvocationRequest) GetInvocationId() string {
@@ -389,7 +521,7 @@ type RevokePluginRequest struct {
 
 func (x *RevokePluginRequest) Reset() {
 	*x = RevokePluginRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +533,7 @@ func (x *RevokePluginRequest) String() string {
 func (*RevokePluginRequest) ProtoMessage() {}
 
 func (x *RevokePluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[4]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +546,7 @@ func (x *RevokePluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokePluginRequest.ProtoReflect.Descriptor instead.
 func (*RevokePluginRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RevokePluginRequest) GetPluginId() string {
@@ -441,7 +573,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +585,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[5]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +598,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RevokeResponse) GetRevoked() uint32 {
@@ -505,7 +637,7 @@ type LeaseEnd struct {
 
 func (x *LeaseEnd) Reset() {
 	*x = LeaseEnd{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +649,7 @@ func (x *LeaseEnd) String() string {
 func (*LeaseEnd) ProtoMessage() {}
 
 func (x *LeaseEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[6]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +662,7 @@ func (x *LeaseEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseEnd.ProtoReflect.Descriptor instead.
 func (*LeaseEnd) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaseEnd) GetIntent() string {
@@ -570,7 +702,7 @@ type LeaseState struct {
 
 func (x *LeaseState) Reset() {
 	*x = LeaseState{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +714,7 @@ func (x *LeaseState) String() string {
 func (*LeaseState) ProtoMessage() {}
 
 func (x *LeaseState) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[7]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +727,7 @@ func (x *LeaseState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
 func (*LeaseState) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseState) GetFingerprint() string {
@@ -652,7 +784,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +796,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[8]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +809,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MintTokenRequest) GetKind() TokenKind {
@@ -754,7 +886,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +898,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[9]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +911,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -811,7 +943,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +955,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[10]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +968,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 type StatusResponse struct {
@@ -852,7 +984,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +996,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[11]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1009,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetVersion() string {
@@ -925,7 +1057,7 @@ type InspectHandleRequest struct {
 
 func (x *InspectHandleRequest) Reset() {
 	*x = InspectHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1069,7 @@ func (x *InspectHandleRequest) String() string {
 func (*InspectHandleRequest) ProtoMessage() {}
 
 func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[12]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1082,7 @@ func (x *InspectHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleRequest.ProtoReflect.Descriptor instead.
 func (*InspectHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectHandleRequest) GetFingerprint() string {
@@ -981,7 +1113,7 @@ type InspectHandleResponse struct {
 
 func (x *InspectHandleResponse) Reset() {
 	*x = InspectHandleResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1125,7 @@ func (x *InspectHandleResponse) String() string {
 func (*InspectHandleResponse) ProtoMessage() {}
 
 func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[13]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1138,7 @@ func (x *InspectHandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectHandleResponse.ProtoReflect.Descriptor instead.
 func (*InspectHandleResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectHandleResponse) GetFingerprint() string {
@@ -1102,7 +1234,7 @@ type RevokeHandleRequest struct {
 
 func (x *RevokeHandleRequest) Reset() {
 	*x = RevokeHandleRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1246,7 @@ func (x *RevokeHandleRequest) String() string {
 func (*RevokeHandleRequest) ProtoMessage() {}
 
 func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[14]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1259,7 @@ func (x *RevokeHandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeHandleRequest.ProtoReflect.Descriptor instead.
 func (*RevokeHandleRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeHandleRequest) GetFingerprint() string {
@@ -1151,7 +1283,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1295,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[15]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1308,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainRequest) GetFingerprint() string {
@@ -1218,7 +1350,7 @@ type ExplainStep struct {
 
 func (x *ExplainStep) Reset() {
 	*x = ExplainStep{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1362,7 @@ func (x *ExplainStep) String() string {
 func (*ExplainStep) ProtoMessage() {}
 
 func (x *ExplainStep) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[16]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1375,7 @@ func (x *ExplainStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainStep.ProtoReflect.Descriptor instead.
 func (*ExplainStep) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainStep) GetCheck() string {
@@ -1279,7 +1411,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1423,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[17]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1436,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExplainResponse) GetAllowed() bool {
@@ -1342,7 +1474,7 @@ type LedgerSpend struct {
 
 func (x *LedgerSpend) Reset() {
 	*x = LedgerSpend{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1486,7 @@ func (x *LedgerSpend) String() string {
 func (*LedgerSpend) ProtoMessage() {}
 
 func (x *LedgerSpend) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[18]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1499,7 @@ func (x *LedgerSpend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSpend.ProtoReflect.Descriptor instead.
 func (*LedgerSpend) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{18}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LedgerSpend) GetCalls() int64 {
@@ -1416,7 +1548,7 @@ type LedgerBudgetLine struct {
 
 func (x *LedgerBudgetLine) Reset() {
 	*x = LedgerBudgetLine{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1560,7 @@ func (x *LedgerBudgetLine) String() string {
 func (*LedgerBudgetLine) ProtoMessage() {}
 
 func (x *LedgerBudgetLine) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[19]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1573,7 @@ func (x *LedgerBudgetLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerBudgetLine.ProtoReflect.Descriptor instead.
 func (*LedgerBudgetLine) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{19}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LedgerBudgetLine) GetKey() string {
@@ -1468,7 +1600,7 @@ type LedgerChargeRequest struct {
 
 func (x *LedgerChargeRequest) Reset() {
 	*x = LedgerChargeRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1612,7 @@ func (x *LedgerChargeRequest) String() string {
 func (*LedgerChargeRequest) ProtoMessage() {}
 
 func (x *LedgerChargeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[20]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1625,7 @@ func (x *LedgerChargeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerChargeRequest.ProtoReflect.Descriptor instead.
 func (*LedgerChargeRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{20}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LedgerChargeRequest) GetLines() []*LedgerBudgetLine {
@@ -1525,7 +1657,7 @@ type LedgerBudgetExhausted struct {
 
 func (x *LedgerBudgetExhausted) Reset() {
 	*x = LedgerBudgetExhausted{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1669,7 @@ func (x *LedgerBudgetExhausted) String() string {
 func (*LedgerBudgetExhausted) ProtoMessage() {}
 
 func (x *LedgerBudgetExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[21]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1682,7 @@ func (x *LedgerBudgetExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerBudgetExhausted.ProtoReflect.Descriptor instead.
 func (*LedgerBudgetExhausted) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{21}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LedgerBudgetExhausted) GetKey() string {
@@ -1591,7 +1723,7 @@ type LedgerChargeResponse struct {
 
 func (x *LedgerChargeResponse) Reset() {
 	*x = LedgerChargeResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1735,7 @@ func (x *LedgerChargeResponse) String() string {
 func (*LedgerChargeResponse) ProtoMessage() {}
 
 func (x *LedgerChargeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[22]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1748,7 @@ func (x *LedgerChargeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerChargeResponse.ProtoReflect.Descriptor instead.
 func (*LedgerChargeResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{22}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LedgerChargeResponse) GetExhausted() *LedgerBudgetExhausted {
@@ -1635,7 +1767,7 @@ type LedgerSpentRequest struct {
 
 func (x *LedgerSpentRequest) Reset() {
 	*x = LedgerSpentRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1779,7 @@ func (x *LedgerSpentRequest) String() string {
 func (*LedgerSpentRequest) ProtoMessage() {}
 
 func (x *LedgerSpentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[23]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1792,7 @@ func (x *LedgerSpentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSpentRequest.ProtoReflect.Descriptor instead.
 func (*LedgerSpentRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{23}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LedgerSpentRequest) GetKey() string {
@@ -1679,7 +1811,7 @@ type LedgerSpentResponse struct {
 
 func (x *LedgerSpentResponse) Reset() {
 	*x = LedgerSpentResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1823,7 @@ func (x *LedgerSpentResponse) String() string {
 func (*LedgerSpentResponse) ProtoMessage() {}
 
 func (x *LedgerSpentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[24]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1836,7 @@ func (x *LedgerSpentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSpentResponse.ProtoReflect.Descriptor instead.
 func (*LedgerSpentResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{24}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LedgerSpentResponse) GetSpent() *LedgerSpend {
@@ -1726,7 +1858,7 @@ type LedgerViolation struct {
 
 func (x *LedgerViolation) Reset() {
 	*x = LedgerViolation{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1870,7 @@ func (x *LedgerViolation) String() string {
 func (*LedgerViolation) ProtoMessage() {}
 
 func (x *LedgerViolation) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[25]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1883,7 @@ func (x *LedgerViolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerViolation.ProtoReflect.Descriptor instead.
 func (*LedgerViolation) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{25}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LedgerViolation) GetInvocationId() string {
@@ -1791,7 +1923,7 @@ type LedgerRecordViolationRequest struct {
 
 func (x *LedgerRecordViolationRequest) Reset() {
 	*x = LedgerRecordViolationRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1935,7 @@ func (x *LedgerRecordViolationRequest) String() string {
 func (*LedgerRecordViolationRequest) ProtoMessage() {}
 
 func (x *LedgerRecordViolationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[26]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1948,7 @@ func (x *LedgerRecordViolationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecordViolationRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRecordViolationRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{26}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LedgerRecordViolationRequest) GetViolation() *LedgerViolation {
@@ -1834,7 +1966,7 @@ type LedgerRecordViolationResponse struct {
 
 func (x *LedgerRecordViolationResponse) Reset() {
 	*x = LedgerRecordViolationResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1978,7 @@ func (x *LedgerRecordViolationResponse) String() string {
 func (*LedgerRecordViolationResponse) ProtoMessage() {}
 
 func (x *LedgerRecordViolationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[27]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1991,7 @@ func (x *LedgerRecordViolationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRecordViolationResponse.ProtoReflect.Descriptor instead.
 func (*LedgerRecordViolationResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{27}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{28}
 }
 
 type LedgerListViolationsRequest struct {
@@ -1875,7 +2007,7 @@ type LedgerListViolationsRequest struct {
 
 func (x *LedgerListViolationsRequest) Reset() {
 	*x = LedgerListViolationsRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2019,7 @@ func (x *LedgerListViolationsRequest) String() string {
 func (*LedgerListViolationsRequest) ProtoMessage() {}
 
 func (x *LedgerListViolationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[28]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2032,7 @@ func (x *LedgerListViolationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerListViolationsRequest.ProtoReflect.Descriptor instead.
 func (*LedgerListViolationsRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{28}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LedgerListViolationsRequest) GetInvocationId() string {
@@ -1933,7 +2065,7 @@ type LedgerListViolationsResponse struct {
 
 func (x *LedgerListViolationsResponse) Reset() {
 	*x = LedgerListViolationsResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2077,7 @@ func (x *LedgerListViolationsResponse) String() string {
 func (*LedgerListViolationsResponse) ProtoMessage() {}
 
 func (x *LedgerListViolationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[29]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2090,7 @@ func (x *LedgerListViolationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerListViolationsResponse.ProtoReflect.Descriptor instead.
 func (*LedgerListViolationsResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{29}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LedgerListViolationsResponse) GetViolations() []*LedgerViolation {
@@ -1978,7 +2110,7 @@ type LedgerPutAccessGrantRequest struct {
 
 func (x *LedgerPutAccessGrantRequest) Reset() {
 	*x = LedgerPutAccessGrantRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2122,7 @@ func (x *LedgerPutAccessGrantRequest) String() string {
 func (*LedgerPutAccessGrantRequest) ProtoMessage() {}
 
 func (x *LedgerPutAccessGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[30]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2135,7 @@ func (x *LedgerPutAccessGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerPutAccessGrantRequest.ProtoReflect.Descriptor instead.
 func (*LedgerPutAccessGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{30}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LedgerPutAccessGrantRequest) GetGrantJson() []byte {
@@ -2023,7 +2155,7 @@ type LedgerPutApprovalRequest struct {
 
 func (x *LedgerPutApprovalRequest) Reset() {
 	*x = LedgerPutApprovalRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2167,7 @@ func (x *LedgerPutApprovalRequest) String() string {
 func (*LedgerPutApprovalRequest) ProtoMessage() {}
 
 func (x *LedgerPutApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[31]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2180,7 @@ func (x *LedgerPutApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerPutApprovalRequest.ProtoReflect.Descriptor instead.
 func (*LedgerPutApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{31}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LedgerPutApprovalRequest) GetApprovalJson() []byte {
@@ -2066,7 +2198,7 @@ type LedgerPutResponse struct {
 
 func (x *LedgerPutResponse) Reset() {
 	*x = LedgerPutResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2210,7 @@ func (x *LedgerPutResponse) String() string {
 func (*LedgerPutResponse) ProtoMessage() {}
 
 func (x *LedgerPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[32]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2223,7 @@ func (x *LedgerPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerPutResponse.ProtoReflect.Descriptor instead.
 func (*LedgerPutResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{32}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{33}
 }
 
 type LedgerGetRequest struct {
@@ -2103,7 +2235,7 @@ type LedgerGetRequest struct {
 
 func (x *LedgerGetRequest) Reset() {
 	*x = LedgerGetRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2247,7 @@ func (x *LedgerGetRequest) String() string {
 func (*LedgerGetRequest) ProtoMessage() {}
 
 func (x *LedgerGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[33]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2260,7 @@ func (x *LedgerGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerGetRequest.ProtoReflect.Descriptor instead.
 func (*LedgerGetRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LedgerGetRequest) GetId() string {
@@ -2146,7 +2278,7 @@ type LedgerListRequest struct {
 
 func (x *LedgerListRequest) Reset() {
 	*x = LedgerListRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2290,7 @@ func (x *LedgerListRequest) String() string {
 func (*LedgerListRequest) ProtoMessage() {}
 
 func (x *LedgerListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[34]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2303,7 @@ func (x *LedgerListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerListRequest.ProtoReflect.Descriptor instead.
 func (*LedgerListRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{35}
 }
 
 type LedgerAccessGrantResponse struct {
@@ -2183,7 +2315,7 @@ type LedgerAccessGrantResponse struct {
 
 func (x *LedgerAccessGrantResponse) Reset() {
 	*x = LedgerAccessGrantResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2327,7 @@ func (x *LedgerAccessGrantResponse) String() string {
 func (*LedgerAccessGrantResponse) ProtoMessage() {}
 
 func (x *LedgerAccessGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[35]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2340,7 @@ func (x *LedgerAccessGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerAccessGrantResponse.ProtoReflect.Descriptor instead.
 func (*LedgerAccessGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LedgerAccessGrantResponse) GetGrantJson() []byte {
@@ -2227,7 +2359,7 @@ type LedgerListAccessGrantsResponse struct {
 
 func (x *LedgerListAccessGrantsResponse) Reset() {
 	*x = LedgerListAccessGrantsResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2371,7 @@ func (x *LedgerListAccessGrantsResponse) String() string {
 func (*LedgerListAccessGrantsResponse) ProtoMessage() {}
 
 func (x *LedgerListAccessGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[36]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2384,7 @@ func (x *LedgerListAccessGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerListAccessGrantsResponse.ProtoReflect.Descriptor instead.
 func (*LedgerListAccessGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LedgerListAccessGrantsResponse) GetGrantsJson() [][]byte {
@@ -2274,7 +2406,7 @@ type LedgerRevokeAccessGrantRequest struct {
 
 func (x *LedgerRevokeAccessGrantRequest) Reset() {
 	*x = LedgerRevokeAccessGrantRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2418,7 @@ func (x *LedgerRevokeAccessGrantRequest) String() string {
 func (*LedgerRevokeAccessGrantRequest) ProtoMessage() {}
 
 func (x *LedgerRevokeAccessGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[37]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2431,7 @@ func (x *LedgerRevokeAccessGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRevokeAccessGrantRequest.ProtoReflect.Descriptor instead.
 func (*LedgerRevokeAccessGrantRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LedgerRevokeAccessGrantRequest) GetId() string {
@@ -2333,7 +2465,7 @@ type LedgerRevokeAccessGrantResponse struct {
 
 func (x *LedgerRevokeAccessGrantResponse) Reset() {
 	*x = LedgerRevokeAccessGrantResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2477,7 @@ func (x *LedgerRevokeAccessGrantResponse) String() string {
 func (*LedgerRevokeAccessGrantResponse) ProtoMessage() {}
 
 func (x *LedgerRevokeAccessGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[38]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2490,7 @@ func (x *LedgerRevokeAccessGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerRevokeAccessGrantResponse.ProtoReflect.Descriptor instead.
 func (*LedgerRevokeAccessGrantResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LedgerRevokeAccessGrantResponse) GetWasLive() bool {
@@ -2377,7 +2509,7 @@ type LedgerApprovalResponse struct {
 
 func (x *LedgerApprovalResponse) Reset() {
 	*x = LedgerApprovalResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2521,7 @@ func (x *LedgerApprovalResponse) String() string {
 func (*LedgerApprovalResponse) ProtoMessage() {}
 
 func (x *LedgerApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[39]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2534,7 @@ func (x *LedgerApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerApprovalResponse.ProtoReflect.Descriptor instead.
 func (*LedgerApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LedgerApprovalResponse) GetApprovalJson() []byte {
@@ -2421,7 +2553,7 @@ type LedgerListApprovalsResponse struct {
 
 func (x *LedgerListApprovalsResponse) Reset() {
 	*x = LedgerListApprovalsResponse{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2565,7 @@ func (x *LedgerListApprovalsResponse) String() string {
 func (*LedgerListApprovalsResponse) ProtoMessage() {}
 
 func (x *LedgerListApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[40]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2578,7 @@ func (x *LedgerListApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerListApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*LedgerListApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{40}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LedgerListApprovalsResponse) GetApprovalsJson() [][]byte {
@@ -2469,7 +2601,7 @@ type LedgerDecideApprovalRequest struct {
 
 func (x *LedgerDecideApprovalRequest) Reset() {
 	*x = LedgerDecideApprovalRequest{}
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2613,7 @@ func (x *LedgerDecideApprovalRequest) String() string {
 func (*LedgerDecideApprovalRequest) ProtoMessage() {}
 
 func (x *LedgerDecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_airlock_broker_v1_broker_proto_msgTypes[41]
+	mi := &file_airlock_broker_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2626,7 @@ func (x *LedgerDecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerDecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*LedgerDecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{41}
+	return file_airlock_broker_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LedgerDecideApprovalRequest) GetId() string {
@@ -2535,7 +2667,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1f\n" +
 	"\vpath_prefix\x18\x03 \x01(\tR\n" +
 	"pathPrefix\x12\x18\n" +
-	"\amethods\x18\x04 \x03(\tR\amethods\"\xd0\x02\n" +
+	"\amethods\x18\x04 \x03(\tR\amethods\"\x8d\x04\n" +
 	"\x12IssueHandleRequest\x12\x1b\n" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12#\n" +
 	"\rinvocation_id\x18\x02 \x01(\tR\finvocationId\x12\x16\n" +
@@ -2545,7 +2677,21 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x12\n" +
 	"\x04pass\x18\a \x01(\bR\x04pass\x12!\n" +
 	"\fpass_intents\x18\b \x03(\tR\vpassIntents\x12\x14\n" +
-	"\x05renew\x18\t \x01(\tR\x05renew\"\xad\x01\n" +
+	"\x05renew\x18\t \x01(\tR\x05renew\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\tR\x05runId\x12&\n" +
+	"\x0faccess_grant_id\x18\v \x01(\tR\raccessGrantId\x12;\n" +
+	"\x06budget\x18\f \x03(\v2#.airlock.broker.v1.HandleBudgetLineR\x06budget\x12\x1c\n" +
+	"\tresidency\x18\r \x03(\tR\tresidency\x12!\n" +
+	"\fon_violation\x18\x0e \x01(\tR\vonViolation\"\xbf\x01\n" +
+	"\x10HandleBudgetLine\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12\x1f\n" +
+	"\vcost_micros\x18\x03 \x01(\x03R\n" +
+	"costMicros\x12'\n" +
+	"\x0fegress_requests\x18\x04 \x01(\x03R\x0eegressRequests\x12!\n" +
+	"\fegress_bytes\x18\x05 \x01(\x03R\vegressBytes\x12\x16\n" +
+	"\x06tokens\x18\x06 \x01(\x03R\x06tokens\"\xad\x01\n" +
 	"\x13IssueHandleResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x129\n" +
 	"\n" +
@@ -2739,124 +2885,126 @@ func file_airlock_broker_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_airlock_broker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_airlock_broker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_airlock_broker_v1_broker_proto_goTypes = []any{
 	(TokenKind)(0),                          // 0: airlock.broker.v1.TokenKind
 	(*Destination)(nil),                     // 1: airlock.broker.v1.Destination
 	(*IssueHandleRequest)(nil),              // 2: airlock.broker.v1.IssueHandleRequest
-	(*IssueHandleResponse)(nil),             // 3: airlock.broker.v1.IssueHandleResponse
-	(*RevokeInvocationRequest)(nil),         // 4: airlock.broker.v1.RevokeInvocationRequest
-	(*RevokePluginRequest)(nil),             // 5: airlock.broker.v1.RevokePluginRequest
-	(*RevokeResponse)(nil),                  // 6: airlock.broker.v1.RevokeResponse
-	(*LeaseEnd)(nil),                        // 7: airlock.broker.v1.LeaseEnd
-	(*LeaseState)(nil),                      // 8: airlock.broker.v1.LeaseState
-	(*MintTokenRequest)(nil),                // 9: airlock.broker.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),               // 10: airlock.broker.v1.MintTokenResponse
-	(*StatusRequest)(nil),                   // 11: airlock.broker.v1.StatusRequest
-	(*StatusResponse)(nil),                  // 12: airlock.broker.v1.StatusResponse
-	(*InspectHandleRequest)(nil),            // 13: airlock.broker.v1.InspectHandleRequest
-	(*InspectHandleResponse)(nil),           // 14: airlock.broker.v1.InspectHandleResponse
-	(*RevokeHandleRequest)(nil),             // 15: airlock.broker.v1.RevokeHandleRequest
-	(*ExplainRequest)(nil),                  // 16: airlock.broker.v1.ExplainRequest
-	(*ExplainStep)(nil),                     // 17: airlock.broker.v1.ExplainStep
-	(*ExplainResponse)(nil),                 // 18: airlock.broker.v1.ExplainResponse
-	(*LedgerSpend)(nil),                     // 19: airlock.broker.v1.LedgerSpend
-	(*LedgerBudgetLine)(nil),                // 20: airlock.broker.v1.LedgerBudgetLine
-	(*LedgerChargeRequest)(nil),             // 21: airlock.broker.v1.LedgerChargeRequest
-	(*LedgerBudgetExhausted)(nil),           // 22: airlock.broker.v1.LedgerBudgetExhausted
-	(*LedgerChargeResponse)(nil),            // 23: airlock.broker.v1.LedgerChargeResponse
-	(*LedgerSpentRequest)(nil),              // 24: airlock.broker.v1.LedgerSpentRequest
-	(*LedgerSpentResponse)(nil),             // 25: airlock.broker.v1.LedgerSpentResponse
-	(*LedgerViolation)(nil),                 // 26: airlock.broker.v1.LedgerViolation
-	(*LedgerRecordViolationRequest)(nil),    // 27: airlock.broker.v1.LedgerRecordViolationRequest
-	(*LedgerRecordViolationResponse)(nil),   // 28: airlock.broker.v1.LedgerRecordViolationResponse
-	(*LedgerListViolationsRequest)(nil),     // 29: airlock.broker.v1.LedgerListViolationsRequest
-	(*LedgerListViolationsResponse)(nil),    // 30: airlock.broker.v1.LedgerListViolationsResponse
-	(*LedgerPutAccessGrantRequest)(nil),     // 31: airlock.broker.v1.LedgerPutAccessGrantRequest
-	(*LedgerPutApprovalRequest)(nil),        // 32: airlock.broker.v1.LedgerPutApprovalRequest
-	(*LedgerPutResponse)(nil),               // 33: airlock.broker.v1.LedgerPutResponse
-	(*LedgerGetRequest)(nil),                // 34: airlock.broker.v1.LedgerGetRequest
-	(*LedgerListRequest)(nil),               // 35: airlock.broker.v1.LedgerListRequest
-	(*LedgerAccessGrantResponse)(nil),       // 36: airlock.broker.v1.LedgerAccessGrantResponse
-	(*LedgerListAccessGrantsResponse)(nil),  // 37: airlock.broker.v1.LedgerListAccessGrantsResponse
-	(*LedgerRevokeAccessGrantRequest)(nil),  // 38: airlock.broker.v1.LedgerRevokeAccessGrantRequest
-	(*LedgerRevokeAccessGrantResponse)(nil), // 39: airlock.broker.v1.LedgerRevokeAccessGrantResponse
-	(*LedgerApprovalResponse)(nil),          // 40: airlock.broker.v1.LedgerApprovalResponse
-	(*LedgerListApprovalsResponse)(nil),     // 41: airlock.broker.v1.LedgerListApprovalsResponse
-	(*LedgerDecideApprovalRequest)(nil),     // 42: airlock.broker.v1.LedgerDecideApprovalRequest
-	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
+	(*HandleBudgetLine)(nil),                // 3: airlock.broker.v1.HandleBudgetLine
+	(*IssueHandleResponse)(nil),             // 4: airlock.broker.v1.IssueHandleResponse
+	(*RevokeInvocationRequest)(nil),         // 5: airlock.broker.v1.RevokeInvocationRequest
+	(*RevokePluginRequest)(nil),             // 6: airlock.broker.v1.RevokePluginRequest
+	(*RevokeResponse)(nil),                  // 7: airlock.broker.v1.RevokeResponse
+	(*LeaseEnd)(nil),                        // 8: airlock.broker.v1.LeaseEnd
+	(*LeaseState)(nil),                      // 9: airlock.broker.v1.LeaseState
+	(*MintTokenRequest)(nil),                // 10: airlock.broker.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),               // 11: airlock.broker.v1.MintTokenResponse
+	(*StatusRequest)(nil),                   // 12: airlock.broker.v1.StatusRequest
+	(*StatusResponse)(nil),                  // 13: airlock.broker.v1.StatusResponse
+	(*InspectHandleRequest)(nil),            // 14: airlock.broker.v1.InspectHandleRequest
+	(*InspectHandleResponse)(nil),           // 15: airlock.broker.v1.InspectHandleResponse
+	(*RevokeHandleRequest)(nil),             // 16: airlock.broker.v1.RevokeHandleRequest
+	(*ExplainRequest)(nil),                  // 17: airlock.broker.v1.ExplainRequest
+	(*ExplainStep)(nil),                     // 18: airlock.broker.v1.ExplainStep
+	(*ExplainResponse)(nil),                 // 19: airlock.broker.v1.ExplainResponse
+	(*LedgerSpend)(nil),                     // 20: airlock.broker.v1.LedgerSpend
+	(*LedgerBudgetLine)(nil),                // 21: airlock.broker.v1.LedgerBudgetLine
+	(*LedgerChargeRequest)(nil),             // 22: airlock.broker.v1.LedgerChargeRequest
+	(*LedgerBudgetExhausted)(nil),           // 23: airlock.broker.v1.LedgerBudgetExhausted
+	(*LedgerChargeResponse)(nil),            // 24: airlock.broker.v1.LedgerChargeResponse
+	(*LedgerSpentRequest)(nil),              // 25: airlock.broker.v1.LedgerSpentRequest
+	(*LedgerSpentResponse)(nil),             // 26: airlock.broker.v1.LedgerSpentResponse
+	(*LedgerViolation)(nil),                 // 27: airlock.broker.v1.LedgerViolation
+	(*LedgerRecordViolationRequest)(nil),    // 28: airlock.broker.v1.LedgerRecordViolationRequest
+	(*LedgerRecordViolationResponse)(nil),   // 29: airlock.broker.v1.LedgerRecordViolationResponse
+	(*LedgerListViolationsRequest)(nil),     // 30: airlock.broker.v1.LedgerListViolationsRequest
+	(*LedgerListViolationsResponse)(nil),    // 31: airlock.broker.v1.LedgerListViolationsResponse
+	(*LedgerPutAccessGrantRequest)(nil),     // 32: airlock.broker.v1.LedgerPutAccessGrantRequest
+	(*LedgerPutApprovalRequest)(nil),        // 33: airlock.broker.v1.LedgerPutApprovalRequest
+	(*LedgerPutResponse)(nil),               // 34: airlock.broker.v1.LedgerPutResponse
+	(*LedgerGetRequest)(nil),                // 35: airlock.broker.v1.LedgerGetRequest
+	(*LedgerListRequest)(nil),               // 36: airlock.broker.v1.LedgerListRequest
+	(*LedgerAccessGrantResponse)(nil),       // 37: airlock.broker.v1.LedgerAccessGrantResponse
+	(*LedgerListAccessGrantsResponse)(nil),  // 38: airlock.broker.v1.LedgerListAccessGrantsResponse
+	(*LedgerRevokeAccessGrantRequest)(nil),  // 39: airlock.broker.v1.LedgerRevokeAccessGrantRequest
+	(*LedgerRevokeAccessGrantResponse)(nil), // 40: airlock.broker.v1.LedgerRevokeAccessGrantResponse
+	(*LedgerApprovalResponse)(nil),          // 41: airlock.broker.v1.LedgerApprovalResponse
+	(*LedgerListApprovalsResponse)(nil),     // 42: airlock.broker.v1.LedgerListApprovalsResponse
+	(*LedgerDecideApprovalRequest)(nil),     // 43: airlock.broker.v1.LedgerDecideApprovalRequest
+	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
 }
 var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	1,  // 0: airlock.broker.v1.IssueHandleRequest.destinations:type_name -> airlock.broker.v1.Destination
-	43, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
-	43, // 2: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 3: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
-	43, // 4: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
-	43, // 5: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
-	43, // 7: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
-	43, // 8: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 9: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
-	43, // 10: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
-	43, // 11: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 12: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
-	17, // 13: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	19, // 14: airlock.broker.v1.LedgerBudgetLine.limits:type_name -> airlock.broker.v1.LedgerSpend
-	20, // 15: airlock.broker.v1.LedgerChargeRequest.lines:type_name -> airlock.broker.v1.LedgerBudgetLine
-	19, // 16: airlock.broker.v1.LedgerChargeRequest.add:type_name -> airlock.broker.v1.LedgerSpend
-	22, // 17: airlock.broker.v1.LedgerChargeResponse.exhausted:type_name -> airlock.broker.v1.LedgerBudgetExhausted
-	19, // 18: airlock.broker.v1.LedgerSpentResponse.spent:type_name -> airlock.broker.v1.LedgerSpend
-	43, // 19: airlock.broker.v1.LedgerViolation.at:type_name -> google.protobuf.Timestamp
-	26, // 20: airlock.broker.v1.LedgerRecordViolationRequest.violation:type_name -> airlock.broker.v1.LedgerViolation
-	43, // 21: airlock.broker.v1.LedgerListViolationsRequest.since:type_name -> google.protobuf.Timestamp
-	26, // 22: airlock.broker.v1.LedgerListViolationsResponse.violations:type_name -> airlock.broker.v1.LedgerViolation
-	43, // 23: airlock.broker.v1.LedgerRevokeAccessGrantRequest.at:type_name -> google.protobuf.Timestamp
-	43, // 24: airlock.broker.v1.LedgerDecideApprovalRequest.at:type_name -> google.protobuf.Timestamp
-	2,  // 25: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	4,  // 26: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	5,  // 27: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	9,  // 28: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	11, // 29: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	13, // 30: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	15, // 31: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	16, // 32: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	21, // 33: airlock.broker.v1.LedgerService.Charge:input_type -> airlock.broker.v1.LedgerChargeRequest
-	24, // 34: airlock.broker.v1.LedgerService.Spent:input_type -> airlock.broker.v1.LedgerSpentRequest
-	27, // 35: airlock.broker.v1.LedgerService.RecordViolation:input_type -> airlock.broker.v1.LedgerRecordViolationRequest
-	29, // 36: airlock.broker.v1.LedgerService.ListViolations:input_type -> airlock.broker.v1.LedgerListViolationsRequest
-	31, // 37: airlock.broker.v1.LedgerService.PutAccessGrant:input_type -> airlock.broker.v1.LedgerPutAccessGrantRequest
-	34, // 38: airlock.broker.v1.LedgerService.GetAccessGrant:input_type -> airlock.broker.v1.LedgerGetRequest
-	35, // 39: airlock.broker.v1.LedgerService.ListAccessGrants:input_type -> airlock.broker.v1.LedgerListRequest
-	38, // 40: airlock.broker.v1.LedgerService.RevokeAccessGrant:input_type -> airlock.broker.v1.LedgerRevokeAccessGrantRequest
-	32, // 41: airlock.broker.v1.LedgerService.PutApproval:input_type -> airlock.broker.v1.LedgerPutApprovalRequest
-	34, // 42: airlock.broker.v1.LedgerService.GetApproval:input_type -> airlock.broker.v1.LedgerGetRequest
-	35, // 43: airlock.broker.v1.LedgerService.ListApprovals:input_type -> airlock.broker.v1.LedgerListRequest
-	42, // 44: airlock.broker.v1.LedgerService.DecideApproval:input_type -> airlock.broker.v1.LedgerDecideApprovalRequest
-	3,  // 45: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	6,  // 46: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	6,  // 47: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	10, // 48: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	12, // 49: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	14, // 50: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	6,  // 51: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	18, // 52: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	23, // 53: airlock.broker.v1.LedgerService.Charge:output_type -> airlock.broker.v1.LedgerChargeResponse
-	25, // 54: airlock.broker.v1.LedgerService.Spent:output_type -> airlock.broker.v1.LedgerSpentResponse
-	28, // 55: airlock.broker.v1.LedgerService.RecordViolation:output_type -> airlock.broker.v1.LedgerRecordViolationResponse
-	30, // 56: airlock.broker.v1.LedgerService.ListViolations:output_type -> airlock.broker.v1.LedgerListViolationsResponse
-	33, // 57: airlock.broker.v1.LedgerService.PutAccessGrant:output_type -> airlock.broker.v1.LedgerPutResponse
-	36, // 58: airlock.broker.v1.LedgerService.GetAccessGrant:output_type -> airlock.broker.v1.LedgerAccessGrantResponse
-	37, // 59: airlock.broker.v1.LedgerService.ListAccessGrants:output_type -> airlock.broker.v1.LedgerListAccessGrantsResponse
-	39, // 60: airlock.broker.v1.LedgerService.RevokeAccessGrant:output_type -> airlock.broker.v1.LedgerRevokeAccessGrantResponse
-	33, // 61: airlock.broker.v1.LedgerService.PutApproval:output_type -> airlock.broker.v1.LedgerPutResponse
-	40, // 62: airlock.broker.v1.LedgerService.GetApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
-	41, // 63: airlock.broker.v1.LedgerService.ListApprovals:output_type -> airlock.broker.v1.LedgerListApprovalsResponse
-	40, // 64: airlock.broker.v1.LedgerService.DecideApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
-	45, // [45:65] is the sub-list for method output_type
-	25, // [25:45] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	44, // 1: airlock.broker.v1.IssueHandleRequest.deadline:type_name -> google.protobuf.Timestamp
+	3,  // 2: airlock.broker.v1.IssueHandleRequest.budget:type_name -> airlock.broker.v1.HandleBudgetLine
+	44, // 3: airlock.broker.v1.IssueHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: airlock.broker.v1.RevokeResponse.leases:type_name -> airlock.broker.v1.LeaseEnd
+	44, // 5: airlock.broker.v1.LeaseState.obtained_at:type_name -> google.protobuf.Timestamp
+	44, // 6: airlock.broker.v1.LeaseState.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 7: airlock.broker.v1.MintTokenRequest.kind:type_name -> airlock.broker.v1.TokenKind
+	44, // 8: airlock.broker.v1.MintTokenRequest.deadline:type_name -> google.protobuf.Timestamp
+	44, // 9: airlock.broker.v1.MintTokenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 10: airlock.broker.v1.InspectHandleResponse.destinations:type_name -> airlock.broker.v1.Destination
+	44, // 11: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
+	44, // 12: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 13: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
+	18, // 14: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	20, // 15: airlock.broker.v1.LedgerBudgetLine.limits:type_name -> airlock.broker.v1.LedgerSpend
+	21, // 16: airlock.broker.v1.LedgerChargeRequest.lines:type_name -> airlock.broker.v1.LedgerBudgetLine
+	20, // 17: airlock.broker.v1.LedgerChargeRequest.add:type_name -> airlock.broker.v1.LedgerSpend
+	23, // 18: airlock.broker.v1.LedgerChargeResponse.exhausted:type_name -> airlock.broker.v1.LedgerBudgetExhausted
+	20, // 19: airlock.broker.v1.LedgerSpentResponse.spent:type_name -> airlock.broker.v1.LedgerSpend
+	44, // 20: airlock.broker.v1.LedgerViolation.at:type_name -> google.protobuf.Timestamp
+	27, // 21: airlock.broker.v1.LedgerRecordViolationRequest.violation:type_name -> airlock.broker.v1.LedgerViolation
+	44, // 22: airlock.broker.v1.LedgerListViolationsRequest.since:type_name -> google.protobuf.Timestamp
+	27, // 23: airlock.broker.v1.LedgerListViolationsResponse.violations:type_name -> airlock.broker.v1.LedgerViolation
+	44, // 24: airlock.broker.v1.LedgerRevokeAccessGrantRequest.at:type_name -> google.protobuf.Timestamp
+	44, // 25: airlock.broker.v1.LedgerDecideApprovalRequest.at:type_name -> google.protobuf.Timestamp
+	2,  // 26: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	5,  // 27: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	6,  // 28: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	10, // 29: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	12, // 30: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	14, // 31: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	16, // 32: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	17, // 33: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	22, // 34: airlock.broker.v1.LedgerService.Charge:input_type -> airlock.broker.v1.LedgerChargeRequest
+	25, // 35: airlock.broker.v1.LedgerService.Spent:input_type -> airlock.broker.v1.LedgerSpentRequest
+	28, // 36: airlock.broker.v1.LedgerService.RecordViolation:input_type -> airlock.broker.v1.LedgerRecordViolationRequest
+	30, // 37: airlock.broker.v1.LedgerService.ListViolations:input_type -> airlock.broker.v1.LedgerListViolationsRequest
+	32, // 38: airlock.broker.v1.LedgerService.PutAccessGrant:input_type -> airlock.broker.v1.LedgerPutAccessGrantRequest
+	35, // 39: airlock.broker.v1.LedgerService.GetAccessGrant:input_type -> airlock.broker.v1.LedgerGetRequest
+	36, // 40: airlock.broker.v1.LedgerService.ListAccessGrants:input_type -> airlock.broker.v1.LedgerListRequest
+	39, // 41: airlock.broker.v1.LedgerService.RevokeAccessGrant:input_type -> airlock.broker.v1.LedgerRevokeAccessGrantRequest
+	33, // 42: airlock.broker.v1.LedgerService.PutApproval:input_type -> airlock.broker.v1.LedgerPutApprovalRequest
+	35, // 43: airlock.broker.v1.LedgerService.GetApproval:input_type -> airlock.broker.v1.LedgerGetRequest
+	36, // 44: airlock.broker.v1.LedgerService.ListApprovals:input_type -> airlock.broker.v1.LedgerListRequest
+	43, // 45: airlock.broker.v1.LedgerService.DecideApproval:input_type -> airlock.broker.v1.LedgerDecideApprovalRequest
+	4,  // 46: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	7,  // 47: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	7,  // 48: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	11, // 49: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	13, // 50: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	15, // 51: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	7,  // 52: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	19, // 53: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	24, // 54: airlock.broker.v1.LedgerService.Charge:output_type -> airlock.broker.v1.LedgerChargeResponse
+	26, // 55: airlock.broker.v1.LedgerService.Spent:output_type -> airlock.broker.v1.LedgerSpentResponse
+	29, // 56: airlock.broker.v1.LedgerService.RecordViolation:output_type -> airlock.broker.v1.LedgerRecordViolationResponse
+	31, // 57: airlock.broker.v1.LedgerService.ListViolations:output_type -> airlock.broker.v1.LedgerListViolationsResponse
+	34, // 58: airlock.broker.v1.LedgerService.PutAccessGrant:output_type -> airlock.broker.v1.LedgerPutResponse
+	37, // 59: airlock.broker.v1.LedgerService.GetAccessGrant:output_type -> airlock.broker.v1.LedgerAccessGrantResponse
+	38, // 60: airlock.broker.v1.LedgerService.ListAccessGrants:output_type -> airlock.broker.v1.LedgerListAccessGrantsResponse
+	40, // 61: airlock.broker.v1.LedgerService.RevokeAccessGrant:output_type -> airlock.broker.v1.LedgerRevokeAccessGrantResponse
+	34, // 62: airlock.broker.v1.LedgerService.PutApproval:output_type -> airlock.broker.v1.LedgerPutResponse
+	41, // 63: airlock.broker.v1.LedgerService.GetApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	42, // 64: airlock.broker.v1.LedgerService.ListApprovals:output_type -> airlock.broker.v1.LedgerListApprovalsResponse
+	41, // 65: airlock.broker.v1.LedgerService.DecideApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	46, // [46:66] is the sub-list for method output_type
+	26, // [26:46] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
@@ -2870,7 +3018,7 @@ func file_airlock_broker_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_airlock_broker_v1_broker_proto_rawDesc), len(file_airlock_broker_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
