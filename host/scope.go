@@ -16,4 +16,6 @@ type IssueScope struct {
 
 // Apply puts s into req.
 func (s IssueScope) Apply(req *broker.IssueRequest) {
+	req.RunID, req.AccessGrantID, req.Budget, req.Residency, req.OnViolation =
+		s.RunID, s.AccessGrantID, s.Budget, s.Residency, s.OnViolation
 }

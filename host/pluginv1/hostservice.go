@@ -135,6 +135,9 @@ func (h *hostService) RequestCredential(ctx context.Context, r *pb.RequestCreden
 	iss, err := h.p.opts.Broker.Issue(ctx, req)
 	if err != nil {
 		h.p.record("credential.refused", inv.id, map[string]any{"intent": intent.GetName(), "reason": err.Error()})
+		if errors.Is(err, broker.ErrResidencyViolation) {
+			return nil, status.Error(codes.PermissionDenied, "intent: residency_violation: the intent's region is outside the call's residency")
+		}
 		return nil, status.Error(codes.PermissionDenied, "intent: the broker refused a handle")
 	}
 	if _, err := h.p.record("credential.issued", inv.id, map[string]any{"intent": intent.GetName(), "handle_fp": iss.Fingerprint,
