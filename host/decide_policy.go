@@ -36,3 +36,13 @@ func policyRequest(name string, kind Kind, act Action, facts ActionFacts, input 
 func riskName(r policy.Risk) string {
 	return strings.ToLower(strings.TrimPrefix(r.String(), "RISK_CLASS_"))
 }
+
+// MayActFor says whether the policy in force lets p state the actor
+// kind/id (its actors rules); with no policy no one may.
+func (h *Host) MayActFor(p Principal, kind, id string) bool {
+	pol := h.policy.Load()
+	if pol == nil {
+		return false
+	}
+	return pol.MayActFor(policy.Principal{ID: p.ID, Method: p.Method, Attributes: p.Attributes}, kind, id)
+}

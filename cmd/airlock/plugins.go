@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 
@@ -13,11 +14,14 @@ import (
 )
 
 func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "release" {
+		return cmdPluginsRelease(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlags("plugins", stderr)
 	control := controlFlags(fs)
 	asJSON := fs.Bool("json", false, "print the control API's JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--control-token-file FILE] [--json]\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health, the last failure and a failed plugin's last stderr lines.")
+		fmt.Fprintln(stderr, "usage: airlock plugins [--config FILE] [--control ADDR] [--control-token-file FILE] [--json]\n       airlock plugins release NAME\n\nLists the plugins of a running airlock host or airlock dev: kind, state, protocol version,\nrestarts, health, the last failure, a failed plugin's last stderr lines and a quarantine.\n`release NAME` lifts a quarantine a violation put on the plugin (an operator's act).")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -67,6 +71,12 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, p := range list.Plugins {
+		if q := p.Quarantined; q != nil {
+			fmt.Fprintf(stdout, "\n%s is QUARANTINED since %s after invocation %s violated (%s): it serves no call until `airlock plugins release %s`\n",
+				p.Name, q.At.Format("2006-01-02 15:04:05Z07:00"), q.Invocation, strings.Join(q.Kinds, ", "), p.Name)
+		}
+	}
 	// What a failed plugin last wrote to stderr (redacted by the host):
 	// usually the reason in its own words.
 	for _, p := range list.Plugins {
@@ -86,4 +96,46 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func cmdPluginsRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plugins release", stderr)
+	control := controlFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: airlock plugins release [--config FILE] [--control ADDR] NAME\n\nLifts the quarantine a violation put on plugin NAME: it serves calls again. Only an operator\n(host.control_operators) may; the release is recorded as evidence (plugin.released).")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	ct, err := control()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ct.base+"/v1/plugins/"+url.PathEscape(fs.Arg(0))+"/release", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := ct.client.Do(req)
+	if err != nil {
+		return ct.unreachable(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return refused(resp)
+	}
+	var out struct {
+		Released bool `json:"released"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out)
+	if out.Released {
+		fmt.Fprintf(stdout, "%s released: it serves calls again\n", fs.Arg(0))
+	} else {
+		fmt.Fprintf(stdout, "%s was not quarantined\n", fs.Arg(0))
+	}
+	return nil
 }

@@ -47,13 +47,30 @@ type InvocationRequest struct {
 
 // Event is one NDJSON line of the control API's answer.
 type Event struct {
-	Event        string            `json:"event"` // running | outcome
+	Event        string            `json:"event"` // pending | running | outcome | refused
 	InvocationID string            `json:"invocation_id,omitempty"`
 	Status       string            `json:"status,omitempty"`
 	Result       json.RawMessage   `json:"result,omitempty"`
 	Diagnostics  []host.Diagnostic `json:"diagnostics,omitempty"`
 	EvidenceIDs  []string          `json:"evidence_ids,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
+	// Violated and Violations (outcome): the plugin tried to use
+	// authority it was not given, of these kinds.
+	Violated   bool     `json:"violated,omitempty"`
+	Violations []string `json:"violations,omitempty"`
+	// Approval, Required and ExpiresAt (pending): the call waits for this
+	// approval by Required principals other than its caller, until
+	// ExpiresAt (RFC 3339).
+	Approval  string `json:"approval,omitempty"`
+	Required  int    `json:"required,omitempty"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+	// Error, Detail, Budget and Dimension (refused): a refusal after
+	// the answer began streaming, with the code and fields its JSON error
+	// would have had.
+	Error     string `json:"error,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+	Budget    string `json:"budget,omitempty"`
+	Dimension string `json:"dimension,omitempty"`
 }
 
 // Handler serves the control API of one host. Make it with NewHandler.
@@ -62,9 +79,10 @@ type Handler struct {
 	mux *http.ServeMux
 
 	mu         sync.Mutex
-	installer  Installer  // set by EnableInstall
-	ledger     *ledgerAPI // set by EnableLedger
-	actorCheck ActorCheck // set by SetActorCheck
+	installer  Installer                 // set by EnableInstall
+	ledger     *ledgerAPI                // set by EnableLedger
+	actorCheck ActorCheck                // set by SetActorCheck
+	operator   func(host.Principal) bool // set by SetOperator
 }
 
 // NewHandler returns the control API of h:
@@ -91,6 +109,7 @@ func NewHandler(h *host.Host) *Handler {
 	})
 	c.evidenceRoutes()
 	c.mux.HandleFunc("POST /v1/plugins", c.serveInstall)
+	c.mux.HandleFunc("POST /v1/plugins/{name}/release", c.serveRelease)
 	c.ledgerRoutes()
 	return c
 }
@@ -200,16 +219,25 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	out, err := c.h.Invoke(r.Context(), req.Plugin, host.InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
 		AppID: req.AppID, AppSlug: req.AppSlug,
 		Deadline: time.Now().Add(timeout), Caller: caller, Actor: actor, Run: run,
-		OnRunning: func(m host.Progress) { emit(Event{Event: "running", Diagnostics: m.Diagnostics}) }})
+		OnRunning: func(m host.Progress) { emit(Event{Event: "running", Diagnostics: m.Diagnostics}) },
+		OnPending: func(p host.ApprovalPending) {
+			log.Info("control API invocation waits for approval", "approval", p.ApprovalID, "required", p.Required)
+			emit(Event{Event: "pending", Approval: p.ApprovalID, Required: p.Required, ExpiresAt: p.ExpiresAt.UTC().Format(time.RFC3339)})
+		}})
 	if err != nil {
 		log.Info("control API invocation refused before an outcome")
 		if !started {
 			w.Header().Set("Content-Type", "application/json")
 			refusal(w, err)
+		} else {
+			// The answer already streams (a pending event): the refusal is
+			// its last event, with the code it would have had.
+			emit(refusedEvent(err))
 		}
 		return
 	}
 	log.Info("control API invocation", "invocation_id", out.InvocationID, "status", string(out.Status))
 	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: string(out.Status), Result: out.Data,
-		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason})
+		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason,
+		Violated: out.Violated, Violations: out.Violations})
 }

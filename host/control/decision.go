@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
@@ -38,4 +39,53 @@ func decisionRefusal(w http.ResponseWriter, err error) bool {
 		return false
 	}
 	return true
+}
+
+// refusedEvent is the refusal err as the last event of an answer that
+// already streams: the code, detail and fields refusal would have
+// written.
+func refusedEvent(err error) Event {
+	rec := httptest.NewRecorder()
+	refusal(rec, err)
+	var body struct {
+		Error, Detail, Budget, Dimension string
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	return Event{Event: "refused", Error: body.Error, Detail: body.Detail, Budget: body.Budget, Dimension: body.Dimension}
+}
+
+// SetOperator sets which principals are operators for the routes only
+// operators use: releasing a quarantined plugin. (EnableLedger takes its
+// own for grants.)
+func (c *Handler) SetOperator(operator func(host.Principal) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.operator = operator
+}
+
+// serveRelease is POST /v1/plugins/{name}/release: an operator lifts a
+// plugin's quarantine.
+func (c *Handler) serveRelease(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	operator := c.operator
+	c.mu.Unlock()
+	caller, ok := CallerFrom(r.Context())
+	if !ok || caller.ID == "" {
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "the control API authenticated no principal for this request")
+		return
+	}
+	if operator == nil || !operator(caller) {
+		writeError(w, http.StatusForbidden, "not_an_operator", "only an operator (host.control_operators) releases a quarantined plugin")
+		return
+	}
+	released, err := c.h.Release(r.PathValue("name"), caller.ID)
+	switch {
+	case errors.Is(err, host.ErrPluginUnknown):
+		writeError(w, http.StatusNotFound, "plugin_unknown", "no such plugin")
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "release_failed", err.Error())
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"plugin": r.PathValue("name"), "released": released})
+	}
 }

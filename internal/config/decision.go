@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/policy"
 )
 
 // Decision is the host.decision section: what the decision point
@@ -72,4 +73,18 @@ func (d Decision) Validate() error {
 func (d Decision) Options() host.DecisionConfig {
 	return host.DecisionConfig{InvocationBudget: d.Budgets.Invocation.limits(), RunBudget: d.Budgets.Run.limits(),
 		Residency: d.Residency, RequireGrant: d.RequireGrant, ApprovalPoll: d.ApprovalPoll, WatchInterval: d.WatchInterval}
+}
+
+// Operator says whether p is an operator of the control API
+// (host.control_operators).
+func (c Host) Operator(p host.Principal) bool {
+	if len(c.ControlOperators) == 0 {
+		return p.Method == "peer" || p.Method == "mtls" || p.ID == "control-token"
+	}
+	for _, pat := range c.ControlOperators {
+		if policy.MatchPattern(pat, p.ID) {
+			return true
+		}
+	}
+	return false
 }

@@ -50,6 +50,12 @@ type Host struct {
 	// connection: principals' own token files, names for the unix
 	// socket's uids, an OIDC issuer's JWTs.
 	ControlPrincipals ControlPrincipals `yaml:"control_principals"`
+	// ControlOperators are the principals (exact, or a prefix ending in
+	// "*") that issue and revoke access grants and release quarantined
+	// plugins. Empty: the principals of the operator's own credentials —
+	// unix socket peers, client certificates and the control token on
+	// TCP — but not token-file or JWT principals.
+	ControlOperators []string `yaml:"control_operators"`
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
@@ -417,6 +423,11 @@ func (c Host) Validate() error {
 	}
 	if err := c.Decision.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	for i, p := range c.ControlOperators {
+		if p == "" || strings.Count(p, "*") > 1 || strings.Contains(strings.TrimSuffix(p, "*"), "*") {
+			errs = append(errs, fmt.Errorf("host.control_operators[%d]: a principal id, or a prefix ending in one \"*\"", i))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -213,6 +213,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	h := host.New(hopts)
 	n.h = h
 	ctl := control.NewHandler(h)
+	wireDecision(ctl, h, cfg, hopts.Ledger)
 	if deps.evidence == nil {
 		// The running host owns the evidence log: installs go through it.
 		ctl.EnableInstall(&pluginv1.Installer{Host: h, PluginsDir: cfg.Host.PluginsDir, Lockfile: cfg.Host.Lockfile})
