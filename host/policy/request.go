@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -26,8 +28,11 @@ type Request struct {
 	// without its prefix ("none", "read", "write", "destructive"), or "".
 	SideEffect string
 	DryRun     bool
-	// Input is the call's typed input as decoded JSON (a
-	// map[string]any from encoding/json); nil is an empty object.
+	// Input is the call's typed input as decoded JSON (InputJSON). For
+	// plugin/v1 it is the host's canonical encoding of the decoded
+	// message (protojson with UseProtoNames), never the caller's JSON as
+	// sent: otherwise a caller could pick a spelling a rule does not
+	// test. nil is an empty object.
 	Input any
 	Run   Run
 	// Grant is the access grant the call would run under; its ID is ""
@@ -37,6 +42,20 @@ type Request struct {
 	Spent Spent
 	// Now is the time of the decision; zero means time.Now().
 	Now time.Time
+}
+
+// InputJSON decodes a call's input JSON (protojson for plugin/v1, the
+// arguments object for Executa) into the form Request.Input takes. Empty
+// input is nil (an empty object to the policy). The error names no value.
+func InputJSON(b []byte) (any, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, errInputNotJSON
+	}
+	return v, nil
 }
 
 // Plugin kinds, as Request.Kind carries them.
