@@ -254,3 +254,12 @@ func TestInputJSON(t *testing.T) {
 		t.Fatalf("not JSON: %v", err)
 	}
 }
+
+func TestSideEffectName(t *testing.T) {
+	for enum, want := range map[string]string{"SIDE_EFFECT_UNSPECIFIED": "", "SIDE_EFFECT_NONE": "none", "SIDE_EFFECT_READ": "read",
+		"SIDE_EFFECT_WRITE": "write", "SIDE_EFFECT_DESTRUCTIVE": "destructive"} {
+		if got := SideEffectName(enum); got != want {
+			t.Errorf("%s: %q, want %q", enum, got, want)
+		}
+	}
+}

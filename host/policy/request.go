@@ -25,7 +25,8 @@ type Request struct {
 	// (CEL sees it lowercase: "read", "write", …).
 	Risk Risk
 	// SideEffect is a plugin/v1 method's declared side effect, lowercase
-	// without its prefix ("none", "read", "write", "destructive"), or "".
+	// without its prefix ("none", "read", "write", "destructive"), or ""
+	// (SideEffectName).
 	SideEffect string
 	DryRun     bool
 	// Input is the call's typed input as decoded JSON (InputJSON). For
@@ -187,6 +188,17 @@ type Decision struct {
 	// fails does not match; a deny or require_approval rule that fails
 	// denies (see docs/policy.md).
 	Errors []string
+}
+
+// SideEffectName is a plugin/v1 SideEffect enum name
+// ("SIDE_EFFECT_WRITE") as Request.SideEffect carries it ("write");
+// unspecified is "".
+func SideEffectName(enum string) string {
+	name := strings.ToLower(strings.TrimPrefix(enum, "SIDE_EFFECT_"))
+	if name == "unspecified" {
+		return ""
+	}
+	return name
 }
 
 // riskName is a risk class as CEL sees it: "unspecified", "read", …
