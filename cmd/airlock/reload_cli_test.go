@@ -289,6 +289,7 @@ host:
 	hangUp(t, hostCmd.Process)
 	at := waitLog(t, logs, 0, "host policy reloaded")
 	alive()
+	waitLog(t, logs, at, `"digest":"sha256:`)
 	if _, err := os.Stat(evLog); err != nil {
 		t.Fatalf("SIGHUP did not start a new evidence file after the rename: %v\n%s", err, logs.String())
 	}
@@ -308,6 +309,22 @@ host:
 	}
 	if res := invoke(); strings.Contains(res, "policy_denied") {
 		t.Fatalf("the running policy did not stay after a bad file: %s", res)
+	}
+
+	// A rule whose CEL does not type-check is refused the same way: the
+	// log names the rule and CEL's reason, and the running policy stays.
+	at = waitLog(t, logs, at, "policy reload refused")
+	if err := os.WriteFile(policy, []byte("version: v1\ndefault: deny\nrules: [{name: typo, effect: allow, when: 'principal.idd != \"\"'}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hangUp(t, hostCmd.Process)
+	waitLog(t, logs, at, "policy reload refused")
+	alive()
+	if refusal := logs.String()[at:]; !strings.Contains(refusal, "policy.rules[0] (typo).when") || !strings.Contains(refusal, "undefined field 'idd'") {
+		t.Fatalf("the refusal should name the rule and CEL's reason:\n%s", logs.String()[at:])
+	}
+	if res := invoke(); strings.Contains(res, "policy_denied") {
+		t.Fatalf("the running policy did not stay after a rule that does not compile: %s", res)
 	}
 	if out, stderr, code := cli(t, nil, "", "evidence", "verify", evLog+".1", evLog); code != 0 || !strings.Contains(out, "OK") {
 		t.Fatalf("the rotated evidence log does not verify as one chain: exit %d\n%s%s", code, out, stderr)

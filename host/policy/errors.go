@@ -9,4 +9,6 @@ var (
 	// ErrMalformedCase is a policy test case that cannot be run: a
 	// missing name or expect, an unknown effect or risk.
 	ErrMalformedCase = errors.New("malformed test case")
+	// errInputNotJSON: InputJSON was given bytes that are not JSON.
+	errInputNotJSON = errors.New("policy: the call's input is not JSON")
 )

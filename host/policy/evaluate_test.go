@@ -235,3 +235,31 @@ func TestDigest(t *testing.T) {
 		t.Fatal("a literal policy has no digest")
 	}
 }
+
+// InputJSON gives Evaluate what encoding/json decodes; empty is an empty
+// object; bytes that are not JSON are an error that quotes none of them.
+func TestInputJSON(t *testing.T) {
+	p := mustParse(t, "version: v1\nrules: [{name: r, effect: allow, when: 'input.project == \"SUP\" && input.n == 3 && size(input) == 2'}]\n")
+	in, err := InputJSON([]byte(`{"project":"SUP","n":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Evaluate(Request{Input: in}); d.Rule != "r" {
+		t.Fatalf("%+v", d)
+	}
+	if in, err := InputJSON([]byte("  ")); err != nil || in != nil {
+		t.Fatalf("empty input: %v %v", in, err)
+	}
+	if _, err := InputJSON([]byte(`{"secret-value`)); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("not JSON: %v", err)
+	}
+}
+
+func TestSideEffectName(t *testing.T) {
+	for enum, want := range map[string]string{"SIDE_EFFECT_UNSPECIFIED": "", "SIDE_EFFECT_NONE": "none", "SIDE_EFFECT_READ": "read",
+		"SIDE_EFFECT_WRITE": "write", "SIDE_EFFECT_DESTRUCTIVE": "destructive"} {
+		if got := SideEffectName(enum); got != want {
+			t.Errorf("%s: %q, want %q", enum, got, want)
+		}
+	}
+}

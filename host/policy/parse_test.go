@@ -158,3 +158,21 @@ actors:
 		})
 	}
 }
+
+// MatchPattern is how approvers, actors and principals lists match.
+func TestMatchPattern(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"spiffe://corp/oncall/*", "spiffe://corp/oncall/alice", true},
+		{"spiffe://corp/oncall/*", "spiffe://corp/oncallx", false},
+		{"user:bob", "user:bob", true},
+		{"user:bob", "user:bobby", false},
+		{"*", "anything", true},
+	} {
+		if got := MatchPattern(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("MatchPattern(%q, %q) = %v", tt.pattern, tt.s, got)
+		}
+	}
+}

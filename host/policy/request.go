@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -23,11 +25,15 @@ type Request struct {
 	// (CEL sees it lowercase: "read", "write", …).
 	Risk Risk
 	// SideEffect is a plugin/v1 method's declared side effect, lowercase
-	// without its prefix ("none", "read", "write", "destructive"), or "".
+	// without its prefix ("none", "read", "write", "destructive"), or ""
+	// (SideEffectName).
 	SideEffect string
 	DryRun     bool
-	// Input is the call's typed input as decoded JSON (a
-	// map[string]any from encoding/json); nil is an empty object.
+	// Input is the call's typed input as decoded JSON (InputJSON). For
+	// plugin/v1 it is the host's canonical encoding of the decoded
+	// message (protojson with UseProtoNames), never the caller's JSON as
+	// sent: otherwise a caller could pick a spelling a rule does not
+	// test. nil is an empty object.
 	Input any
 	Run   Run
 	// Grant is the access grant the call would run under; its ID is ""
@@ -37,6 +43,20 @@ type Request struct {
 	Spent Spent
 	// Now is the time of the decision; zero means time.Now().
 	Now time.Time
+}
+
+// InputJSON decodes a call's input JSON (protojson for plugin/v1, the
+// arguments object for Executa) into the form Request.Input takes. Empty
+// input is nil (an empty object to the policy). The error names no value.
+func InputJSON(b []byte) (any, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, errInputNotJSON
+	}
+	return v, nil
 }
 
 // Plugin kinds, as Request.Kind carries them.
@@ -168,6 +188,17 @@ type Decision struct {
 	// fails does not match; a deny or require_approval rule that fails
 	// denies (see docs/policy.md).
 	Errors []string
+}
+
+// SideEffectName is a plugin/v1 SideEffect enum name
+// ("SIDE_EFFECT_WRITE") as Request.SideEffect carries it ("write");
+// unspecified is "".
+func SideEffectName(enum string) string {
+	name := strings.ToLower(strings.TrimPrefix(enum, "SIDE_EFFECT_"))
+	if name == "unspecified" {
+		return ""
+	}
+	return name
 }
 
 // riskName is a risk class as CEL sees it: "unspecified", "read", …

@@ -199,7 +199,7 @@ func (n *hostNode) reload(cfg *config.Config) *config.Config {
 	}
 	cur := *cfg
 	cur.Host.Policy = next.Host.Policy
-	log.Info("host policy reloaded", "policy", next.Host.Policy, "rules", policyRules(policy))
+	log.Info("host policy reloaded", "policy", next.Host.Policy, "rules", policyRules(policy), "digest", policyDigest(policy))
 	logReload(log, applied, restart)
 	return &cur
 }
@@ -221,6 +221,14 @@ func policyRules(p *hostpolicy.Policy) int {
 		return 0
 	}
 	return len(p.Rules)
+}
+
+// policyDigest is the policy's bundle digest, "" for none.
+func policyDigest(p *hostpolicy.Policy) string {
+	if p == nil {
+		return ""
+	}
+	return p.Digest()
 }
 
 // reloadableKey reports whether key is one of settings or inside one.
