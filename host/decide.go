@@ -89,9 +89,8 @@ func (d *decision) scope(run RunContext) IssueScope {
 // check, approval, budgets. Each step is evidence.
 func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, act Action, req InvokeRequest) (*decision, error) {
 	facts := factsOf(act)
-	input := inputValue(facts.InputJSON)
 	d := &decision{actor: actorString(req.Actor)}
-	d.digest = RequestDigest(name, req.Method, input, d.actor, req.DryRun, req.Run.PlanDigest)
+	d.digest = RequestDigest(name, req.Method, inputValue(facts.InputJSON), d.actor, req.DryRun, req.Run.PlanDigest)
 	l := ip.opts.Ledger
 	now := time.Now()
 	var spentRun, spentGrant broker.Spend
@@ -117,12 +116,15 @@ func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, ac
 	pol := ip.opts.Policy
 	d.policy = policy.Decision{Rule: "no policy"}
 	if pol != nil {
-		d.policy = pol.Evaluate(policyRequest(name, rt.Kind(), act, facts, input, req, d.grant, spentRun, spentGrant, now))
+		d.policy = pol.Evaluate(policyRequest(name, rt.Kind(), act, facts, req, d.grant, spentRun, spentGrant, now))
 	}
 	data := map[string]any{"method": req.Method, "dry_run": req.DryRun, "allow": d.policy.Allow,
 		"effect": d.policy.Effect.String(), "rule": d.policy.Rule, "risk_class": act.Risk().String(), "kind": string(rt.Kind()),
 		"profile_digest": d.policy.Digest, "principal": req.Caller.ID, "principal_method": req.Caller.Method,
-		"actor": d.actor, "request_digest": d.digest}
+		"actor": d.actor, "request_digest": d.digest, "on_violation": reaction(d.policy.OnViolation)}
+	if len(d.policy.Errors) > 0 {
+		data["errors"] = d.policy.Errors
+	}
 	addRun(data, req.Run)
 	if d.grant != nil {
 		data["grant_id"] = d.grant.ID

@@ -9,8 +9,11 @@ import (
 )
 
 // policyRequest is everything the policy sees of one call.
-func policyRequest(name string, kind Kind, act Action, facts ActionFacts, input map[string]any, req InvokeRequest,
+func policyRequest(name string, kind Kind, act Action, facts ActionFacts, req InvokeRequest,
 	g *broker.AccessGrant, spentRun, spentGrant broker.Spend, now time.Time) policy.Request {
+	// The form `airlock policy test` decodes a case's input into, so a
+	// case decides as the call does. Prepare checked the input is JSON.
+	input, _ := policy.InputJSON(facts.InputJSON)
 	r := policy.Request{
 		Principal:  policy.Principal{ID: req.Caller.ID, Method: req.Caller.Method, Attributes: req.Caller.Attributes},
 		Actor:      policy.Actor{Kind: req.Actor.Kind, ID: req.Actor.Principal},
@@ -20,7 +23,7 @@ func policyRequest(name string, kind Kind, act Action, facts ActionFacts, input 
 		Risk:       act.Risk(),
 		SideEffect: facts.SideEffect,
 		DryRun:     req.DryRun,
-		Input:      policyValue(input),
+		Input:      input,
 		Run:        policy.Run{RunID: req.Run.RunID, ChangeID: req.Run.ChangeID, PlanDigest: req.Run.PlanDigest},
 		Spent:      policy.Spent{Run: policy.Spend(spentRun), Grant: policy.Spend(spentGrant)},
 		Now:        now,

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strings"
 )
 
 // ActionFacts are what a prepared action tells the decision point
@@ -30,8 +29,8 @@ func factsOf(act Action) ActionFacts {
 	return ActionFacts{}
 }
 
-// inputValue decodes an input for the policy and the request digest:
-// numbers keep their text (json.Number), so two inputs that differ in a
+// inputValue decodes an input for the request digest: numbers keep
+// their text (json.Number), so two inputs that differ in a
 // digit past float precision have different digests.
 func inputValue(b []byte) map[string]any {
 	m := map[string]any{}
@@ -44,33 +43,6 @@ func inputValue(b []byte) map[string]any {
 		return map[string]any{}
 	}
 	return m
-}
-
-// policyValue turns json.Numbers into int64 where integral, else
-// float64: the types a policy expression compares with.
-func policyValue(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = policyValue(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = policyValue(e)
-		}
-		return out
-	default:
-		return v
-	}
 }
 
 // RequestDigest is the digest an approval is bound to: the plugin,
@@ -90,14 +62,4 @@ func actorString(a Actor) string {
 		return ""
 	}
 	return a.Kind + ":" + a.Principal
-}
-
-// SideEffectName is a plugin/v1 SideEffect enum name in the policy's
-// lowercase form ("SIDE_EFFECT_WRITE" → "write").
-func SideEffectName(enum string) string {
-	s := strings.ToLower(strings.TrimPrefix(enum, "SIDE_EFFECT_"))
-	if s == "unspecified" {
-		return ""
-	}
-	return s
 }

@@ -312,6 +312,8 @@ func actionContext(call host.Call) *pb.ActionContext {
 // Facts implements host.Describer: the method's declared side effect and
 // the input in protojson.
 func (a *v1Action) Facts() host.ActionFacts {
-	b, _ := protojson.Marshal(a.msg)
-	return host.ActionFacts{SideEffect: host.SideEffectName(a.rule.GetDeclaredSideEffect().String()), InputJSON: b}
+	// The field names of the port (proto names), whatever the caller
+	// wrote: a rule on input.plan_digest cannot be dodged as planDigest.
+	b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(a.msg)
+	return host.ActionFacts{SideEffect: policy.SideEffectName(a.rule.GetDeclaredSideEffect().String()), InputJSON: b}
 }
