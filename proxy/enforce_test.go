@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/airlock-dev/airlock/broker"
 )
 
@@ -228,6 +230,9 @@ func TestViolationsRecorded(t *testing.T) {
 	vs, _ := f.proxy.ledger.PluginViolations(context.Background(), "plugin-1", time.Time{})
 	if len(vs) != 3 {
 		t.Fatalf("plugin violations %+v", vs)
+	}
+	if n := testutil.ToFloat64(f.proxy.metrics.violations.WithLabelValues("destination_not_declared", "true")); n != 2 {
+		t.Fatalf("airlock_proxy_violations_total{kind=destination_not_declared,recorded=true} = %v", n)
 	}
 }
 
