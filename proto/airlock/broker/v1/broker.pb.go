@@ -1106,7 +1106,13 @@ type InspectHandleResponse struct {
 	Expired      bool                   `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
 	DryRun       bool                   `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// lease is set when the intent's secret is leased (vault_lease).
-	Lease         *LeaseState `protobuf:"bytes,12,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease *LeaseState `protobuf:"bytes,12,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The decision context the handle was issued with (IssueHandleRequest).
+	RunId         string              `protobuf:"bytes,13,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	AccessGrantId string              `protobuf:"bytes,14,opt,name=access_grant_id,json=accessGrantId,proto3" json:"access_grant_id,omitempty"`
+	Budget        []*HandleBudgetLine `protobuf:"bytes,15,rep,name=budget,proto3" json:"budget,omitempty"`
+	Residency     []string            `protobuf:"bytes,16,rep,name=residency,proto3" json:"residency,omitempty"`
+	OnViolation   string              `protobuf:"bytes,17,opt,name=on_violation,json=onViolation,proto3" json:"on_violation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,6 +1229,41 @@ func (x *InspectHandleResponse) GetLease() *LeaseState {
 		return x.Lease
 	}
 	return nil
+}
+
+func (x *InspectHandleResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetAccessGrantId() string {
+	if x != nil {
+		return x.AccessGrantId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetBudget() []*HandleBudgetLine {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetResidency() []string {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetOnViolation() string {
+	if x != nil {
+		return x.OnViolation
+	}
+	return ""
 }
 
 type RevokeHandleRequest struct {
@@ -1547,7 +1588,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"signingKid\x12\x18\n" +
 	"\aintents\x18\x05 \x03(\tR\aintents\"8\n" +
 	"\x14InspectHandleRequest\x12 \n" +
-	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xe3\x03\n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xa0\x05\n" +
 	"\x15InspectHandleResponse\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12#\n" +
@@ -1562,7 +1603,12 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\aexpired\x18\n" +
 	" \x01(\bR\aexpired\x12\x17\n" +
 	"\adry_run\x18\v \x01(\bR\x06dryRun\x123\n" +
-	"\x05lease\x18\f \x01(\v2\x1d.airlock.broker.v1.LeaseStateR\x05lease\"7\n" +
+	"\x05lease\x18\f \x01(\v2\x1d.airlock.broker.v1.LeaseStateR\x05lease\x12\x15\n" +
+	"\x06run_id\x18\r \x01(\tR\x05runId\x12&\n" +
+	"\x0faccess_grant_id\x18\x0e \x01(\tR\raccessGrantId\x12;\n" +
+	"\x06budget\x18\x0f \x03(\v2#.airlock.broker.v1.HandleBudgetLineR\x06budget\x12\x1c\n" +
+	"\tresidency\x18\x10 \x03(\tR\tresidency\x12!\n" +
+	"\fon_violation\x18\x11 \x01(\tR\vonViolation\"7\n" +
 	"\x13RevokeHandleRequest\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"t\n" +
 	"\x0eExplainRequest\x12 \n" +
@@ -1644,28 +1690,29 @@ var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	20, // 11: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
 	20, // 12: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
 	9,  // 13: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
-	18, // 14: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	2,  // 15: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	5,  // 16: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	6,  // 17: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	10, // 18: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	12, // 19: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	14, // 20: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	16, // 21: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	17, // 22: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	4,  // 23: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	7,  // 24: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	7,  // 25: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	11, // 26: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	13, // 27: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	15, // 28: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	7,  // 29: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	19, // 30: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	3,  // 14: airlock.broker.v1.InspectHandleResponse.budget:type_name -> airlock.broker.v1.HandleBudgetLine
+	18, // 15: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	2,  // 16: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	5,  // 17: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	6,  // 18: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	10, // 19: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	12, // 20: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	14, // 21: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	16, // 22: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	17, // 23: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	4,  // 24: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	7,  // 25: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	7,  // 26: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	11, // 27: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	13, // 28: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	15, // 29: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	7,  // 30: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	19, // 31: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
