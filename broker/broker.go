@@ -68,7 +68,8 @@ type IssueRequest struct {
 	// renewed for broker.pass_ttl instead of a new one being minted.
 	Renew string
 
-	// The decision point's context, carried by the handle to the proxy.
+	// The decision point's context, carried by the handle to the proxy
+	// (a pass carries none: the requests in its tunnels carry handles).
 	// RunID and AccessGrantID name the run and the access grant the call
 	// runs under: with an AccessGrantID the proxy refuses every request
 	// once the grant is revoked or past its NotAfter (grant_revoked).

@@ -196,7 +196,9 @@ func (c *Client) Inspect(ctx context.Context, fingerprint string) (Inspection, e
 		return Inspection{}, errorFromStatus(err)
 	}
 	g := Grant{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(), Class: Class(r.GetClass()),
-		DryRun: r.GetDryRun(), IssuedAt: r.GetIssuedAt().AsTime(), ExpiresAt: r.GetExpiresAt().AsTime(), Fingerprint: r.GetFingerprint()}
+		DryRun: r.GetDryRun(), IssuedAt: r.GetIssuedAt().AsTime(), ExpiresAt: r.GetExpiresAt().AsTime(), Fingerprint: r.GetFingerprint(),
+		RunID: r.GetRunId(), AccessGrantID: r.GetAccessGrantId(), Budget: budgetFromProto(r.GetBudget()), Residency: r.GetResidency(),
+		OnViolation: r.GetOnViolation()}
 	for _, d := range r.GetDestinations() {
 		g.Destinations = append(g.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(),
 			Methods: d.GetMethods()})

@@ -78,6 +78,15 @@ func TestIssueDecisionContextOverAPI(t *testing.T) {
 		!slices.Equal(g.Residency, []string{"eu-west-1"}) || g.OnViolation != OnViolationEnd {
 		t.Fatalf("grant %+v", g)
 	}
+	// Operators see it in an inspection.
+	in, err := f.client.Inspect(ctx, iss.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ig := in.Grant; ig.RunID != "run-1" || ig.AccessGrantID != "grant-7" || !slices.Equal(ig.Budget, budget) ||
+		!slices.Equal(ig.Residency, []string{"eu-west-1"}) || ig.OnViolation != OnViolationEnd {
+		t.Fatalf("inspected %+v", ig)
+	}
 	// The default reaction is refuse.
 	iss, err = f.client.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv", Intent: "eu.api", Destinations: apiDest,
 		Deadline: time.Now().Add(time.Minute)})

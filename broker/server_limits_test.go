@@ -55,7 +55,7 @@ func largestIssue(deadline time.Time) *brokerv1.IssueHandleRequest {
 		Intent: "example.read", Deadline: timestamppb.New(deadline),
 		RunId: strings.Repeat("r", MaxIDBytes), AccessGrantId: strings.Repeat("g", MaxIDBytes), OnViolation: OnViolationQuarantine}
 	for i := 0; i < MaxBudgetLines; i++ {
-		r.Budget = append(r.Budget, &brokerv1.HandleBudgetLine{Key: strings.Repeat("k", MaxBudgetKey), Calls: math.MaxInt64,
+		r.Budget = append(r.Budget, &brokerv1.HandleBudgetLine{Key: strings.Repeat("k", MaxBudgetKey-1) + string(rune('0'+i)), Calls: math.MaxInt64,
 			CostMicros: math.MaxInt64, EgressRequests: math.MaxInt64, EgressBytes: math.MaxInt64, Tokens: math.MaxInt64})
 	}
 	for i := 0; i < MaxResidency; i++ {

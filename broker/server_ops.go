@@ -39,7 +39,8 @@ func (s *Server) InspectHandle(ctx context.Context, r *brokerv1.InspectHandleReq
 	g := in.Grant
 	resp := &brokerv1.InspectHandleResponse{Fingerprint: g.Fingerprint, PluginId: g.PluginID, InvocationId: g.InvocationID,
 		Intent: g.Intent, Class: string(g.Class), IssuedAt: timestamppb.New(g.IssuedAt), ExpiresAt: timestamppb.New(g.ExpiresAt),
-		Revoked: in.Revoked, Expired: in.Expired, DryRun: g.DryRun}
+		Revoked: in.Revoked, Expired: in.Expired, DryRun: g.DryRun,
+		RunId: g.RunID, AccessGrantId: g.AccessGrantID, Budget: budgetToProto(g.Budget), Residency: g.Residency, OnViolation: g.OnViolation}
 	for _, d := range g.Destinations {
 		resp.Destinations = append(resp.Destinations, &brokerv1.Destination{Host: d.Host, Port: uint32(d.Port),
 			PathPrefix: d.PathPrefix, Methods: d.Methods})

@@ -144,7 +144,8 @@ func (d *denial) response(req *http.Request) *http.Response {
 	if status == http.StatusProxyAuthRequired {
 		h.Set("Proxy-Authenticate", `Bearer realm="airlock", Basic realm="airlock"`)
 	}
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests && d.code != CodeBudgetExhausted {
+		// A rate refills; a spent budget does not.
 		h.Set("Retry-After", "1")
 	}
 	return &http.Response{

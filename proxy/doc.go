@@ -20,7 +20,8 @@
 // (HTTP/1.1, or HTTP/2 streams when the client picks h2 by ALPN, as gRPC
 // clients do). Each is turned into the absolute-form request it stands for and
 // goes through exactly the same path as a plain one: handle, target,
-// destination, limits, secret, injection, the scan that refuses a handle
+// destination, the decision limits (residency, access grant, budget:
+// enforce.go), limits, secret, injection, the scan that refuses a handle
 // left anywhere injection does not replace it (head, body, gRPC and
 // WebSocket messages: handlescan.go, bodyscan.go), dial, echo guard,
 // audit.

@@ -175,6 +175,7 @@ func (s *Server) violation(g *broker.Grant, kind, presentedBy string) {
 	at := time.Now()
 	s.log.Warn("proxy: violation", "kind", kind, "plugin", g.PluginID, "invocation", g.InvocationID, "handle_fp", g.Fingerprint,
 		"presented_by", presentedBy, "on_violation", g.OnViolation)
+	recorded := s.ledger != nil
 	if s.ledger != nil {
 		vs := []broker.Violation{{InvocationID: g.InvocationID, PluginID: g.PluginID, Kind: kind, At: at}}
 		if presentedBy != "" && presentedBy != g.PluginID {
@@ -182,11 +183,13 @@ func (s *Server) violation(g *broker.Grant, kind, presentedBy string) {
 		}
 		for _, v := range vs {
 			if err := s.ledger.RecordViolation(ctx, v); err != nil {
+				recorded = false
 				s.log.Error("proxy: a violation could not be recorded", "kind", kind, "plugin", v.PluginID,
 					"invocation", v.InvocationID, "error", err.Error())
 			}
 		}
 	}
+	s.metrics.violation(kind, recorded)
 	if g.OnViolation != broker.OnViolationEnd && g.OnViolation != broker.OnViolationQuarantine {
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/airlock-dev/airlock/broker"
 )
 
@@ -197,7 +199,7 @@ func (d *downLedger) GetAccessGrant(ctx context.Context, id string) (*broker.Acc
 // intent eu.api: in eu-west-1, but for /us/ in us-east-1.
 func newEnforceFixture(t *testing.T, mutate func(*Config)) *fixture {
 	t.Helper()
-	o := fixtureOpts{ledger: ledgerForTest(), intents: map[string]broker.Intent{}}
+	o := fixtureOpts{ledger: ledgerForTest(), reg: prometheus.NewRegistry()}
 	f := newFixtureWith(t, mutate, o)
 	in, _ := f.b.Intent("api.write")
 	in.Region = "eu-west-1"

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/airlock-dev/airlock/broker"
 )
 
@@ -75,10 +77,18 @@ func TestEgressRequestBudget(t *testing.T) {
 			t.Fatalf("request %d: %d %q", i, status, code)
 		}
 	}
+	resp, err := c.Get(f.url("/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("third request: %d, Retry-After %q: a spent budget does not come back in a second", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	status, code, body := do(t, c, http.MethodGet, f.url("/x"), nil, "")
 	errCode, budget, dim := budgetBody(t, body)
 	if status != http.StatusTooManyRequests || code != CodeBudgetExhausted || errCode != CodeBudgetExhausted || budget != run || dim != "egress_requests" {
-		t.Fatalf("third request: %d %q %s", status, code, body)
+		t.Fatalf("fourth request: %d %q %s", status, code, body)
 	}
 	if n := f.up.count(); n != 2 {
 		t.Fatalf("the upstream saw %d requests", n)
@@ -86,7 +96,7 @@ func TestEgressRequestBudget(t *testing.T) {
 	if got := spentOf(t, f.proxy.ledger, inv).EgressRequests; got != 2 {
 		t.Fatalf("the invocation's line counted %d requests: not all or nothing", got)
 	}
-	if got := violationKindsOf(t, f.proxy.ledger, "inv-b"); !slices.Equal(got, []string{"budget_exhausted"}) {
+	if got := violationKindsOf(t, f.proxy.ledger, "inv-b"); !slices.Equal(got, []string{"budget_exhausted", "budget_exhausted"}) {
 		t.Fatalf("violations %v", got)
 	}
 	// Another handle on the same run is refused too: the run's budget
@@ -228,6 +238,9 @@ func TestViolationsRecorded(t *testing.T) {
 	vs, _ := f.proxy.ledger.PluginViolations(context.Background(), "plugin-1", time.Time{})
 	if len(vs) != 3 {
 		t.Fatalf("plugin violations %+v", vs)
+	}
+	if n := testutil.ToFloat64(f.proxy.metrics.violations.WithLabelValues("destination_not_declared", "true")); n != 2 {
+		t.Fatalf("airlock_proxy_violations_total{kind=destination_not_declared,recorded=true} = %v", n)
 	}
 }
 

@@ -273,6 +273,8 @@ type fixtureOpts struct {
 	// ledger is the proxy's ledger; nil: the broker's store, if it keeps
 	// one.
 	ledger broker.Ledger
+	// store is the broker's handle store; a memory store when nil.
+	store broker.Store
 }
 
 func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
@@ -315,7 +317,11 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 	sources := map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: f.secrets}}
 	maps.Copy(sources, o.sources)
 	cache := broker.NewSecretCache(sources, time.Hour, 0, nil, nil)
-	f.b = broker.New(bc, broker.NewMemoryStore(1000, time.Minute, time.Hour, o.now), cache, broker.Options{Now: o.now})
+	var store broker.Store = broker.NewMemoryStore(1000, time.Minute, time.Hour, o.now)
+	if o.store != nil {
+		store = o.store
+	}
+	f.b = broker.New(bc, store, cache, broker.Options{Now: o.now})
 
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: f.ca.PEMFile,
 		Limits: LimitsConfig{PerHandleRPS: 1000, PerPluginRPS: 1000}}

@@ -19,6 +19,9 @@ type metrics struct {
 	// foreignCreds counts other plugins' credentials refused on a
 	// plugin's own listener, by the plugin that sent them.
 	foreignCreds *prometheus.CounterVec
+	// violations counts violations by kind and whether the ledger
+	// recorded them (enforce.go).
+	violations *prometheus.CounterVec
 
 	// The series every allowed request touches, looked up once:
 	// WithLabelValues hashes its labels and takes a lock on each call.
@@ -32,6 +35,13 @@ type metrics struct {
 func (m *metrics) tokenFetch(intent, result string) {
 	if m != nil {
 		m.tokenFetches.WithLabelValues(intent, result).Inc()
+	}
+}
+
+// violation counts a violation of kind; recorded: the ledger took it.
+func (m *metrics) violation(kind string, recorded bool) {
+	if m != nil {
+		m.violations.WithLabelValues(kind, map[bool]string{true: "true", false: "false"}[recorded]).Inc()
 	}
 }
 
@@ -77,7 +87,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "airlock_proxy_handle_not_this_plugins_total",
 		Help: "Handles and passes of another plugin presented on a plugin's own proxy listener and refused, by the plugin that presented them.",
 	}, []string{"plugin"})
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches, m.foreignCreds)
+	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_proxy_violations_total",
+		Help: "Refusals that are violations (a handle used for what it was not given), by kind, and whether the ledger recorded them.",
+	}, []string{"kind", "recorded"})
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches, m.foreignCreds, m.violations)
 	m.allowedDuration = m.duration.WithLabelValues("allow")
 	m.deniedDuration = m.duration.WithLabelValues("deny")
 	m.responseBytes = m.bytes.WithLabelValues("response")

@@ -1106,7 +1106,13 @@ type InspectHandleResponse struct {
 	Expired      bool                   `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
 	DryRun       bool                   `protobuf:"varint,11,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// lease is set when the intent's secret is leased (vault_lease).
-	Lease         *LeaseState `protobuf:"bytes,12,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease *LeaseState `protobuf:"bytes,12,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The decision context the handle was issued with (IssueHandleRequest).
+	RunId         string              `protobuf:"bytes,13,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	AccessGrantId string              `protobuf:"bytes,14,opt,name=access_grant_id,json=accessGrantId,proto3" json:"access_grant_id,omitempty"`
+	Budget        []*HandleBudgetLine `protobuf:"bytes,15,rep,name=budget,proto3" json:"budget,omitempty"`
+	Residency     []string            `protobuf:"bytes,16,rep,name=residency,proto3" json:"residency,omitempty"`
+	OnViolation   string              `protobuf:"bytes,17,opt,name=on_violation,json=onViolation,proto3" json:"on_violation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,6 +1229,41 @@ func (x *InspectHandleResponse) GetLease() *LeaseState {
 		return x.Lease
 	}
 	return nil
+}
+
+func (x *InspectHandleResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetAccessGrantId() string {
+	if x != nil {
+		return x.AccessGrantId
+	}
+	return ""
+}
+
+func (x *InspectHandleResponse) GetBudget() []*HandleBudgetLine {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetResidency() []string {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
+func (x *InspectHandleResponse) GetOnViolation() string {
+	if x != nil {
+		return x.OnViolation
+	}
+	return ""
 }
 
 type RevokeHandleRequest struct {
@@ -2744,7 +2785,7 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"signingKid\x12\x18\n" +
 	"\aintents\x18\x05 \x03(\tR\aintents\"8\n" +
 	"\x14InspectHandleRequest\x12 \n" +
-	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xe3\x03\n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"\xa0\x05\n" +
 	"\x15InspectHandleResponse\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12#\n" +
@@ -2759,7 +2800,12 @@ const file_airlock_broker_v1_broker_proto_rawDesc = "" +
 	"\aexpired\x18\n" +
 	" \x01(\bR\aexpired\x12\x17\n" +
 	"\adry_run\x18\v \x01(\bR\x06dryRun\x123\n" +
-	"\x05lease\x18\f \x01(\v2\x1d.airlock.broker.v1.LeaseStateR\x05lease\"7\n" +
+	"\x05lease\x18\f \x01(\v2\x1d.airlock.broker.v1.LeaseStateR\x05lease\x12\x15\n" +
+	"\x06run_id\x18\r \x01(\tR\x05runId\x12&\n" +
+	"\x0faccess_grant_id\x18\x0e \x01(\tR\raccessGrantId\x12;\n" +
+	"\x06budget\x18\x0f \x03(\v2#.airlock.broker.v1.HandleBudgetLineR\x06budget\x12\x1c\n" +
+	"\tresidency\x18\x10 \x03(\tR\tresidency\x12!\n" +
+	"\fon_violation\x18\x11 \x01(\tR\vonViolation\"7\n" +
 	"\x13RevokeHandleRequest\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\"t\n" +
 	"\x0eExplainRequest\x12 \n" +
@@ -2948,63 +2994,64 @@ var file_airlock_broker_v1_broker_proto_depIdxs = []int32{
 	44, // 11: airlock.broker.v1.InspectHandleResponse.issued_at:type_name -> google.protobuf.Timestamp
 	44, // 12: airlock.broker.v1.InspectHandleResponse.expires_at:type_name -> google.protobuf.Timestamp
 	9,  // 13: airlock.broker.v1.InspectHandleResponse.lease:type_name -> airlock.broker.v1.LeaseState
-	18, // 14: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
-	20, // 15: airlock.broker.v1.LedgerBudgetLine.limits:type_name -> airlock.broker.v1.LedgerSpend
-	21, // 16: airlock.broker.v1.LedgerChargeRequest.lines:type_name -> airlock.broker.v1.LedgerBudgetLine
-	20, // 17: airlock.broker.v1.LedgerChargeRequest.add:type_name -> airlock.broker.v1.LedgerSpend
-	23, // 18: airlock.broker.v1.LedgerChargeResponse.exhausted:type_name -> airlock.broker.v1.LedgerBudgetExhausted
-	20, // 19: airlock.broker.v1.LedgerSpentResponse.spent:type_name -> airlock.broker.v1.LedgerSpend
-	44, // 20: airlock.broker.v1.LedgerViolation.at:type_name -> google.protobuf.Timestamp
-	27, // 21: airlock.broker.v1.LedgerRecordViolationRequest.violation:type_name -> airlock.broker.v1.LedgerViolation
-	44, // 22: airlock.broker.v1.LedgerListViolationsRequest.since:type_name -> google.protobuf.Timestamp
-	27, // 23: airlock.broker.v1.LedgerListViolationsResponse.violations:type_name -> airlock.broker.v1.LedgerViolation
-	44, // 24: airlock.broker.v1.LedgerRevokeAccessGrantRequest.at:type_name -> google.protobuf.Timestamp
-	44, // 25: airlock.broker.v1.LedgerDecideApprovalRequest.at:type_name -> google.protobuf.Timestamp
-	2,  // 26: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
-	5,  // 27: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
-	6,  // 28: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
-	10, // 29: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
-	12, // 30: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
-	14, // 31: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
-	16, // 32: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
-	17, // 33: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
-	22, // 34: airlock.broker.v1.LedgerService.Charge:input_type -> airlock.broker.v1.LedgerChargeRequest
-	25, // 35: airlock.broker.v1.LedgerService.Spent:input_type -> airlock.broker.v1.LedgerSpentRequest
-	28, // 36: airlock.broker.v1.LedgerService.RecordViolation:input_type -> airlock.broker.v1.LedgerRecordViolationRequest
-	30, // 37: airlock.broker.v1.LedgerService.ListViolations:input_type -> airlock.broker.v1.LedgerListViolationsRequest
-	32, // 38: airlock.broker.v1.LedgerService.PutAccessGrant:input_type -> airlock.broker.v1.LedgerPutAccessGrantRequest
-	35, // 39: airlock.broker.v1.LedgerService.GetAccessGrant:input_type -> airlock.broker.v1.LedgerGetRequest
-	36, // 40: airlock.broker.v1.LedgerService.ListAccessGrants:input_type -> airlock.broker.v1.LedgerListRequest
-	39, // 41: airlock.broker.v1.LedgerService.RevokeAccessGrant:input_type -> airlock.broker.v1.LedgerRevokeAccessGrantRequest
-	33, // 42: airlock.broker.v1.LedgerService.PutApproval:input_type -> airlock.broker.v1.LedgerPutApprovalRequest
-	35, // 43: airlock.broker.v1.LedgerService.GetApproval:input_type -> airlock.broker.v1.LedgerGetRequest
-	36, // 44: airlock.broker.v1.LedgerService.ListApprovals:input_type -> airlock.broker.v1.LedgerListRequest
-	43, // 45: airlock.broker.v1.LedgerService.DecideApproval:input_type -> airlock.broker.v1.LedgerDecideApprovalRequest
-	4,  // 46: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
-	7,  // 47: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
-	7,  // 48: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
-	11, // 49: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
-	13, // 50: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
-	15, // 51: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
-	7,  // 52: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
-	19, // 53: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
-	24, // 54: airlock.broker.v1.LedgerService.Charge:output_type -> airlock.broker.v1.LedgerChargeResponse
-	26, // 55: airlock.broker.v1.LedgerService.Spent:output_type -> airlock.broker.v1.LedgerSpentResponse
-	29, // 56: airlock.broker.v1.LedgerService.RecordViolation:output_type -> airlock.broker.v1.LedgerRecordViolationResponse
-	31, // 57: airlock.broker.v1.LedgerService.ListViolations:output_type -> airlock.broker.v1.LedgerListViolationsResponse
-	34, // 58: airlock.broker.v1.LedgerService.PutAccessGrant:output_type -> airlock.broker.v1.LedgerPutResponse
-	37, // 59: airlock.broker.v1.LedgerService.GetAccessGrant:output_type -> airlock.broker.v1.LedgerAccessGrantResponse
-	38, // 60: airlock.broker.v1.LedgerService.ListAccessGrants:output_type -> airlock.broker.v1.LedgerListAccessGrantsResponse
-	40, // 61: airlock.broker.v1.LedgerService.RevokeAccessGrant:output_type -> airlock.broker.v1.LedgerRevokeAccessGrantResponse
-	34, // 62: airlock.broker.v1.LedgerService.PutApproval:output_type -> airlock.broker.v1.LedgerPutResponse
-	41, // 63: airlock.broker.v1.LedgerService.GetApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
-	42, // 64: airlock.broker.v1.LedgerService.ListApprovals:output_type -> airlock.broker.v1.LedgerListApprovalsResponse
-	41, // 65: airlock.broker.v1.LedgerService.DecideApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
-	46, // [46:66] is the sub-list for method output_type
-	26, // [26:46] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	3,  // 14: airlock.broker.v1.InspectHandleResponse.budget:type_name -> airlock.broker.v1.HandleBudgetLine
+	18, // 15: airlock.broker.v1.ExplainResponse.steps:type_name -> airlock.broker.v1.ExplainStep
+	20, // 16: airlock.broker.v1.LedgerBudgetLine.limits:type_name -> airlock.broker.v1.LedgerSpend
+	21, // 17: airlock.broker.v1.LedgerChargeRequest.lines:type_name -> airlock.broker.v1.LedgerBudgetLine
+	20, // 18: airlock.broker.v1.LedgerChargeRequest.add:type_name -> airlock.broker.v1.LedgerSpend
+	23, // 19: airlock.broker.v1.LedgerChargeResponse.exhausted:type_name -> airlock.broker.v1.LedgerBudgetExhausted
+	20, // 20: airlock.broker.v1.LedgerSpentResponse.spent:type_name -> airlock.broker.v1.LedgerSpend
+	44, // 21: airlock.broker.v1.LedgerViolation.at:type_name -> google.protobuf.Timestamp
+	27, // 22: airlock.broker.v1.LedgerRecordViolationRequest.violation:type_name -> airlock.broker.v1.LedgerViolation
+	44, // 23: airlock.broker.v1.LedgerListViolationsRequest.since:type_name -> google.protobuf.Timestamp
+	27, // 24: airlock.broker.v1.LedgerListViolationsResponse.violations:type_name -> airlock.broker.v1.LedgerViolation
+	44, // 25: airlock.broker.v1.LedgerRevokeAccessGrantRequest.at:type_name -> google.protobuf.Timestamp
+	44, // 26: airlock.broker.v1.LedgerDecideApprovalRequest.at:type_name -> google.protobuf.Timestamp
+	2,  // 27: airlock.broker.v1.BrokerService.IssueHandle:input_type -> airlock.broker.v1.IssueHandleRequest
+	5,  // 28: airlock.broker.v1.BrokerService.RevokeInvocation:input_type -> airlock.broker.v1.RevokeInvocationRequest
+	6,  // 29: airlock.broker.v1.BrokerService.RevokePlugin:input_type -> airlock.broker.v1.RevokePluginRequest
+	10, // 30: airlock.broker.v1.BrokerService.MintToken:input_type -> airlock.broker.v1.MintTokenRequest
+	12, // 31: airlock.broker.v1.BrokerService.Status:input_type -> airlock.broker.v1.StatusRequest
+	14, // 32: airlock.broker.v1.BrokerService.InspectHandle:input_type -> airlock.broker.v1.InspectHandleRequest
+	16, // 33: airlock.broker.v1.BrokerService.RevokeHandle:input_type -> airlock.broker.v1.RevokeHandleRequest
+	17, // 34: airlock.broker.v1.BrokerService.Explain:input_type -> airlock.broker.v1.ExplainRequest
+	22, // 35: airlock.broker.v1.LedgerService.Charge:input_type -> airlock.broker.v1.LedgerChargeRequest
+	25, // 36: airlock.broker.v1.LedgerService.Spent:input_type -> airlock.broker.v1.LedgerSpentRequest
+	28, // 37: airlock.broker.v1.LedgerService.RecordViolation:input_type -> airlock.broker.v1.LedgerRecordViolationRequest
+	30, // 38: airlock.broker.v1.LedgerService.ListViolations:input_type -> airlock.broker.v1.LedgerListViolationsRequest
+	32, // 39: airlock.broker.v1.LedgerService.PutAccessGrant:input_type -> airlock.broker.v1.LedgerPutAccessGrantRequest
+	35, // 40: airlock.broker.v1.LedgerService.GetAccessGrant:input_type -> airlock.broker.v1.LedgerGetRequest
+	36, // 41: airlock.broker.v1.LedgerService.ListAccessGrants:input_type -> airlock.broker.v1.LedgerListRequest
+	39, // 42: airlock.broker.v1.LedgerService.RevokeAccessGrant:input_type -> airlock.broker.v1.LedgerRevokeAccessGrantRequest
+	33, // 43: airlock.broker.v1.LedgerService.PutApproval:input_type -> airlock.broker.v1.LedgerPutApprovalRequest
+	35, // 44: airlock.broker.v1.LedgerService.GetApproval:input_type -> airlock.broker.v1.LedgerGetRequest
+	36, // 45: airlock.broker.v1.LedgerService.ListApprovals:input_type -> airlock.broker.v1.LedgerListRequest
+	43, // 46: airlock.broker.v1.LedgerService.DecideApproval:input_type -> airlock.broker.v1.LedgerDecideApprovalRequest
+	4,  // 47: airlock.broker.v1.BrokerService.IssueHandle:output_type -> airlock.broker.v1.IssueHandleResponse
+	7,  // 48: airlock.broker.v1.BrokerService.RevokeInvocation:output_type -> airlock.broker.v1.RevokeResponse
+	7,  // 49: airlock.broker.v1.BrokerService.RevokePlugin:output_type -> airlock.broker.v1.RevokeResponse
+	11, // 50: airlock.broker.v1.BrokerService.MintToken:output_type -> airlock.broker.v1.MintTokenResponse
+	13, // 51: airlock.broker.v1.BrokerService.Status:output_type -> airlock.broker.v1.StatusResponse
+	15, // 52: airlock.broker.v1.BrokerService.InspectHandle:output_type -> airlock.broker.v1.InspectHandleResponse
+	7,  // 53: airlock.broker.v1.BrokerService.RevokeHandle:output_type -> airlock.broker.v1.RevokeResponse
+	19, // 54: airlock.broker.v1.BrokerService.Explain:output_type -> airlock.broker.v1.ExplainResponse
+	24, // 55: airlock.broker.v1.LedgerService.Charge:output_type -> airlock.broker.v1.LedgerChargeResponse
+	26, // 56: airlock.broker.v1.LedgerService.Spent:output_type -> airlock.broker.v1.LedgerSpentResponse
+	29, // 57: airlock.broker.v1.LedgerService.RecordViolation:output_type -> airlock.broker.v1.LedgerRecordViolationResponse
+	31, // 58: airlock.broker.v1.LedgerService.ListViolations:output_type -> airlock.broker.v1.LedgerListViolationsResponse
+	34, // 59: airlock.broker.v1.LedgerService.PutAccessGrant:output_type -> airlock.broker.v1.LedgerPutResponse
+	37, // 60: airlock.broker.v1.LedgerService.GetAccessGrant:output_type -> airlock.broker.v1.LedgerAccessGrantResponse
+	38, // 61: airlock.broker.v1.LedgerService.ListAccessGrants:output_type -> airlock.broker.v1.LedgerListAccessGrantsResponse
+	40, // 62: airlock.broker.v1.LedgerService.RevokeAccessGrant:output_type -> airlock.broker.v1.LedgerRevokeAccessGrantResponse
+	34, // 63: airlock.broker.v1.LedgerService.PutApproval:output_type -> airlock.broker.v1.LedgerPutResponse
+	41, // 64: airlock.broker.v1.LedgerService.GetApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	42, // 65: airlock.broker.v1.LedgerService.ListApprovals:output_type -> airlock.broker.v1.LedgerListApprovalsResponse
+	41, // 66: airlock.broker.v1.LedgerService.DecideApproval:output_type -> airlock.broker.v1.LedgerApprovalResponse
+	47, // [47:67] is the sub-list for method output_type
+	27, // [27:47] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_airlock_broker_v1_broker_proto_init() }
