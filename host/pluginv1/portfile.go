@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/airlock-dev/airlock/host"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
@@ -92,6 +93,7 @@ func ParsePortSet(b []byte, compiled func(pkg string) bool) (*PortFile, error) {
 		byPath[f.GetName()] = f
 	}
 	var port *descriptorpb.FileDescriptorProto
+	sawCompiled := false
 	for _, f := range set.GetFile() {
 		for _, dep := range f.GetDependency() {
 			if byPath[dep] == nil {
@@ -107,6 +109,7 @@ func ParsePortSet(b []byte, compiled func(pkg string) bool) (*PortFile, error) {
 			if strings.HasPrefix(pkg, "google.protobuf") {
 				continue // the host's own well-known types; versions differ
 			}
+			sawCompiled = sawCompiled || compiled(pkg)
 			want := protodesc.ToFileDescriptorProto(hf)
 			want.SourceCodeInfo = nil
 			if !proto.Equal(want, f) {
@@ -132,6 +135,9 @@ func ParsePortSet(b []byte, compiled func(pkg string) bool) (*PortFile, error) {
 				return refuse(ErrRedefinesHostFile, "%s declares an extension of %s the host defines", f.GetName(), extendee)
 			}
 		}
+	}
+	if port == nil && sawCompiled {
+		return refuse(host.ErrPortCompiled, "")
 	}
 	if port == nil {
 		return refuse(ErrNoPortPackage, "")
