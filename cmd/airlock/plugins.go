@@ -67,6 +67,9 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if !*asJSON {
+		printServedPorts(ctx, ct, stdout)
+	}
 	// What a failed plugin last wrote to stderr (redacted by the host):
 	// usually the reason in its own words.
 	for _, p := range list.Plugins {

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -194,4 +196,54 @@ func portsShow(cfg *config.Config, name string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "port %s, installed %s from a descriptor set of sha256 %s\n", name, e.InstalledAt.Format("2006-01-02T15:04:05Z"), pf.SHA256)
 	return printReview(stdout, pf.Methods)
+}
+
+// checkPorts lists the installed ports for check-config and warns of one
+// the host would refuse at start. A warning, not a problem: the host
+// starts and serves the others (check-config runs before it starts).
+func checkPorts(cfg *config.Config, stdout io.Writer) {
+	lf, err := pluginv1.ReadLockfile(cfg.Host.Lockfile)
+	if err != nil {
+		return // the lockfile's own problem is the host's to report
+	}
+	names := make([]string, 0, len(lf.Ports))
+	for n := range lf.Ports {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	compiled := daemon.Ports()
+	for _, name := range names {
+		if _, err := pluginv1.LoadPort(name, lf.Ports[name], compiled.Compiled); err != nil {
+			fmt.Fprintf(stdout, "ports: WARNING: %v: airlock host will not serve it\n", err)
+			continue
+		}
+		fmt.Fprintf(stdout, "ports: %s installed (sha256 %.16s)\n", name, lf.Ports[name].SHA256)
+	}
+}
+
+// printServedPorts adds the ports the running host serves to airlock
+// plugins' table; a host that does not answer GET /v1/ports adds none.
+func printServedPorts(ctx context.Context, ct controlTarget, stdout io.Writer) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ct.base+"/v1/ports", nil)
+	if err != nil {
+		return
+	}
+	resp, err := ct.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Ports []pluginv1.PortResult `json:"ports"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list) != nil || len(list.Ports) == 0 {
+		return
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PORT\tSOURCE\tSHA256\tMETHODS\tREFUSED")
+	for _, p := range list.Ports {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, p.Source, orDash(p.SHA256[:min(16, len(p.SHA256))]), len(p.Methods), orDash(p.Refused))
+	}
+	tw.Flush()
 }

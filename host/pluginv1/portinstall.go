@@ -67,12 +67,12 @@ func InstallPort(set []byte, replace bool, portsDir, lockPath string, ports *hos
 		}
 		res.Replaced = !res.Same
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Only the host reads a port's set (a plugin gets the host's answers,
+	// never the file): owner-only, as the rest of the state directory.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return PortInstall{}, err
 	}
-	// A port file is no secret, and it is the operator's reviewed text:
-	// the host reads it, nobody else writes it.
-	if err := fsutil.WriteFile(file, set, 0o644); err != nil {
+	if err := fsutil.WriteFile(file, set, 0o600); err != nil {
 		return PortInstall{}, err
 	}
 	lf.Ports[pf.Name] = LockedPort{File: file, SHA256: pf.SHA256, InstalledAt: time.Now().UTC()}
