@@ -73,7 +73,11 @@ func cmdPorts(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "removed port %s%s\n", pos[0], orEmpty("", map[bool]string{true: " (the running host no longer serves it)"}[remote], ""))
+		how := ""
+		if remote {
+			how = ": the running airlock host no longer serves it"
+		}
+		_, err = fmt.Fprintf(stdout, "removed port %s%s\n", pos[0], how)
 		return err
 	}
 }
@@ -110,6 +114,7 @@ func portsInstall(ctx context.Context, cfg *config.Config, file string, yes, rep
 		fmt.Fprint(stdout, "the host will enforce these rules for every provider of this port; install it? [y/N] ")
 		line, _ := bufio.NewReader(stdin).ReadString('\n')
 		if a := strings.TrimSpace(strings.ToLower(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(stdout)
 			return fmt.Errorf("not installed (answer y, or pass --yes)")
 		}
 	}
@@ -121,8 +126,11 @@ func portsInstall(ctx context.Context, cfg *config.Config, file string, yes, rep
 	if res.Replaced {
 		how = "replaced"
 	}
-	_, err = fmt.Fprintf(stdout, "%s port %s (sha256 %s)%s\n", how, res.Name, res.SHA256[:16],
-		map[bool]string{true: ": the running airlock host serves it now", false: ": airlock host serves it from its next start"}[remote])
+	when := ": airlock host serves it from its next start"
+	if remote {
+		when = ": the running airlock host serves it now"
+	}
+	_, err = fmt.Fprintf(stdout, "%s port %s (sha256 %.16s)%s\n", how, res.Name, res.SHA256, when)
 	return err
 }
 
