@@ -26,6 +26,15 @@ type PortResult struct {
 type PortInstaller struct {
 	Ports              *host.PortSet
 	PortsDir, Lockfile string
+	// Record, when set, appends a host-authored evidence record of each
+	// change (lifecycle.port_installed, lifecycle.port_removed).
+	Record func(typ string, data map[string]any)
+}
+
+func (in *PortInstaller) record(typ string, data map[string]any) {
+	if in.Record != nil {
+		in.Record(typ, data)
+	}
 }
 
 // InstallPort reviews, stores, pins and serves a descriptor set (see
@@ -34,6 +43,13 @@ func (in *PortInstaller) InstallPort(_ context.Context, set []byte, replace bool
 	res, err := InstallPort(set, replace, in.PortsDir, in.Lockfile, in.Ports)
 	if err != nil {
 		return nil, err
+	}
+	if !res.Same {
+		rules := map[string]string{}
+		for _, m := range res.Port.Methods {
+			rules[m.Method] = m.RiskClass
+		}
+		in.record("lifecycle.port_installed", map[string]any{"port": res.Port.Name, "sha256": res.Port.SHA256, "replaced": res.Replaced, "risk_classes": rules})
 	}
 	return PortResult{Name: res.Port.Name, Source: "installed", SHA256: res.Port.SHA256, Replaced: res.Replaced, Methods: res.Port.Methods}, nil
 }
@@ -44,6 +60,7 @@ func (in *PortInstaller) RemovePort(_ context.Context, name string) (any, error)
 	if err := RemovePort(name, in.PortsDir, in.Lockfile, in.Ports); err != nil {
 		return nil, err
 	}
+	in.record("lifecycle.port_removed", map[string]any{"port": name})
 	return PortResult{Name: name, Source: "installed"}, nil
 }
 

@@ -215,7 +215,11 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		// The running host owns the evidence log: installs go through it.
 		ctl.EnableInstall(&pluginv1.Installer{Host: h, PluginsDir: cfg.Host.PluginsDir, Lockfile: cfg.Host.Lockfile})
 	}
-	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile})
+	record := func(typ string, data map[string]any) { _, _ = hopts.Record("", typ, "", data) } // a failure is logged
+	for port, why := range hopts.Ports.Refused() {
+		record("lifecycle.port_refused", map[string]any{"port": port, "reason": why})
+	}
+	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record})
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)

@@ -257,6 +257,13 @@ func TestInstalledPortServesCalls(t *testing.T) {
 	if tk := got["numinance.ports.tickets.v1"]; tk.Source != "compiled" || len(tk.Methods) != 2 {
 		t.Fatalf("compiled port: %+v", tk)
 	}
+	// Each change, and the refusal, is host-authored evidence.
+	ev, _ := os.ReadFile(cfg.Host.Evidence)
+	for _, want := range []string{`"type":"lifecycle.port_installed"`, `"port":"numinance.ports.memo.v1"`, `"type":"lifecycle.port_refused"`} {
+		if !strings.Contains(string(ev), want) {
+			t.Fatalf("the evidence log has no %s", want)
+		}
+	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		code, _, raw := invokeNotes(t, cfg, "example.notes", "ListNotes", `{"folder":"inbox"}`, false)
 		if code == http.StatusServiceUnavailable && strings.Contains(raw, "plugin_failed") && strings.Contains(raw, "the host serves no port") {
