@@ -15,6 +15,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/airlock
 	$(GO) build -trimpath -o bin/tickets-provider ./examples/tickets-provider
 	$(GO) build -trimpath -o bin/executa-tickets ./examples/executa-tickets
+	$(GO) build -trimpath -o bin/notes-provider ./examples/notes
 
 # The main job on embedded defaults: host, broker, egress proxy and token
 # issuer in one process, with the sample provider and a local demo upstream.
@@ -119,6 +120,11 @@ proto:
 	GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO) && GOBIN="$$PWD/bin" $(GO) install $(PROTOC_GEN_GO_GRPC) && \
 	PATH="$$PWD/bin:$$PATH" protoc -I proto --go_out=. --go_opt=module=github.com/airlock-dev/airlock \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/airlock-dev/airlock $$protos
+	@# The notes example port (docs/plugin-v1.md), generated as its walk-through says.
+	cd examples/notes && PATH="$$PWD/../../bin:$$PATH" protoc -I . -I ../../proto \
+		--go_out=. --go_opt=module=github.com/airlock-dev/airlock/examples/notes \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/airlock-dev/airlock/examples/notes \
+		numinance/ports/notes/v1/notes.proto
 
 clean:
 	rm -rf bin

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/evidence"
@@ -38,11 +37,13 @@ type Options struct {
 	// HTTPSProxyOptOut names plugins (of either kind) that get only
 	// HTTP_PROXY: no HTTPS_PROXY, no CA variables, no pass.
 	HTTPSProxyOptOut []string
-	// Ports are the host's compiled port files by package name
-	// ("numinance.ports.tickets.v1"); they, not the provider's copies,
-	// govern every plugin/v1 call. Ports, Artifacts and HandshakeTimeout
-	// are read by the plugin/v1 runtime only.
-	Ports map[string]protoreflect.FileDescriptor
+	// Ports are the port files the host serves, compiled and installed,
+	// by package name ("numinance.ports.tickets.v1"); they, not the
+	// provider's copies, govern every plugin/v1 call, looked up at each
+	// call (a port installed while the host runs is served at once); nil
+	// serves none. Ports, Artifacts and HandshakeTimeout are read by the
+	// plugin/v1 runtime only.
+	Ports *PortSet
 	// Policy decides every action before it reaches a provider; nil
 	// denies everything.
 	Policy *policy.Policy

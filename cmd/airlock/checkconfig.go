@@ -70,6 +70,7 @@ func cmdCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err := checkSandbox(cfg, stdout); err != nil {
 			problems = append(problems, err)
 		}
+		checkPorts(cfg, stdout)
 	}
 	if *checkSecrets {
 		if scope == config.ScopeHost {

@@ -22,6 +22,7 @@ commands:
   host          run the installed plugins beside airlock serve; host install DIR installs one
   invoke        call a plugin method or Executa tool through the host's control API
   plugins       list the host's plugins: kind, state, restarts, health, last failure
+  ports         install, list, show or remove the ports (descriptor sets) plugins serve
   handle        issue, inspect or revoke a credential handle over the broker API
   explain       which proxy check would allow or deny a request, and why (nothing is sent)
   serve         run the broker, egress proxy, token issuer, broker API and admin listener
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdInvoke(ctx, rest, stdout, stderr)
 	case "plugins":
 		err = cmdPlugins(ctx, rest, stdout, stderr)
+	case "ports":
+		err = cmdPorts(ctx, rest, stdin, stdout, stderr)
 	case "handle":
 		err = cmdHandle(ctx, rest, stdout, stderr)
 	case "explain":

@@ -77,6 +77,9 @@ func cmdPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				p.Name, q.At.Format("2006-01-02 15:04:05Z07:00"), q.Invocation, strings.Join(q.Kinds, ", "), p.Name)
 		}
 	}
+	if !*asJSON {
+		printServedPorts(ctx, ct, stdout)
+	}
 	// What a failed plugin last wrote to stderr (redacted by the host):
 	// usually the reason in its own words.
 	for _, p := range list.Plugins {

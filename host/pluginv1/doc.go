@@ -9,8 +9,8 @@
 //   - launch and handshake (plugin.go, line.go): the binary's digest, the
 //     handshake line, Handshake, GetManifest and GetDescriptors checked
 //     against the installed manifest and the host's own port files;
-//   - invoke (invoke.go): a call resolved against the host's compiled
-//     ports, sent as an Envelope, and the provider's stream checked
+//   - invoke (invoke.go): a call resolved against the host's ports
+//     (compiled or installed), sent as an Envelope, and the provider's stream checked
 //     message by message (sdk/plugin's stream check);
 //   - HostService (hostservice.go): Log, RequestCredential, EmitEvidence,
 //     ReportProgress and ResolveReference (reference.go), each checked
@@ -22,6 +22,11 @@
 //   - install (install.go, lockfile.go, manifest.go, installer.go):
 //     review, stage, verify by launching once, swap by rename, and the
 //     control API's install while the host runs (Installer);
+//   - installed ports (portfile.go, portinstall.go, portinstaller.go): a
+//     descriptor set reviewed (ParsePortSet), kept and pinned by digest
+//     in the lockfile (InstallPort), checked again at every start
+//     (LoadPorts) and served from the host.PortSet every call looks its
+//     port up in; PortInstaller for the control API;
 //   - the adapter (adapter.go): plugin/v1's protobuf types become the
 //     host's own (host.CallStatus, host.Diagnostic, policy.Risk, …) at
 //     this package's edge. This package, sdk/plugin and the generated

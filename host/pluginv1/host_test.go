@@ -20,7 +20,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
@@ -210,7 +209,7 @@ func newHostFixtureBroker(t testing.TB, passTTL time.Duration, hook brokerHook) 
 	}
 	t.Cleanup(func() { ev.Close() })
 	f.opts = host.Options{Broker: f.b, Evidence: ev, EgressProxy: bc.EgressProxy, InterceptCAFile: pc.Intercept.CAFile, Policy: policy.AllowAll(),
-		Ports: map[string]protoreflect.FileDescriptor{"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto},
+		Ports: host.NewPortSet(ticketsv1.File_numinance_ports_tickets_v1_tickets_proto),
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return f
 }
@@ -340,7 +339,7 @@ func TestLaunchRefusals(t *testing.T) {
 		t.Fatalf("manifest mismatch: %v", err)
 	}
 	noPort := f.opts
-	noPort.Ports = map[string]protoreflect.FileDescriptor{}
+	noPort.Ports = host.NewPortSet()
 	if _, err := Launch(ctx, f.inst, noPort); !errors.Is(err, ErrHandshake) {
 		t.Fatalf("port the host does not serve: %v", err)
 	}

@@ -98,14 +98,9 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts host.Op
 		dir = stage
 		return LockedEntry{}, "", fmt.Errorf("install %s: %w", name, err)
 	}
-	lf, err := ReadLockfile(lockPath)
-	if err != nil {
-		return LockedEntry{}, "", err
-	}
 	e := LockedEntry{Dir: dir, Binary: filepath.Join(dir, "provider"), BinarySHA256: digest, ManifestSHA256: md,
 		ProtocolVersion: version, InstalledAt: time.Now().UTC()}
-	lf.Plugins[name] = e
-	if err := lf.Write(lockPath); err != nil {
+	if err := updateLockfile(lockPath, func(lf *Lockfile) { lf.Plugins[name] = e }); err != nil {
 		return LockedEntry{}, "", err
 	}
 	committed = true

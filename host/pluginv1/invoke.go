@@ -62,7 +62,8 @@ type emitted struct {
 	digest string
 }
 
-// method finds the target in the host's compiled ports.
+// method finds the target in the host's ports (compiled or installed),
+// looked up at each call.
 func (p *Plugin) method(full string) (protoreflect.MethodDescriptor, plugin.PortRule, error) {
 	svc, name, ok := strings.Cut(full, "/")
 	if !ok || !strings.HasPrefix(svc, "numinance.ports.") {
@@ -73,7 +74,7 @@ func (p *Plugin) method(full string) (protoreflect.MethodDescriptor, plugin.Port
 	if !containsString(p.inst.Manifest.GetPorts(), pkg) {
 		return nil, nil, host.ErrMethodNotDispatchable
 	}
-	f, ok := p.opts.Ports[pkg]
+	f, ok := p.opts.Ports.Lookup(pkg)
 	if !ok {
 		return nil, nil, host.ErrMethodNotDispatchable
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -19,11 +20,17 @@ import (
 var HostVersions = []uint32{1}
 
 // Lockfile records what install reviewed: the binary's digest, the
-// manifest's digest and the protocol version negotiated then.
+// manifest's digest and the protocol version negotiated then; and the
+// digest of each installed port's descriptor set.
 type Lockfile struct {
 	Version int                    `json:"version"`
 	Plugins map[string]LockedEntry `json:"plugins"`
+	Ports   map[string]LockedPort  `json:"ports,omitempty"`
 }
+
+// lockfileMu makes each read-change-write of a lockfile by this process
+// (a plugin install, a port install or removal) whole.
+var lockfileMu sync.Mutex
 
 // LockedEntry is one installed plugin.
 type LockedEntry struct {
@@ -41,7 +48,7 @@ var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 func ReadLockfile(path string) (*Lockfile, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return &Lockfile{Version: 1, Plugins: map[string]LockedEntry{}}, nil
+		return &Lockfile{Version: 1, Plugins: map[string]LockedEntry{}, Ports: map[string]LockedPort{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lockfile: %w", err)
@@ -54,6 +61,9 @@ func ReadLockfile(path string) (*Lockfile, error) {
 	}
 	if lf.Plugins == nil {
 		lf.Plugins = map[string]LockedEntry{}
+	}
+	if lf.Ports == nil {
+		lf.Ports = map[string]LockedPort{}
 	}
 	return lf, nil
 }
@@ -93,4 +103,17 @@ func versionsEnv(vs []uint32) string {
 		s[i] = strconv.FormatUint(uint64(v), 10)
 	}
 	return strings.Join(s, ",")
+}
+
+// updateLockfile reads the lockfile, applies change and writes it back,
+// with no other change of this process in between.
+func updateLockfile(path string, change func(*Lockfile)) error {
+	lockfileMu.Lock()
+	defer lockfileMu.Unlock()
+	lf, err := ReadLockfile(path)
+	if err != nil {
+		return err
+	}
+	change(lf)
+	return lf.Write(path)
 }

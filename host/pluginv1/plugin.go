@@ -283,7 +283,7 @@ func (p *Plugin) handshake(ctx context.Context, line HandshakeLine) error {
 		return fmt.Errorf("%w: capabilities names a capability the host did not offer", ErrHandshake)
 	}
 	for _, port := range p.inst.Manifest.GetPorts() {
-		if _, ok := p.opts.Ports[port]; !ok {
+		if _, ok := p.opts.Ports.Lookup(port); !ok {
 			return fmt.Errorf("%w: the host serves no port %s", ErrHandshake, port)
 		}
 	}
@@ -312,7 +312,7 @@ func (p *Plugin) checkDescriptors(set *descriptorpb.FileDescriptorSet) error {
 		f = proto.Clone(f).(*descriptorpb.FileDescriptorProto)
 		f.SourceCodeInfo = nil
 		pkg := f.GetPackage()
-		if host, ok := p.opts.Ports[pkg]; ok {
+		if host, ok := p.opts.Ports.Lookup(pkg); ok {
 			want := protodesc.ToFileDescriptorProto(host)
 			want.SourceCodeInfo = nil
 			if !proto.Equal(want, f) {

@@ -24,13 +24,15 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-var providerBin, executaBin string
+var providerBin, executaBin, notesBin, liarBin string
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // plugins start through a re-executed test binary
 	dir := testenv.Binaries("airlock-daemon-test-",
 		testenv.Binary{Path: &providerBin, Pkg: "../../examples/tickets-provider"},
-		testenv.Binary{Path: &executaBin, Pkg: "../../examples/executa-tickets"})
+		testenv.Binary{Path: &executaBin, Pkg: "../../examples/executa-tickets"},
+		testenv.Binary{Path: &notesBin, Pkg: "../../examples/notes", Name: "notes-provider"},
+		testenv.Binary{Path: &liarBin, Pkg: "./testdata/notes-liar"})
 	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

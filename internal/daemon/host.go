@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
@@ -33,12 +32,12 @@ import (
 	"github.com/airlock-dev/airlock/tokens"
 )
 
-// Ports are the port files compiled into this host: they, not a
-// provider's copies, govern every call.
-func Ports() map[string]protoreflect.FileDescriptor {
-	return map[string]protoreflect.FileDescriptor{
-		"numinance.ports.tickets.v1": ticketsv1.File_numinance_ports_tickets_v1_tickets_proto,
-	}
+// Ports is a new set of the port files compiled into this host (the
+// sample tickets port); the installed ones are added to it at start
+// (pluginv1.LoadPorts) and while the host runs. They, not a provider's
+// copies, govern every call.
+func Ports() *host.PortSet {
+	return host.NewPortSet(ticketsv1.File_numinance_ports_tickets_v1_tickets_proto)
 }
 
 // HostShutdownTimeout bounds how long a host waits for its plugins to stop
@@ -218,6 +217,11 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		// The running host owns the evidence log: installs go through it.
 		ctl.EnableInstall(&pluginv1.Installer{Host: h, PluginsDir: cfg.Host.PluginsDir, Lockfile: cfg.Host.Lockfile})
 	}
+	record := func(typ string, data map[string]any) { _, _ = hopts.Record("", typ, "", data) } // a failure is logged
+	for port, why := range hopts.Ports.Refused() {
+		record("lifecycle.port_refused", map[string]any{"port": port, "reason": why})
+	}
+	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record})
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)

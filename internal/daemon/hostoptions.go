@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/pluginv1"
 	"github.com/airlock-dev/airlock/internal/config"
 )
 
@@ -25,6 +26,15 @@ func hostOptions(cfg *config.Config, log *slog.Logger) (host.Options, error) {
 		StderrLevel: level, Redactor: cfg.Host.Redactor(), Log: log,
 		Sandbox: cfg.Host.Sandbox, Hide: cfg.Hidden(), Decision: cfg.Host.Decision.Options(),
 		QuarantineDir: filepath.Join(cfg.StateDir, "quarantine")}
+	// Installed ports are served as their digests are still the pinned
+	// ones; one that is not is refused, and the others are served.
+	refused, err := pluginv1.LoadPorts(o.Ports, cfg.Host.Lockfile)
+	if err != nil {
+		return host.Options{}, err
+	}
+	for _, err := range refused {
+		log.Error("installed port refused; the host serves the others", "reason", err.Error())
+	}
 	if dir := cfg.Host.Artifacts; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return host.Options{}, fmt.Errorf("host.artifacts: %s is not a directory", dir)
