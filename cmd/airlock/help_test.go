@@ -16,6 +16,9 @@ func TestHelpExitsZero(t *testing.T) {
 		{"serve", "-h"}, {"check-config", "-h"}, {"host", "-h"}, {"invoke", "-h"}, {"plugins", "-h"}, {"dev", "-h"},
 		{"explain", "-h"}, {"version", "-h"}, {"token", "mint", "-h"}, {"token", "verify", "-h"}, {"token", "rotate", "-h"},
 		{"handle", "issue", "-h"}, {"handle", "inspect", "-h"}, {"handle", "revoke", "-h"}, {"evidence", "verify", "-h"},
+		{"grants", "-h"}, {"grants", "list", "-h"}, {"grants", "show", "-h"}, {"grants", "issue", "-h"}, {"grants", "revoke", "-h"},
+		{"approvals", "-h"}, {"approvals", "list", "-h"}, {"approvals", "show", "-h"}, {"approvals", "approve", "-h"},
+		{"approvals", "deny", "-h"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errOut, code := cli(t, nil, "", args...)
