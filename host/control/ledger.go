@@ -71,7 +71,10 @@ func (c *Handler) SetGrantRevoked(fn func(id string)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ledger != nil {
-		c.ledger.revoked = fn
+		// A copy: a request in flight keeps the one it read.
+		api := *c.ledger
+		api.revoked = fn
+		c.ledger = &api
 	}
 }
 
