@@ -177,7 +177,8 @@ type Ledger interface {
 	Charge(ctx context.Context, lines []BudgetLine, add Spend) error
 	// Spent returns what was charged under key.
 	Spent(ctx context.Context, key string) (Spend, error)
-	// RecordViolation remembers v under its invocation and its plugin;
+	// RecordViolation remembers v under its invocation and its plugin (at
+	// the store's time when v.At is zero);
 	// Violations lists an invocation's violations in the order recorded,
 	// PluginViolations a plugin's recorded at or after since.
 	RecordViolation(ctx context.Context, v Violation) error

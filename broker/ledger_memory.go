@@ -89,6 +89,9 @@ func (s *MemoryStore) RecordViolation(_ context.Context, v Violation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.ledgerLocked()
+	if v.At.IsZero() {
+		v.At = s.now()
+	}
 	until := s.now().Add(LedgerRetention)
 	for _, k := range []string{"inv:" + v.InvocationID, "plg:" + v.PluginID} {
 		list := append(l.violations[k], v)

@@ -127,6 +127,9 @@ func (s *RedisStore) Spent(ctx context.Context, key string) (Spend, error) {
 
 // RecordViolation implements Ledger.
 func (s *RedisStore) RecordViolation(ctx context.Context, v Violation) error {
+	if v.At.IsZero() {
+		v.At = time.Now()
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode violation: %w", err)

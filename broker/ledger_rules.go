@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -207,4 +209,17 @@ func matchesAny(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// NewAccessGrantID is a fresh access grant id: "g_" and 128 random bits,
+// hex.
+func NewAccessGrantID() string { return "g_" + randomHex() }
+
+// NewApprovalID is a fresh approval id: "ap_" and 128 random bits, hex.
+func NewApprovalID() string { return "ap_" + randomHex() }
+
+func randomHex() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -138,6 +138,14 @@ func TestLedgerViolations(t *testing.T) {
 		if other, _ := b.Violations(ctx, "inv-2"); len(other) != 0 {
 			t.Fatalf("another invocation: %+v", other)
 		}
+		// A violation recorded without a time gets the store's.
+		before := time.Now().Add(-time.Second)
+		if err := a.RecordViolation(ctx, Violation{InvocationID: "inv-3", PluginID: "p3", Kind: "handle_other_plugin"}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := b.PluginViolations(ctx, "p3", before); len(got) != 1 || got[0].At.Before(before) {
+			t.Fatalf("a violation without a time: %+v", got)
+		}
 		for i := 0; i < MaxViolationsPerKey+5; i++ {
 			v := Violation{InvocationID: "inv-many", PluginID: "q", Kind: strconv.Itoa(i), At: t0}
 			if err := a.RecordViolation(ctx, v); err != nil {

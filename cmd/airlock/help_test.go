@@ -17,6 +17,10 @@ func TestHelpExitsZero(t *testing.T) {
 		{"explain", "-h"}, {"version", "-h"}, {"token", "mint", "-h"}, {"token", "verify", "-h"}, {"token", "rotate", "-h"},
 		{"handle", "issue", "-h"}, {"handle", "inspect", "-h"}, {"handle", "revoke", "-h"}, {"evidence", "verify", "-h"},
 		{"policy", "test", "-h"}, {"policy", "check", "-h"}, {"policy", "-h"},
+		{"grants", "-h"}, {"grants", "list", "-h"}, {"grants", "show", "-h"}, {"grants", "issue", "-h"}, {"grants", "revoke", "-h"},
+		{"approvals", "-h"}, {"approvals", "list", "-h"}, {"approvals", "show", "-h"}, {"approvals", "approve", "-h"},
+		{"approvals", "deny", "-h"},
+		{"plugins", "release", "-h"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, errOut, code := cli(t, nil, "", args...)

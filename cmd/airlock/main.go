@@ -24,6 +24,8 @@ commands:
   plugins       list the host's plugins: kind, state, restarts, health, last failure
   ports         install, list, show or remove the ports (descriptor sets) plugins serve
   handle        issue, inspect or revoke a credential handle over the broker API
+  grants        list, show, issue or revoke access grants through the host's control API
+  approvals     list, show, approve or deny calls waiting for approval
   explain       which proxy check would allow or deny a request, and why (nothing is sent)
   serve         run the broker, egress proxy, token issuer, broker API and admin listener
   check-config  validate a config file and report every problem
@@ -83,6 +85,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdPorts(ctx, rest, stdin, stdout, stderr)
 	case "handle":
 		err = cmdHandle(ctx, rest, stdout, stderr)
+	case "grants":
+		err = cmdGrants(ctx, rest, stdout, stderr)
+	case "approvals":
+		err = cmdApprovals(ctx, rest, stdout, stderr)
 	case "explain":
 		err = cmdExplain(ctx, rest, stdout, stderr)
 	case "dev":

@@ -135,7 +135,7 @@ func (c *Handler) grantFromApproval(r *http.Request, api *ledgerAPI, caller host
 	if ttl > 0 {
 		notAfter = now.Add(ttl)
 	}
-	g := &broker.AccessGrant{ID: NewGrantID(), Principal: a.Requester, Actor: a.Actor, Plugins: []string{a.Plugin},
+	g := &broker.AccessGrant{ID: broker.NewAccessGrantID(), Principal: a.Requester, Actor: a.Actor, Plugins: []string{a.Plugin},
 		Methods: []string{a.Method}, RunID: a.RunID, RequestDigest: a.RequestDigest, Uses: uses, FromApproval: a.ID,
 		IssuedBy: caller.ID, IssuedAt: now, NotAfter: notAfter}
 	if err := c.putGrant(r.Context(), api, g); err != nil {

@@ -11,6 +11,10 @@
 //     Installer the wiring gave EnableInstall (pluginv1.Installer).
 //   - GET /v1/evidence/head and /v1/evidence/jwks.json serve the evidence
 //     log's latest signed checkpoint and the key that signs it.
+//   - /v1/grants and /v1/approvals list, issue and revoke access grants and
+//     decide approvals in the broker's ledger (EnableLedger): operators
+//     issue and revoke; anyone but the requester decides; a revocation
+//     runs the host's hook (SetGrantRevoked).
 //
 // # Security
 //

@@ -2,8 +2,6 @@ package control
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +71,10 @@ func (c *Handler) SetGrantRevoked(fn func(id string)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ledger != nil {
-		c.ledger.revoked = fn
+		// A copy: a request in flight keeps the one it read.
+		api := *c.ledger
+		api.revoked = fn
+		c.ledger = &api
 	}
 }
 
@@ -244,7 +245,7 @@ func (req *GrantRequest) grant(now time.Time) (*broker.AccessGrant, error) {
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "; "))
 	}
-	return &broker.AccessGrant{ID: NewGrantID(), Principal: req.Principal, Actor: req.Actor, Plugins: req.Plugins,
+	return &broker.AccessGrant{ID: broker.NewAccessGrantID(), Principal: req.Principal, Actor: req.Actor, Plugins: req.Plugins,
 		Methods: req.Methods, RiskCeiling: req.RiskCeiling, Budget: req.Budget, Residency: req.Residency,
 		PlanDigest: req.PlanDigest, RunID: req.RunID, IssuedAt: now, NotAfter: notAfter.UTC()}, nil
 }
@@ -261,13 +262,6 @@ func validLedgerName(s string) bool {
 		}
 	}
 	return true
-}
-
-// NewGrantID is a fresh access grant id: "g_" and 128 random bits, hex.
-func NewGrantID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "g_" + hex.EncodeToString(b[:])
 }
 
 // decodeStrict decodes a JSON body of at most MaxLedgerBody, refusing

@@ -263,3 +263,51 @@ func TestLedgerRoutesDisabled(t *testing.T) {
 		t.Fatalf("%d %v", resp.StatusCode, e)
 	}
 }
+
+// The revocation hook may be set while the API serves (the host sets it
+// once its invoke path is up): requests in flight keep the hook they read.
+func TestSetGrantRevokedWhileServing(t *testing.T) {
+	f := newLedgerFixture(t)
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	defer h.Shutdown(context.Background())
+	ctl := control.NewHandler(h)
+	ctl.EnableLedger(f.store, func(p host.Principal) bool { return true })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctl.ServeHTTP(w, r.WithContext(control.WithCaller(r.Context(), host.Principal{ID: "root"})))
+	}))
+	defer srv.Close()
+	if err := f.store.PutAccessGrant(context.Background(), &broker.AccessGrant{ID: "g_1", Principal: "a",
+		IssuedAt: time.Now(), NotAfter: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 20; i++ {
+			resp, err := http.Post(srv.URL+"/v1/grants/g_1/revoke", "application/json", nil)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	var mu sync.Mutex
+	calls := 0
+	for setting := true; setting; {
+		ctl.SetGrantRevoked(func(string) { mu.Lock(); calls++; mu.Unlock() })
+		select {
+		case <-done:
+			setting = false
+		default:
+		}
+	}
+	resp, err := http.Post(srv.URL+"/v1/grants/g_1/revoke", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if calls == 0 {
+		t.Fatal("the hook set last was not called")
+	}
+}
