@@ -54,7 +54,7 @@ func (ip invokePath) approvalGate(ctx context.Context, id, name string, req Invo
 		a = x
 	}
 	if a == nil {
-		a = &broker.Approval{ID: "a_" + randomHex(16), RequestDigest: d.digest, Plugin: name, Method: req.Method,
+		a = &broker.Approval{ID: broker.NewApprovalID(), RequestDigest: d.digest, Plugin: name, Method: req.Method,
 			Requester: req.Caller.ID, Actor: d.actor, RunID: req.Run.RunID, Rule: d.policy.Rule,
 			Required: max(d.policy.Approvals, 1), Eligible: d.policy.Approvers, State: broker.ApprovalPending,
 			CreatedAt: now.UTC(), ExpiresAt: now.Add(approvalWithin(d.policy.ApprovalWithin)).UTC()}
@@ -78,7 +78,15 @@ func (ip invokePath) approvalGate(ctx context.Context, id, name string, req Invo
 	}
 	switch a.State {
 	case broker.ApprovalGranted:
-		if err := ip.useApproval(ctx, a); err != nil {
+		if a.GrantID != "" {
+			// Approved for several calls: this one is the first under the
+			// grant made from it, and counts against its uses.
+			g, err := l.GetAccessGrant(ctx, a.GrantID)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
+			}
+			d.grant = g
+		} else if err := ip.useApproval(ctx, a); err != nil {
 			return err
 		}
 		_, err := ip.opts.Record(name, "gate.approval", id, map[string]any{"passed": true, "approval": a.ID,

@@ -17,11 +17,7 @@ func (ip invokePath) budgetLines(id string, run RunContext, g *broker.AccessGran
 		lines = append(lines, broker.BudgetLine{Key: broker.BudgetKeyRun(run.RunID), Limits: ip.opts.Decision.RunBudget})
 	}
 	if g != nil {
-		lim := g.Budget
-		if g.Uses > 0 && (lim.Calls == 0 || int64(g.Uses) < lim.Calls) {
-			lim.Calls = int64(g.Uses)
-		}
-		lines = append(lines, broker.BudgetLine{Key: broker.BudgetKeyGrant(g.ID), Limits: lim})
+		lines = append(lines, g.BudgetLine())
 	}
 	return lines
 }
