@@ -68,6 +68,13 @@ func installProvider(t *testing.T, cfg *config.Config) {
 	if err := os.WriteFile(filepath.Join(pkg, "provider"), b, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	installProviderPkg(t, cfg, pkg)
+}
+
+// installProviderPkg installs the package pkg into cfg's state directory
+// (no host running: the install is local).
+func installProviderPkg(t *testing.T, cfg *config.Config, pkg string) {
+	t.Helper()
 	if _, remote, err := Install(context.Background(), cfg, pkg, Options{}); err != nil || remote {
 		t.Fatalf("install: remote %v, %v", remote, err)
 	}
