@@ -123,13 +123,6 @@ func (a *Auth) Handler(next http.Handler, log *slog.Logger) http.Handler {
 	})
 }
 
-// RequireToken is Authenticate with the control token alone: every
-// request carries it (the unix socket's and TLS's callers are then
-// named by their connection).
-func RequireToken(next http.Handler, auth Authenticator, log *slog.Logger) http.Handler {
-	return Authenticate(next, AuthOptions{ControlToken: auth, RequireBearer: true}, log)
-}
-
 // publicDetail is what a refused caller is told: which kind of problem,
 // never which principal or key was near.
 func publicDetail(err error) string {
