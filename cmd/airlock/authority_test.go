@@ -151,7 +151,7 @@ func TestCheckConfigControlAuthority(t *testing.T) {
 	for _, c := range []struct {
 		name, host, want string
 	}{
-		{"tcp without authority", `{control: "127.0.0.1:9465"}`, "a TCP control API needs host.control_tls (mutual TLS) or host.control_token_file"},
+		{"tcp without authority", `{control: "127.0.0.1:9465"}`, "a TCP control API needs host.control_tls (mutual TLS), host.control_token_file or host.control_principals"},
 		{"token in clear beyond loopback", `{control: "0.0.0.0:9465", control_token_file: /etc/airlock/control.token}`, "crosses the network in clear"},
 		{"tls incomplete", `{control: "0.0.0.0:9465", control_tls: {cert_file: /c.pem}}`, "host.control_tls: cert_file, key_file and client_ca_file are required"},
 		{"uids on tcp", `{control: "127.0.0.1:9465", control_token_file: /t, control_allowed_uids: [1]}`, "only for a unix control socket"},

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -77,11 +78,31 @@ var (
 // cannot be fetched); the log line says why, and echoes nothing the
 // caller sent. Every authenticated request is logged with its principal.
 func Authenticate(next http.Handler, o AuthOptions, log *slog.Logger) http.Handler {
+	return NewAuth(o).Handler(next, log)
+}
+
+// Auth holds the AuthOptions a control API is served with, so that a
+// reload swaps them whole: a request is authenticated with one set or
+// the other, never a mix. Make it with NewAuth.
+type Auth struct{ o atomic.Pointer[AuthOptions] }
+
+// NewAuth returns an Auth serving o.
+func NewAuth(o AuthOptions) *Auth {
+	a := &Auth{}
+	a.o.Store(&o)
+	return a
+}
+
+// Swap puts o in force for the requests that arrive from now on.
+func (a *Auth) Swap(o AuthOptions) { a.o.Store(&o) }
+
+// Handler is Authenticate with a's options at each request.
+func (a *Auth) Handler(next http.Handler, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := o.authenticate(r)
+		p, err := a.o.Load().authenticate(r)
 		if err != nil {
 			log.Warn("control API: request refused: "+err.Error(), callerAttrs(r)...)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock-control"`)
@@ -100,13 +121,6 @@ func Authenticate(next http.Handler, o AuthOptions, log *slog.Logger) http.Handl
 			"method", r.Method, "path", r.URL.Path)...)
 		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), p)))
 	})
-}
-
-// RequireToken is Authenticate with the control token alone: every
-// request carries it (the unix socket's and TLS's callers are then
-// named by their connection).
-func RequireToken(next http.Handler, auth Authenticator, log *slog.Logger) http.Handler {
-	return Authenticate(next, AuthOptions{ControlToken: auth, RequireBearer: true}, log)
 }
 
 // publicDetail is what a refused caller is told: which kind of problem,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -23,32 +24,39 @@ import (
 // unix socket), requires a bearer of each request. The server must use
 // control.ConnContext (it records the socket's peer).
 func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, error) {
+	l, h, _, err := listenControlAuth(c, handler, log)
+	return l, h, err
+}
+
+// listenControlAuth is listenControl that also returns the control API's
+// Auth, for a reload to swap (reloadControlPrincipals).
+func listenControlAuth(c config.Host, handler http.Handler, log *slog.Logger) (net.Listener, http.Handler, *control.Auth, error) {
 	c = c.WithControlDefaults()
 	var l net.Listener
 	if path, ok := c.ControlSocket(); ok {
 		uids, err := peerauth.LookupUIDs(c.ControlAllowedUsers)
 		if err != nil {
-			return nil, nil, fmt.Errorf("host.control_allowed_users: %w", err)
+			return nil, nil, nil, fmt.Errorf("host.control_allowed_users: %w", err)
 		}
 		if l, err = peerauth.ListenUnix(path, peerauth.UnixOptions{Name: "control socket",
 			AllowedUIDs: append(append([]int(nil), c.ControlAllowedUIDs...), uids...), GID: peerauth.NoGroup, Log: log}); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	} else {
 		if c.ControlTLS == nil && c.ControlTokenFile == "" && len(c.ControlPrincipals.Tokens) == 0 && c.ControlPrincipals.JWT == nil {
 			// Validate says so too; a caller that skipped it must not
 			// get an open port.
-			return nil, nil, errors.New("host.control: a TCP control API needs host.control_tls, host.control_token_file or host.control_principals")
+			return nil, nil, nil, errors.New("host.control: a TCP control API needs host.control_tls, host.control_token_file or host.control_principals")
 		}
 		var err error
 		if l, err = net.Listen("tcp", c.Control); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if t := c.ControlTLS; t != nil {
 			tc, err := peerauth.MutualTLS("host.control_tls", t.CertFile, t.KeyFile, t.ClientCAFile)
 			if err != nil {
 				l.Close()
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			l = tls.NewListener(l, tc)
 		}
@@ -56,9 +64,25 @@ func listenControl(c config.Host, handler http.Handler, log *slog.Logger) (net.L
 	auth, err := controlAuth(c)
 	if err != nil {
 		l.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return l, control.Authenticate(handler, auth, log), nil
+	a := control.NewAuth(auth)
+	return l, a.Handler(handler, log), a, nil
+}
+
+// reloadControlPrincipals puts next into force for the control API's
+// requests from now on (a SIGHUP): principals' token files, peers' names
+// and the JWT issuer. The running listener, TLS and control token stay;
+// on an error nothing changes.
+func reloadControlPrincipals(a *control.Auth, running config.Host, next config.ControlPrincipals) error {
+	running = running.WithControlDefaults()
+	running.ControlPrincipals = next
+	o, err := controlAuth(running)
+	if err != nil {
+		return err
+	}
+	a.Swap(o)
+	return nil
 }
 
 // controlAuth turns the host's control settings into how the control API
@@ -110,6 +134,23 @@ func controlAuth(c config.Host) (control.AuthOptions, error) {
 		o.JWT = v
 	}
 	return o, nil
+}
+
+// reloadPrincipals applies next's host.control_principals when they
+// changed, and returns the config now in force (cfg on an error, when
+// nothing changed).
+func (n *hostNode) reloadPrincipals(cfg, next *config.Config) (*config.Config, error) {
+	if n.controlAuth == nil || reflect.DeepEqual(cfg.Host.ControlPrincipals, next.Host.ControlPrincipals) {
+		return cfg, nil
+	}
+	if err := reloadControlPrincipals(n.controlAuth, cfg.Host, next.Host.ControlPrincipals); err != nil {
+		return cfg, err
+	}
+	cur := *cfg
+	cur.Host.ControlPrincipals = next.Host.ControlPrincipals
+	n.log.Info("control API principals reloaded", "tokens", len(next.Host.ControlPrincipals.Tokens),
+		"peers", len(next.Host.ControlPrincipals.Peers), "jwt", next.Host.ControlPrincipals.JWT != nil)
+	return &cur, nil
 }
 
 // controlServer is the control API's HTTP server: ConnContext records

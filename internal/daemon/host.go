@@ -176,6 +176,9 @@ type hostNode struct {
 	log     *slog.Logger
 	h       *host.Host
 	control string
+	// controlAuth is how the control API names its callers; a reload
+	// swaps host.control_principals in (reloadControlPrincipals).
+	controlAuth *control.Auth
 	// ev is the evidence log, reopened on SIGHUP (after logrotate
 	// renamed it).
 	ev *evidence.Log
@@ -350,10 +353,11 @@ func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 // serveControl serves the control API on host.control.
 func (n *hostNode) serveControl(cfg *config.Config, ctl *control.Handler) error {
 	h := n.h
-	l, handler, err := listenControl(cfg.Host, ctl, n.log)
+	l, handler, auth, err := listenControlAuth(cfg.Host, ctl, n.log)
 	if err != nil {
 		return fmt.Errorf("host.control: %w", err)
 	}
+	n.controlAuth = auth
 	n.control = l.Addr().String()
 	if l.Addr().Network() == "unix" {
 		n.control = "unix:" + n.control

@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -36,7 +39,7 @@ func TestControlPrincipalsWired(t *testing.T) {
 		p, _ := control.CallerFrom(r.Context())
 		seen <- p.ID + " " + p.Method
 	})
-	l, handler, err := listenControl(cfg.Host, whoami, nil)
+	l, handler, auth, err := listenControlAuth(cfg.Host, whoami, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +69,109 @@ func TestControlPrincipalsWired(t *testing.T) {
 		if got := <-seen; got != tc.want {
 			t.Fatalf("the route saw %q, want %q", got, tc.want)
 		}
+	}
+
+	// A reload swaps the principals in whole: bob's token now names bob,
+	// alice's names no one; a reload that does not resolve changes
+	// nothing.
+	bobFile := filepath.Join(t.TempDir(), "bob.token")
+	if err := os.WriteFile(bobFile, []byte(peerauth.NewSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := config.ControlPrincipals{Tokens: []config.ControlToken{{Principal: "bob", File: bobFile}}}
+	if err := reloadControlPrincipals(auth, cfg.Host, next); err != nil {
+		t.Fatal(err)
+	}
+	if code := get(bobFile); code != http.StatusOK {
+		t.Fatalf("bob after the reload: %d", code)
+	}
+	if got := <-seen; got != "bob token" {
+		t.Fatalf("the route saw %q, want bob", got)
+	}
+	if code := get(aliceFile); code != http.StatusUnauthorized {
+		t.Fatalf("alice after the reload: %d", code)
+	}
+	bad := config.ControlPrincipals{Peers: []config.ControlPeer{{User: "no-such-user-airlock-test", Principal: "x"}}}
+	if err := reloadControlPrincipals(auth, cfg.Host, bad); err == nil {
+		t.Fatal("a reload naming no such user was applied")
+	}
+	if code := get(bobFile); code != http.StatusOK {
+		t.Fatalf("bob after a refused reload: %d", code)
+	}
+	<-seen
+}
+
+// A host reload (SIGHUP) rereads host.control_principals and puts them in
+// force at once; a file whose principals do not resolve keeps the
+// running ones.
+func TestHostReloadSwapsPrincipals(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "run", "control.sock")
+	aliceFile, bobFile := filepath.Join(dir, "alice.token"), filepath.Join(dir, "bob.token")
+	for _, f := range []string{aliceFile, bobFile} {
+		if err := os.WriteFile(f, []byte(peerauth.NewSecret()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "airlock.yaml")
+	write := func(principals string) {
+		t.Helper()
+		body := "version: v1\nhost:\n  control: unix:" + sock + "\n  control_principals:\n" + principals
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("    tokens: [{principal: alice, file: " + aliceFile + "}]\n")
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 4)
+	l, handler, auth, err := listenControlAuth(cfg.Host, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := control.CallerFrom(r.Context())
+		seen <- p.ID
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	go srv.Serve(l)
+	defer srv.Close()
+	h := host.New(host.Options{})
+	defer h.Shutdown(context.Background())
+	n := &hostNode{log: slog.New(slog.DiscardHandler), h: h, controlAuth: auth}
+	status := func(tokenFile string) int {
+		t.Helper()
+		c, base := ControlClient(cfg.Host.Control, ControlClientOptions{TokenFile: tokenFile})
+		defer c.CloseIdleConnections()
+		resp, err := c.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			<-seen
+		}
+		return resp.StatusCode
+	}
+	if status(bobFile) != http.StatusUnauthorized || status(aliceFile) != http.StatusOK {
+		t.Fatal("before the reload: alice, not bob")
+	}
+	write("    tokens: [{principal: bob, file: " + bobFile + "}]\n")
+	cfg = n.reload(cfg)
+	if status(bobFile) != http.StatusOK || status(aliceFile) != http.StatusUnauthorized {
+		t.Fatal("after the reload: bob, not alice")
+	}
+	if len(cfg.Host.ControlPrincipals.Tokens) != 1 || cfg.Host.ControlPrincipals.Tokens[0].Principal != "bob" {
+		t.Fatalf("the config in force: %+v", cfg.Host.ControlPrincipals)
+	}
+	write("    peers: [{user: no-such-user-airlock-test, principal: x}]\n")
+	cfg = n.reload(cfg)
+	if status(bobFile) != http.StatusOK {
+		t.Fatal("a refused reload changed the principals")
 	}
 }

@@ -184,6 +184,10 @@ func (n *hostNode) reload(cfg *config.Config) *config.Config {
 		log.Error("policy reload refused: the running config and policy stay", "reason", err.Error())
 		return cfg
 	}
+	if cfg, err = n.reloadPrincipals(cfg, next); err != nil {
+		log.Error("control principals reload refused: the running config and policy stay", "reason", err.Error())
+		return cfg
+	}
 	n.h.SetPolicy(policy)
 	var applied, restart []string
 	for _, k := range config.Changes(cfg, next) {
