@@ -169,8 +169,8 @@ func (s *RedisStore) Violations(ctx context.Context, invocationID string) ([]Vio
 
 // PluginViolations implements Ledger.
 func (s *RedisStore) PluginViolations(ctx context.Context, pluginID string, since time.Time) ([]Violation, error) {
-	raw, err := s.rdb.ZRangeByScore(ctx, s.key("vi:plg:", pluginID),
-		&redis.ZRangeBy{Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf"}).Result()
+	raw, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.key("vi:plg:", pluginID), ByScore: true,
+		Start: strconv.FormatInt(since.UnixMilli(), 10), Stop: "+inf"}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: violations: %v", ErrStoreUnavailable, err)
 	}

@@ -116,7 +116,6 @@ func newDecisionFixture(t *testing.T, policyYAML string, cfg DecisionConfig, rt 
 var (
 	alice = Principal{ID: "alice", Method: "token"}
 	bob   = Principal{ID: "bob", Method: "token"}
-	carol = Principal{ID: "carol", Method: "token"}
 )
 
 func (f *decisionFixture) invoke(ctx context.Context, caller Principal, input string, mutate ...func(*InvokeRequest)) (*Outcome, error) {
