@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // A plugin that fails every health probe exhausts its budget even when
@@ -69,9 +70,7 @@ func TestFailedPluginShowsExitAndStderr(t *testing.T) {
 // host gives each plugin one) fails with a stderr line that names the
 // program and the uid.
 func TestUnexecutableProgramNamed(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("only a root host runs plugins as uids of their own")
-	}
+	testenv.NeedsRoot(t, "only a root host runs plugins as uids of their own")
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	inst := f.install(t, providerBin, "")
