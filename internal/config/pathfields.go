@@ -71,6 +71,8 @@ var pathFields = map[string]pathKind{
 	"broker.store.redis.key_prefix":             notPath,
 	"broker.secrets.file":                       hidePath,
 	"broker.intents.*.class":                    notPath,
+	"broker.intents.*.region":                   notPath,
+	"broker.intents.*.destinations[].region":    notPath,
 	"broker.intents.*.secret.source":            notPath,
 	"broker.intents.*.secret.mount":             notPath,
 	"broker.intents.*.secret.path":              notPath, // a Vault path, or a key of the secrets file
@@ -130,6 +132,8 @@ var pathFields = map[string]pathKind{
 	"host.lockfile":                               hidePath,
 	"host.evidence":                               hidePath,
 	"host.policy":                                 hidePath,
+	"host.control_operators[]":                    notPath, // principal ids
+	"host.decision.residency[]":                   notPath, // region names
 	"host.control":                                hideUnixDir,
 	"host.control_token_file":                     hidePath,
 	"host.control_allowed_users[]":                notPath,
