@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,5 +62,55 @@ func TestGrantRevokedBetweenDecisionAndRun(t *testing.T) {
 	}
 	if out.Status != CallFailed || out.Reason != ErrGrantRevoked.Error() {
 		t.Fatalf("a call under a grant revoked before it ran: %s %q", out.Status, out.Reason)
+	}
+}
+
+const shortApprovalPolicy = `version: v1
+rules:
+  - effect: require_approval
+    approvals: {count: 1, within: 1s}
+`
+
+// A ledger that is down while a call waits for approval, and still down
+// when the approval's time is up, refuses the call as ledger_unavailable:
+// the approval may have been granted meanwhile, so "expired" (and its
+// approval.expired record) would be a claim nobody checked.
+func TestApprovalWaitLedgerDownFailsClosed(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskRead}
+	f := newDecisionFixture(t, shortApprovalPolicy, DecisionConfig{}, rt)
+	hl := &hookLedger{Ledger: f.ledger}
+	hl.getApproval = func(context.Context, string) (*broker.Approval, error) {
+		return nil, broker.ErrStoreUnavailable
+	}
+	f.h.opts.Ledger = hl
+	id, done := pendingCall(t, f, context.Background(), alice, `{}`)
+	if _, err := f.ledger.DecideApproval(context.Background(), id, "bob", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrLedgerUnavailable) {
+		t.Fatalf("approval wait through a ledger outage: %v", err)
+	}
+	if len(rt.calls) != 0 || len(f.records(t, "approval.expired")) != 0 {
+		t.Fatal("the call ran, or an unchecked expiry was recorded")
+	}
+}
+
+// An approval given in time counts even when the waiting call's poll
+// comes later than the approval's expiry: the wait ends at the expiry
+// and reads the approval then.
+func TestApprovalGivenBeforeExpiryCountsWithSlowPoll(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskRead}
+	f := newDecisionFixture(t, shortApprovalPolicy, DecisionConfig{ApprovalPoll: time.Hour}, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, done := pendingCall(t, f, ctx, alice, `{}`)
+	if _, err := f.ledger.DecideApproval(ctx, id, "bob", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a call approved in time: %v", err)
+	}
+	if len(rt.calls) != 1 {
+		t.Fatalf("%d calls ran", len(rt.calls))
 	}
 }
