@@ -148,6 +148,10 @@ func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, ac
 			return nil, err
 		}
 	}
+	if ip.host != nil && ip.host.quarantined(name) {
+		// Quarantined while the call waited (for the ledger, or approval).
+		return nil, ErrPluginQuarantined
+	}
 	d.residency = ip.opts.Decision.Residency
 	if d.grant != nil && len(d.grant.Residency) > 0 {
 		d.residency = narrow(d.residency, d.grant.Residency)

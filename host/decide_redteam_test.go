@@ -114,3 +114,24 @@ func TestApprovalGivenBeforeExpiryCountsWithSlowPoll(t *testing.T) {
 		t.Fatalf("%d calls ran", len(rt.calls))
 	}
 }
+
+// A call that waited for approval while its plugin was quarantined does
+// not run once approved: the quarantine is looked at again after the
+// wait, not only when the call arrived.
+func TestQuarantineWhileAwaitingApprovalRefuses(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskPrivileged}
+	f := newDecisionFixture(t, approvalPolicy, DecisionConfig{}, rt)
+	id, done := pendingCall(t, f, context.Background(), alice, `{}`)
+	if err := f.h.Quarantine(context.Background(), "p", "inv-other", []string{"destination_not_declared"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.DecideApproval(context.Background(), id, "bob", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrPluginQuarantined) {
+		t.Fatalf("approved call of a plugin quarantined meanwhile: %v", err)
+	}
+	if len(rt.calls) != 0 {
+		t.Fatal("the quarantined plugin ran the call")
+	}
+}

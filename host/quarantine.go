@@ -87,6 +87,21 @@ func (h *Host) Quarantine(ctx context.Context, name, invocation string, kinds []
 	return err
 }
 
+// quarantined says whether name is quarantined now. The decision point
+// asks again after its own waits (an approval can take minutes), so a
+// call admitted before a quarantine does not run after it.
+func (h *Host) quarantined(name string) bool {
+	h.mu.Lock()
+	e := h.plugins[name]
+	h.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.quarantine != nil
+}
+
 // Release lifts a plugin's quarantine (an operator's act, by names who):
 // the plugin serves calls again. Evidence records plugin.released. A
 // plugin that is not quarantined is left alone, and false returned.
