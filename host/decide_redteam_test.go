@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -133,5 +135,24 @@ func TestQuarantineWhileAwaitingApprovalRefuses(t *testing.T) {
 	}
 	if len(rt.calls) != 0 {
 		t.Fatal("the quarantined plugin ran the call")
+	}
+}
+
+// A quarantine whose record cannot be written to disk is still in force
+// in the running host: a full or broken state directory does not leave
+// a violating plugin serving.
+func TestQuarantineInForceWhenNotKept(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskRead}
+	f := newDecisionFixture(t, allowPolicy, DecisionConfig{}, rt)
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.h.opts.QuarantineDir = filepath.Join(notADir, "quarantine")
+	if err := f.h.Quarantine(context.Background(), "p", "inv-1", []string{"handle_in_request"}); err == nil {
+		t.Fatal("a quarantine that was not kept reported no error")
+	}
+	if _, err := f.invoke(context.Background(), alice, `{}`); !errors.Is(err, ErrPluginQuarantined) {
+		t.Fatalf("call of a plugin whose quarantine was not kept: %v", err)
 	}
 }
