@@ -142,7 +142,9 @@ func (ip invokePath) waitApproval(ctx context.Context, a *broker.Approval) (*bro
 
 // An approval without a grant covers one call: using it is a charge of
 // one call against the approval's own budget.
-func approvalKey(a *broker.Approval) string { return "approval:" + a.ID }
+func approvalKey(a *broker.Approval) string { return approvalKeyOf(a.ID) }
+
+func approvalKeyOf(id string) string { return "approval:" + id }
 
 func (ip invokePath) useApproval(ctx context.Context, a *broker.Approval) error {
 	err := ip.opts.Ledger.Charge(ctx, []broker.BudgetLine{{Key: approvalKey(a), Limits: broker.Limits{Calls: 1}}},

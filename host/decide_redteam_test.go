@@ -156,3 +156,39 @@ func TestQuarantineInForceWhenNotKept(t *testing.T) {
 		t.Fatalf("call of a plugin whose quarantine was not kept: %v", err)
 	}
 }
+
+// An approval turned into a grant for N uses covers N calls in all: the
+// call that waited for the approval is one of them, not an extra.
+func TestApprovalGrantUsesIncludeTheWaitingCall(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskPrivileged}
+	f := newDecisionFixture(t, approvalPolicy, DecisionConfig{}, rt)
+	ctx := context.Background()
+	id, done := pendingCall(t, f, ctx, alice, `{"n":1}`)
+	// What POST /v1/approvals/{id}/approve with {"uses": 2} does.
+	a, err := f.ledger.DecideApproval(ctx, id, "bob", true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.grant(t, broker.AccessGrant{Principal: a.Requester, Actor: a.Actor, Plugins: []string{a.Plugin},
+		Methods: []string{a.Method}, RequestDigest: a.RequestDigest, Uses: 2, FromApproval: a.ID})
+	a.GrantID, a.Uses = g.ID, 2
+	if err := f.ledger.PutApproval(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the approved call: %v", err)
+	}
+	var be *broker.BudgetExhaustedError
+	for i := range 2 {
+		_, err := f.invoke(ctx, alice, `{"n":1}`)
+		if i == 0 && err != nil {
+			t.Fatalf("second use: %v", err)
+		}
+		if i == 1 && !errors.As(err, &be) {
+			t.Fatalf("third call on an approval for 2 uses: %v", err)
+		}
+	}
+	if len(rt.calls) != 2 {
+		t.Fatalf("%d calls ran on an approval for 2 uses", len(rt.calls))
+	}
+}
