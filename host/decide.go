@@ -88,6 +88,14 @@ func (d *decision) scope(run RunContext) IssueScope {
 // grant that would apply and what was spent, the policy, the grant
 // check, approval, budgets. Each step is evidence.
 func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, act Action, req InvokeRequest) (*decision, error) {
+	// The decision, an approval wait included, ends at the call's
+	// deadline: an approval given later stays unused for a retry rather
+	// than being spent (with the budgets) on a call past its deadline.
+	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
+		return nil, ErrDeadlineRequired
+	}
+	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
+	defer cancel()
 	facts := factsOf(act)
 	d := &decision{actor: actorString(req.Actor)}
 	d.digest = RequestDigest(name, req.Method, inputValue(facts.InputJSON), d.actor, req.DryRun, req.Run.PlanDigest)

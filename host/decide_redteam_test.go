@@ -192,3 +192,37 @@ func TestApprovalGrantUsesIncludeTheWaitingCall(t *testing.T) {
 		t.Fatalf("%d calls ran on an approval for 2 uses", len(rt.calls))
 	}
 }
+
+// An approval given after the waiting call's deadline is not spent on a
+// call that can no longer run: the wait ends at the deadline, and the
+// approval serves the caller's retry of the same request.
+func TestApprovalWaitEndsAtTheCallDeadline(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskPrivileged}
+	f := newDecisionFixture(t, approvalPolicy, DecisionConfig{}, rt)
+	deadline := time.Now().Add(300 * time.Millisecond)
+	pending := make(chan ApprovalPending, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.invoke(context.Background(), alice, `{"n":1}`, func(r *InvokeRequest) {
+			r.Deadline = deadline
+			r.OnPending = func(p ApprovalPending) { pending <- p }
+		})
+		done <- err
+	}()
+	p := <-pending
+	time.Sleep(time.Until(deadline) + 50*time.Millisecond) // the approval comes after the call's deadline
+	if _, err := f.ledger.DecideApproval(context.Background(), p.ApprovalID, "bob", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("a call past its deadline succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := f.invoke(ctx, alice, `{"n":1}`); err != nil {
+		t.Fatalf("the retry of the approved request: %v", err)
+	}
+	if len(rt.calls) != 1 {
+		t.Fatalf("%d calls ran", len(rt.calls))
+	}
+}
