@@ -88,6 +88,14 @@ func (d *decision) scope(run RunContext) IssueScope {
 // grant that would apply and what was spent, the policy, the grant
 // check, approval, budgets. Each step is evidence.
 func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, act Action, req InvokeRequest) (*decision, error) {
+	// The decision, an approval wait included, ends at the call's
+	// deadline: an approval given later stays unused for a retry rather
+	// than being spent (with the budgets) on a call past its deadline.
+	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
+		return nil, ErrDeadlineRequired
+	}
+	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
+	defer cancel()
 	facts := factsOf(act)
 	d := &decision{actor: actorString(req.Actor)}
 	d.digest = RequestDigest(name, req.Method, inputValue(facts.InputJSON), d.actor, req.DryRun, req.Run.PlanDigest)
@@ -147,6 +155,10 @@ func (ip invokePath) decide(ctx context.Context, id, name string, rt Runtime, ac
 		if err := ip.approvalGate(ctx, id, name, req, d); err != nil {
 			return nil, err
 		}
+	}
+	if ip.host != nil && ip.host.quarantined(name) {
+		// Quarantined while the call waited (for the ledger, or approval).
+		return nil, ErrPluginQuarantined
 	}
 	d.residency = ip.opts.Decision.Residency
 	if d.grant != nil && len(d.grant.Residency) > 0 {

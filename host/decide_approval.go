@@ -102,7 +102,10 @@ func (ip invokePath) approvalGate(ctx context.Context, id, name string, req Invo
 }
 
 // waitApproval polls the approval until it is decided, expires, or the
-// caller goes away (it then stays pending for a retry).
+// caller goes away (it then stays pending for a retry). At its expiry it
+// looks once more: a vote given in time counts even when the last poll
+// missed it, and a ledger that cannot say how the approval ended refuses
+// the call as unavailable, not as expired.
 func (ip invokePath) waitApproval(ctx context.Context, a *broker.Approval) (*broker.Approval, error) {
 	poll := ip.opts.Decision.ApprovalPoll
 	if poll <= 0 {
@@ -112,14 +115,27 @@ func (ip invokePath) waitApproval(ctx context.Context, a *broker.Approval) (*bro
 	defer t.Stop()
 	for a.State == broker.ApprovalPending {
 		if !time.Now().Before(a.ExpiresAt) {
-			a.State = broker.ApprovalExpired
+			got, err := ip.opts.Ledger.GetApproval(ctx, a.ID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, context.Cause(ctx)
+				}
+				return nil, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
+			}
+			if a = got; a.State == broker.ApprovalPending {
+				a.State = broker.ApprovalExpired
+			}
 			break
 		}
+		expiry := time.NewTimer(time.Until(a.ExpiresAt))
 		select {
 		case <-ctx.Done():
+			expiry.Stop()
 			return nil, context.Cause(ctx)
 		case <-t.C:
+		case <-expiry.C:
 		}
+		expiry.Stop()
 		got, err := ip.opts.Ledger.GetApproval(ctx, a.ID)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -134,7 +150,9 @@ func (ip invokePath) waitApproval(ctx context.Context, a *broker.Approval) (*bro
 
 // An approval without a grant covers one call: using it is a charge of
 // one call against the approval's own budget.
-func approvalKey(a *broker.Approval) string { return "approval:" + a.ID }
+func approvalKey(a *broker.Approval) string { return approvalKeyOf(a.ID) }
+
+func approvalKeyOf(id string) string { return "approval:" + id }
 
 func (ip invokePath) useApproval(ctx context.Context, a *broker.Approval) error {
 	err := ip.opts.Ledger.Charge(ctx, []broker.BudgetLine{{Key: approvalKey(a), Limits: broker.Limits{Calls: 1}}},

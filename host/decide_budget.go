@@ -10,7 +10,8 @@ import (
 
 // budgetLines are the budgets a call counts against: its invocation's,
 // its run's (when it names one) and its grant's (a grant made for N
-// uses counts them as calls).
+// uses counts them as calls; one made from an approval counts them
+// with the approval's own use).
 func (ip invokePath) budgetLines(id string, run RunContext, g *broker.AccessGrant) []broker.BudgetLine {
 	lines := []broker.BudgetLine{{Key: broker.BudgetKeyInvocation(id), Limits: ip.opts.Decision.InvocationBudget}}
 	if run.RunID != "" {
@@ -18,6 +19,11 @@ func (ip invokePath) budgetLines(id string, run RunContext, g *broker.AccessGran
 	}
 	if g != nil {
 		lines = append(lines, g.BudgetLine())
+		if g.FromApproval != "" && g.Uses > 0 {
+			// The approval's own line bounds every call it let through,
+			// the one that waited for it included, by the grant's uses.
+			lines = append(lines, broker.BudgetLine{Key: approvalKeyOf(g.FromApproval), Limits: broker.Limits{Calls: int64(g.Uses)}})
+		}
 	}
 	return lines
 }

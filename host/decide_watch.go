@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/policy"
 )
 
@@ -61,6 +63,12 @@ func (ip invokePath) watch(ctx context.Context, id string, d *decision, cancel c
 		stops = append(stops, ip.host.grants.add(d.grant.ID, id, cancel))
 	}
 	l := ip.opts.Ledger
+	if d.grant != nil && l != nil && grantEnded(ctx, l, d.grant.ID) {
+		// Revoked after the decision chose it and before the call was
+		// registered above, where GrantRevoked could not reach it: the
+		// call starts ended.
+		cancel(ErrGrantRevoked)
+	}
 	react := d.policy.OnViolation == policy.OnViolationEnd || d.policy.OnViolation == policy.OnViolationQuarantine
 	if l != nil && (d.grant != nil || react) {
 		every := ip.opts.Decision.WatchInterval
@@ -82,12 +90,9 @@ func (ip invokePath) watch(ctx context.Context, id string, d *decision, cancel c
 					return
 				case <-t.C:
 				}
-				if d.grant != nil {
-					g, err := l.GetAccessGrant(ctx, d.grant.ID)
-					if err == nil && (!g.RevokedAt.IsZero() || !time.Now().Before(g.NotAfter)) {
-						cancel(ErrGrantRevoked)
-						return
-					}
+				if d.grant != nil && grantEnded(ctx, l, d.grant.ID) {
+					cancel(ErrGrantRevoked)
+					return
 				}
 				if react {
 					if vs, err := l.Violations(ctx, id); err == nil && len(vs) > 0 {
@@ -104,6 +109,17 @@ func (ip invokePath) watch(ctx context.Context, id string, d *decision, cancel c
 			s()
 		}
 	}
+}
+
+// grantEnded says whether the ledger knows the grant as revoked,
+// expired or gone; a ledger that cannot answer is asked again at the
+// next look.
+func grantEnded(ctx context.Context, l broker.Ledger, id string) bool {
+	g, err := l.GetAccessGrant(ctx, id)
+	if errors.Is(err, broker.ErrGrantUnknown) {
+		return true
+	}
+	return err == nil && (!g.RevokedAt.IsZero() || !time.Now().Before(g.NotAfter))
 }
 
 // settle is the decision point's part of the outcome: the cost the

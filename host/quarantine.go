@@ -64,18 +64,22 @@ func (h *Host) Quarantine(ctx context.Context, name, invocation string, kinds []
 		return ErrPluginUnknown
 	}
 	q := &quarantine{Invocation: invocation, Kinds: kinds, At: time.Now().UTC()}
-	if path := h.quarantineFile(name); path != "" {
-		b, _ := json.Marshal(q)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fmt.Errorf("quarantine: %w", err)
-		}
-		if err := fsutil.WriteFile(path, b, 0o600); err != nil {
-			return fmt.Errorf("quarantine: %w", err)
-		}
-	}
+	// In force here first: a record that cannot be kept on disk must not
+	// leave the plugin serving (it is then lifted by a restart too).
 	e.mu.Lock()
 	e.quarantine = q
 	e.mu.Unlock()
+	var keepErr error
+	if path := h.quarantineFile(name); path != "" {
+		b, _ := json.Marshal(q)
+		keepErr = os.MkdirAll(filepath.Dir(path), 0o700)
+		if keepErr == nil {
+			keepErr = fsutil.WriteFile(path, b, 0o600)
+		}
+		if keepErr != nil {
+			keepErr = fmt.Errorf("quarantine: not kept across a restart: %w", keepErr)
+		}
+	}
 	if h.opts.Broker != nil {
 		if _, err := h.opts.Broker.RevokePlugin(context.WithoutCancel(ctx), name); err != nil {
 			h.opts.Log.Error("quarantine: revoking the plugin's handles failed", "plugin", name, "err", err)
@@ -84,7 +88,22 @@ func (h *Host) Quarantine(ctx context.Context, name, invocation string, kinds []
 	_, err := h.opts.Record(name, "plugin.quarantined", invocation, map[string]any{"kinds": kinds})
 	h.opts.Log.Warn("plugin quarantined after a violation; it serves no call until released", "plugin", name,
 		"invocation", invocation, "kinds", kinds)
-	return err
+	return errors.Join(keepErr, err)
+}
+
+// quarantined says whether name is quarantined now. The decision point
+// asks again after its own waits (an approval can take minutes), so a
+// call admitted before a quarantine does not run after it.
+func (h *Host) quarantined(name string) bool {
+	h.mu.Lock()
+	e := h.plugins[name]
+	h.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.quarantine != nil
 }
 
 // Release lifts a plugin's quarantine (an operator's act, by names who):

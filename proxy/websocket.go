@@ -126,15 +126,15 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, stop := s.watchCredentials(r.Context(), x.handle, tunnelCred)
 	defer stop()
-	st := s.relayWebSocket(ctx, pc, up, x.forms)
-	x.release()
-	// The messages' bytes as relayed, both ways; a handle in a message
-	// is a violation like one in a request. Both are in the ledger
-	// before the closing audit line is written.
-	s.chargeBytes(x.grant, st.bytesUp.Load()+st.bytesDown.Load())
-	if st.closedBy == "handle_in_request" {
+	// A handle in a message is a violation like one in a request: it is
+	// in the ledger before either side sees the socket close.
+	st := s.relayWebSocket(ctx, pc, up, x.forms, func() {
 		s.violation(x.grant, violationKinds[CodeHandleInRequest], a.presentedBy)
-	}
+	})
+	x.release()
+	// The messages' bytes as relayed, both ways, are in the ledger before
+	// the closing audit line is written.
+	s.chargeBytes(x.grant, st.bytesUp.Load()+st.bytesDown.Load())
 	s.auditWebSocketClose(a, st)
 }
 
@@ -224,7 +224,9 @@ var errWSIdle = errors.New("no WebSocket message for websocket_idle_timeout")
 
 // relayWebSocket relays messages between the plugin's socket pc and the
 // upstream's up until either closes, the credentials go, or it idles.
-func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, forms *echoForms) *wsStats {
+// handleSent runs when the plugin sent a handle in a message, before
+// either side is closed.
+func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, forms *echoForms, handleSent func()) *wsStats {
 	st := &wsStats{opened: time.Now()}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -309,6 +311,9 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 		st.closedBy = first.from
 	}
 	st.closeCode = code
+	if st.closedBy == "handle_in_request" {
+		handleSent()
+	}
 	cancel(nil)
 	// Close both with the chosen status; each waits (bounded by the
 	// library) for its peer's close.

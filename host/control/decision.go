@@ -55,27 +55,39 @@ func refusedEvent(err error) Event {
 }
 
 // SetOperator sets which principals are operators for the routes only
-// operators use: releasing a quarantined plugin. (EnableLedger takes its
-// own for grants.)
+// operators use: installing a plugin, installing and removing a port,
+// and releasing a quarantined plugin. (EnableLedger takes its own for
+// grants.) Without one, those routes refuse every caller.
 func (c *Handler) SetOperator(operator func(host.Principal) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.operator = operator
 }
 
-// serveRelease is POST /v1/plugins/{name}/release: an operator lifts a
-// plugin's quarantine.
-func (c *Handler) serveRelease(w http.ResponseWriter, r *http.Request) {
+// operatorOnly answers a caller that is not an operator (401 without a
+// principal, 403 not_an_operator) and reports whether it may go on;
+// what names the act in the refusal.
+func (c *Handler) operatorOnly(w http.ResponseWriter, r *http.Request, what string) (host.Principal, bool) {
 	c.mu.Lock()
 	operator := c.operator
 	c.mu.Unlock()
 	caller, ok := CallerFrom(r.Context())
 	if !ok || caller.ID == "" {
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "the control API authenticated no principal for this request")
-		return
+		return host.Principal{}, false
 	}
 	if operator == nil || !operator(caller) {
-		writeError(w, http.StatusForbidden, "not_an_operator", "only an operator (host.control_operators) releases a quarantined plugin")
+		writeError(w, http.StatusForbidden, "not_an_operator", "only an operator (host.control_operators) "+what)
+		return host.Principal{}, false
+	}
+	return caller, true
+}
+
+// serveRelease is POST /v1/plugins/{name}/release: an operator lifts a
+// plugin's quarantine.
+func (c *Handler) serveRelease(w http.ResponseWriter, r *http.Request) {
+	caller, ok := c.operatorOnly(w, r, "releases a quarantined plugin")
+	if !ok {
 		return
 	}
 	released, err := c.h.Release(r.PathValue("name"), caller.ID)

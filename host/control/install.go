@@ -40,6 +40,9 @@ func (c *Handler) serveInstall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "install_disabled", "this host does not install plugins over the control API")
 		return
 	}
+	if _, ok := c.operatorOnly(w, r, "installs a plugin"); !ok {
+		return
+	}
 	var req InstallRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()

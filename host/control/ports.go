@@ -47,8 +47,10 @@ var portRoute = regexp.MustCompile(`^numinance\.ports\.[a-z][a-z0-9_]*\.v[1-9][0
 //   - DELETE /v1/ports/{name}: stop serving an installed port and remove
 //     it.
 //
-// Installing a port is an operator act: like every control API route,
-// these need the control API's authentication.
+// Installing and removing a port are operator acts (SetOperator): a
+// port's method rules are what the policy reads, so a principal that is
+// no operator is refused 403 not_an_operator. Listing needs the control
+// API's authentication only.
 func (c *Handler) EnablePorts(p Ports) {
 	c.mux.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
 		res, err := p.ListPorts(r.Context())
@@ -59,6 +61,9 @@ func (c *Handler) EnablePorts(p Ports) {
 		writePortJSON(w, res)
 	})
 	c.mux.HandleFunc("POST /v1/ports", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := c.operatorOnly(w, r, "installs a port"); !ok {
+			return
+		}
 		set, replace, ok := readPortSet(w, r)
 		if !ok {
 			return
@@ -71,6 +76,9 @@ func (c *Handler) EnablePorts(p Ports) {
 		writePortJSON(w, res)
 	})
 	c.mux.HandleFunc("DELETE /v1/ports/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := c.operatorOnly(w, r, "removes a port"); !ok {
+			return
+		}
 		name := r.PathValue("name")
 		if !portRoute.MatchString(name) {
 			writeError(w, http.StatusBadRequest, "bad_request", "the name must be numinance.ports.<name>.v<major>")

@@ -49,7 +49,8 @@ func TestPortRoutes(t *testing.T) {
 	ctl := control.NewHandler(h)
 	rec := &recordPorts{}
 	ctl.EnablePorts(rec)
-	srv := httptest.NewServer(ctl)
+	ctl.SetOperator(func(host.Principal) bool { return true })
+	srv := httptest.NewServer(asOperator(ctl))
 	defer srv.Close()
 	do := func(method, path, body string) (int, string) {
 		t.Helper()

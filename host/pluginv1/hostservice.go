@@ -34,11 +34,23 @@ const MaxEvidencePayload = 16 << 10
 // hostAuthored record types are written by the host only.
 var hostAuthored = []string{"lifecycle.", "policy.", "gate.", "approval.", "grant.", "credential.", "invocation."}
 
+// hostPluginRecords are the types the host writes in the namespace a
+// provider's records go to ("plugin." + type): a plugin's quarantine and
+// its release (host.Host.Quarantine, Release).
+var hostPluginRecords = []string{"quarantined", "released"}
+
 // hostAuthoredType reports whether typ is a record type only the host
-// writes: a manifest may not declare it, a provider may not emit it.
+// writes: a manifest may not declare it, a provider may not emit it. A
+// provider's type T is recorded as "plugin.T", so the host's own
+// plugin.* types (and their dotted children) are refused as T too.
 func hostAuthoredType(typ string) bool {
 	for _, prefix := range hostAuthored {
 		if strings.HasPrefix(typ, prefix) {
+			return true
+		}
+	}
+	for _, t := range hostPluginRecords {
+		if typ == t || strings.HasPrefix(typ, t+".") {
 			return true
 		}
 	}

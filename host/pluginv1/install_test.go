@@ -46,6 +46,16 @@ func postInstall(t *testing.T, url, dir string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// asInstallOperator serves ctl to an operator principal, as the
+// daemon's authentication and host.control_operators would: installing
+// is an operator act.
+func asInstallOperator(ctl *control.Handler) http.Handler {
+	ctl.SetOperator(func(p host.Principal) bool { return p.ID == "operator" })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctl.ServeHTTP(w, r.WithContext(control.WithCaller(r.Context(), host.Principal{ID: "operator", Method: control.MethodToken})))
+	})
+}
+
 // A reinstall whose handshake fails leaves the running plugin alone: it
 // keeps serving, its files and lockfile entry are untouched, and it
 // restarts from them. A reinstall that succeeds takes effect at the
@@ -57,7 +67,7 @@ func TestFailedReinstallKeepsRunningPlugin(t *testing.T) {
 	pluginsDir, lock := filepath.Join(state, "plugins"), filepath.Join(state, "plugins.lock.json")
 	ctl := control.NewHandler(h)
 	ctl.EnableInstall(&Installer{Host: h, PluginsDir: pluginsDir, Lockfile: lock})
-	srv := httptest.NewServer(ctl)
+	srv := httptest.NewServer(asInstallOperator(ctl))
 	defer srv.Close()
 	good, err := os.ReadFile(providerBin)
 	if err != nil {
@@ -133,7 +143,7 @@ func TestReinstallRevivesFailedPlugin(t *testing.T) {
 	state := t.TempDir()
 	ctl := control.NewHandler(h)
 	ctl.EnableInstall(&Installer{Host: h, PluginsDir: filepath.Join(state, "plugins"), Lockfile: filepath.Join(state, "plugins.lock.json")})
-	srv := httptest.NewServer(ctl)
+	srv := httptest.NewServer(asInstallOperator(ctl))
 	defer srv.Close()
 	good, err := os.ReadFile(providerBin)
 	if err != nil {

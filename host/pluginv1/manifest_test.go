@@ -35,3 +35,23 @@ func TestDecisionRecordsAreHostAuthored(t *testing.T) {
 		}
 	}
 }
+
+// A provider's record of type T is written as "plugin.T": the types the
+// host itself writes in that namespace (a plugin's quarantine and its
+// release) cannot be declared, so a provider cannot forge
+// plugin.quarantined or plugin.released.
+func TestQuarantineRecordsAreHostAuthored(t *testing.T) {
+	base := "name: example.t\nversion: 1.0.0\nevidence_record_types: [tickets.created, %s]\n"
+	for _, typ := range []string{"quarantined", "released", "quarantined.again"} {
+		if _, err := ParseManifest([]byte(strings.Replace(base, "%s", typ, 1))); err == nil ||
+			!strings.Contains(err.Error(), "evidence_record_types[1]: a host-authored type") {
+			t.Errorf("%s declared: %v", typ, err)
+		}
+		if !hostAuthoredType(typ) {
+			t.Errorf("%s can be emitted as plugin.%s", typ, typ)
+		}
+	}
+	if hostAuthoredType("quarantine_report") {
+		t.Error("a plugin's own type that only begins like a host record is refused")
+	}
+}
