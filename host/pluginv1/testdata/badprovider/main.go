@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -139,6 +140,16 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 	ok := func(m proto.Message) *pluginv1.ActionResult {
 		a, _ := anypb.New(m)
 		return &pluginv1.ActionResult{Status: pluginv1.Status_STATUS_SUCCEEDED, Result: a}
+	}
+	if behavior == "context" {
+		// Tells the caller the ActionContext it got (as a diagnostic)
+		// and reports a cost one micro over its budget.
+		ac := r.GetEnvelope().GetContext()
+		b, _ := protojson.Marshal(ac)
+		m := ok(&ticketsv1.ListTicketsResponse{})
+		m.Diagnostics = []*pluginv1.Diagnostic{{Code: "ctx", Message: string(b)}}
+		m.Cost = &pluginv1.Cost{Micros: ac.GetBudget().GetMaxCostMicros() + 1, Unit: "usd"}
+		return stream.Send(m)
 	}
 	hostOnce.Do(func() { hostSvc, _, hostErr = plugin.DialHost() })
 	if hostErr != nil {
