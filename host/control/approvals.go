@@ -2,6 +2,7 @@ package control
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -66,6 +67,11 @@ func (c *Handler) decide(approve bool) ledgerHandler {
 			writeError(w, http.StatusBadRequest, "bad_request", "uses and grant_ttl: only on an approve, uses not negative")
 			return
 		}
+		if req.Uses > MaxApprovalUses {
+			writeError(w, http.StatusBadRequest, "bad_request", "uses: at most "+strconv.Itoa(MaxApprovalUses)+
+				" calls per approval (issue a grant for more)")
+			return
+		}
 		id := r.PathValue("id")
 		if req.Uses > 0 {
 			// Checked before the vote, so a refused one counts nothing.
@@ -124,6 +130,11 @@ func (c *Handler) decide(approve bool) ledgerHandler {
 		writeJSON(w, http.StatusOK, map[string]any{"approval": a})
 	}
 }
+
+// MaxApprovalUses bounds how many calls one approval may become: an
+// approval is a person's look at one request, not standing authority (an
+// operator issues a grant for that).
+const MaxApprovalUses = 100
 
 // grantFromApproval issues the access grant a granted approval for uses
 // calls becomes: for the requester (and actor) and only the approved

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/control"
 )
 
 func (f *ledgerFixture) putApproval(t *testing.T, id string, required, uses int, eligible ...string) {
@@ -106,5 +108,24 @@ func TestApprovalRoutes(t *testing.T) {
 	}
 	if code, out := f.call(t, "bob", "POST", "/v1/approvals/ap_3/deny", `{"uses":2}`); code != http.StatusBadRequest {
 		t.Fatalf("uses on a deny: %d %s", code, out["error"])
+	}
+}
+
+// One approval becomes at most control.MaxApprovalUses calls: a vote asking for
+// more is refused before it counts, and the approval stays pending.
+func TestApprovalUsesBounded(t *testing.T) {
+	f := newLedgerFixture(t)
+	f.putApproval(t, "ap_2", 1, 0)
+	code, out := f.call(t, "carol", "POST", "/v1/approvals/ap_2/approve", `{"uses":`+strconv.Itoa(control.MaxApprovalUses+1)+`}`)
+	if code != http.StatusBadRequest || errCode(out) != "bad_request" {
+		t.Fatalf("approve for %d uses: %d %v", control.MaxApprovalUses+1, code, out["error"])
+	}
+	_, out = f.call(t, "bob", "GET", "/v1/approvals/ap_2", "")
+	if a := approvalOf(t, out); a.State != broker.ApprovalPending || len(a.Approvers) != 0 {
+		t.Fatalf("after the refused vote: %+v", a)
+	}
+	code, out = f.call(t, "carol", "POST", "/v1/approvals/ap_2/approve", `{"uses":`+strconv.Itoa(control.MaxApprovalUses)+`}`)
+	if a := approvalOf(t, out); code != http.StatusOK || a.State != broker.ApprovalGranted || a.Uses != control.MaxApprovalUses {
+		t.Fatalf("approve for %d uses: %d %+v", control.MaxApprovalUses, code, a)
 	}
 }
