@@ -151,10 +151,10 @@ func TestCheckConfigControlAuthority(t *testing.T) {
 	for _, c := range []struct {
 		name, host, want string
 	}{
-		{"tcp without authority", `{control: "127.0.0.1:9465"}`, "a TCP control API needs host.control_tls (mutual TLS), host.control_token_file or host.control_principals"},
-		{"token in clear beyond loopback", `{control: "0.0.0.0:9465", control_token_file: /etc/airlock/control.token}`, "crosses the network in clear"},
-		{"tls incomplete", `{control: "0.0.0.0:9465", control_tls: {cert_file: /c.pem}}`, "host.control_tls: cert_file, key_file and client_ca_file are required"},
-		{"uids on tcp", `{control: "127.0.0.1:9465", control_token_file: /t, control_allowed_uids: [1]}`, "only for a unix control socket"},
+		{"tcp without authority", `{control: "127.0.0.1:19465"}`, "a TCP control API needs host.control_tls (mutual TLS), host.control_token_file or host.control_principals"},
+		{"token in clear beyond loopback", `{control: "0.0.0.0:19465", control_token_file: /etc/airlock/control.token}`, "crosses the network in clear"},
+		{"tls incomplete", `{control: "0.0.0.0:19465", control_tls: {cert_file: /c.pem}}`, "host.control_tls: cert_file, key_file and client_ca_file are required"},
+		{"uids on tcp", `{control: "127.0.0.1:19465", control_token_file: /t, control_allowed_uids: [1]}`, "only for a unix control socket"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, stderr, code := cli(t, nil, "", "check-config", writeConfig(t, "version: v1\nhost: "+c.host+"\n"))
@@ -165,13 +165,13 @@ func TestCheckConfigControlAuthority(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "control.token")
-	if out, stderr, code := cli(t, nil, "", "check-config", writeConfig(t, fmt.Sprintf("version: v1\nstate_dir: %q\nhost: {control: \"127.0.0.1:9465\", control_token_file: %q}\n", dir, tokenFile))); code != 0 {
+	if out, stderr, code := cli(t, nil, "", "check-config", writeConfig(t, fmt.Sprintf("version: v1\nstate_dir: %q\nhost: {control: \"127.0.0.1:19465\", control_token_file: %q}\n", dir, tokenFile))); code != 0 {
 		t.Fatalf("tcp on loopback with a token file: exit %d\n%s%s", code, out, stderr)
 	}
 	if err := os.WriteFile(tokenFile, []byte(strings.Repeat("t", 43)+"\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := cli(t, nil, "", "check-config", writeConfig(t, fmt.Sprintf("version: v1\nstate_dir: %q\nhost: {control: \"127.0.0.1:9465\", control_token_file: %q}\n", dir, tokenFile)))
+	_, stderr, code := cli(t, nil, "", "check-config", writeConfig(t, fmt.Sprintf("version: v1\nstate_dir: %q\nhost: {control: \"127.0.0.1:19465\", control_token_file: %q}\n", dir, tokenFile)))
 	if code != 1 || !strings.Contains(stderr, "host.control_token_file") || !strings.Contains(stderr, "its group may read it") || strings.Contains(stderr, "ttttt") {
 		t.Fatalf("a group-readable control token: exit %d\n%s", code, stderr)
 	}
