@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -182,10 +180,4 @@ func approvalWithin(d time.Duration) time.Duration {
 		return DefaultApprovalWithin
 	}
 	return min(d, MaxApprovalWithin)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

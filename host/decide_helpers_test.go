@@ -162,7 +162,7 @@ func dataOf(t *testing.T, r evidence.Record) map[string]any {
 func (f *decisionFixture) grant(t *testing.T, g broker.AccessGrant) *broker.AccessGrant {
 	t.Helper()
 	if g.ID == "" {
-		g.ID = "g_" + randomHex(8)
+		g.ID = broker.NewAccessGrantID()
 	}
 	if g.NotAfter.IsZero() {
 		g.NotAfter = time.Now().Add(time.Hour)

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,7 +119,11 @@ func (o Options) Record(plugin, typ, invocation string, data map[string]any) (ev
 	return r, evidence.ErrUnavailable
 }
 
-func newInvocationID() string { return randomHex(16) }
+func newInvocationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 func jsonMarshal(v any) (json.RawMessage, error) {
 	if v == nil {
