@@ -51,6 +51,7 @@ type RedisStore struct {
 	journal          revocationJournal // written again after a primary change
 	epoch            atomic.Uint64     // bumped at each primary change: the feed subscribes again
 	switched         chan struct{}     // Sentinel announced a new primary
+	fedInvalidation  func(msg string)  // tests: the feed applied a revocation message
 	sentinel         *SentinelConfig
 	sentinelPassword string
 	log              *slog.Logger

@@ -263,6 +263,9 @@ func (s *RedisStore) follow(ctx context.Context) {
 		case *redis.Message:
 			if m.Channel != s.probeChannel {
 				s.cache.invalidate(m.Payload)
+				if s.fedInvalidation != nil {
+					s.fedInvalidation(m.Payload)
+				}
 				continue
 			}
 			// Only this subscription's own probes count, dated when they
