@@ -91,14 +91,16 @@ bench:
 
 # Proxy load benchmark: the serve binary first (plain, CONNECT intercept, a
 # plugin at each sandbox level), then direct HTTPS, bare goproxy, Airlock
-# in-process, the floor, smokescreen (installed into the tool cache) and,
-# with TOKENIZER=path, superfly/tokenizer, each in its own process.
+# in-process, the floor, smokescreen (installed into the tool cache),
+# mitmproxy with an injecting addon (Debian's mitmproxy) and, with
+# TOKENIZER=path, superfly/tokenizer, each in its own process.
 # BENCH_FLAGS adds flags (e.g. -profile DIR for the serve binary's CPU
 # profiles).
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy: build
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) -processors \
+	@./tools/ensure-pkg.sh mitmdump mitmproxy
+	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -mitmdump "$$(command -v mitmdump)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) -processors \
 		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)") $(BENCH_FLAGS)
 
 # Generated protobuf code is committed; this regenerates it with pinned

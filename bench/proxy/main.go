@@ -5,7 +5,8 @@
 // guard on); the floor, a raw TLS-originating forwarder that does no
 // checks (see runFloor), and the same with both heads parsed by net/http
 // (runParsingFloor); and, when their binaries are given, smokescreen
-// (CONNECT), superfly/tokenizer (the same-job peer) and the airlock binary
+// (CONNECT), superfly/tokenizer (the same-job peer), mitmproxy with an
+// injecting addon (what agent sandboxes run) and the airlock binary
 // running `airlock serve` with its JSON audit log written to a file.
 // Upstream, proxies and the load generator run as separate processes.
 //
@@ -52,6 +53,7 @@ func main() {
 	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure Airlock with the Redis handle store (skipped when empty)")
 	redisAddr := flag.String("redis", "", "internal: the Redis handle store's address")
 	tokenizerBin := flag.String("tokenizer", "", "a superfly/tokenizer binary: also measure it, the same-job peer (skipped when empty)")
+	mitmdump := flag.String("mitmdump", "", "a mitmdump binary: also measure mitmproxy with an injecting addon, as agent sandboxes run it (skipped when empty)")
 	inject := flag.String("inject", "header", "internal: the airlock role's inject kind")
 	processors := flag.Bool("processors", false, "also measure Airlock with each credential processor (hmac, aws_sigv4, oauth2 with a cached token)")
 	airlockBin := flag.String("airlock-bin", "", "an airlock binary: also measure `airlock serve` as users run it, JSON audit log to a file (skipped when empty)")
@@ -211,6 +213,13 @@ func main() {
 			cl.Transport = withHeaders{rt: cl.Transport, h: th}
 			return cl
 		}, tc.Process.Pid, "", nil})
+	}
+	if *mitmdump != "" {
+		ma, mc := startMitmproxy(*mitmdump, work, roots)
+		children = append(children, mc)
+		targets = append(targets, target{mitmName, "https://127.0.0.1:" + upPort + "/", func(c int) *http.Client {
+			return pinned(c, &url.URL{Scheme: "http", Host: ma})
+		}, mc.Process.Pid, "", nil})
 	}
 	if *smokescreen != "" {
 		port := freePort()

@@ -76,6 +76,8 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	ratio("serve binary / tokenizer", serveName, "tokenizer")
 	ratio("serve intercept / tokenizer", serveInterceptName, "tokenizer")
 	cpuRatio("proxy CPU per request, serve binary / tokenizer", serveName, "tokenizer")
+	ratio("serve binary / mitmproxy with an injecting addon", serveName, mitmName)
+	ratio("serve intercept / mitmproxy with an injecting addon", serveInterceptName, mitmName)
 	ratio("serve binary / in-process, audit discarded", serveName, "airlock")
 	cpuRatio("proxy CPU per request, serve binary / smokescreen", serveName, smokescreenName)
 	ratio("floor / smokescreen", floorName, smokescreenName)
