@@ -7,7 +7,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 # Pinned tool versions.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test test-short fuzz lint fmt vet bench bench-proxy proto proto-check deploy-check examples-check tools clean
+.PHONY: all build run test test-short fuzz lint fmt vet bench bench-proxy bench-scale proto proto-check deploy-check examples-check tools clean
 
 all: build
 
@@ -102,6 +102,14 @@ bench-proxy: build
 	@./tools/ensure-pkg.sh mitmdump mitmproxy
 	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -mitmdump "$$(command -v mitmdump)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) -processors \
 		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)") $(BENCH_FLAGS)
+
+# How costs grow with size (docs/benchmarks.md, "Scale"): the handle
+# store (memory, Redis) at 10k / 100k / 1M live handles, the evidence log
+# at 10k / 100k / 1M records, and the serve binary with 1k / 5k / 10k
+# tunnels and WebSockets open.
+bench-scale: build
+	$(GO) run ./bench/scale -redis-server "$$(./tools/ensure-redis.sh)" $(BENCH_FLAGS)
+	$(GO) run ./bench/proxy -airlock-bin $(BIN) -conns 1000,5000,10000
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler, the

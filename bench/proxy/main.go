@@ -61,6 +61,7 @@ func main() {
 	pluginRounds := flag.Int("plugin-rounds", 8, "interleave the plugin targets (sandbox levels) this many times, after the others")
 	pluginDuration := flag.Duration("plugin-duration", 16*time.Second, "measuring time per plugin cell, split over its rounds")
 	pluginWarmup := flag.Duration("plugin-warmup", 300*time.Millisecond, "warm-up time per plugin cell and round")
+	conns := flag.String("conns", "", "with -airlock-bin: instead of the load table, measure the serve binary with this many tunnels and WebSockets open (comma-separated counts, e.g. 1000,5000,10000)")
 	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
 
@@ -180,6 +181,16 @@ func main() {
 				return pinned(c, &url.URL{Scheme: "http", Host: po[0], User: url.User(po[1])})
 			}, pPid, "", nil})
 		}
+	}
+	if *conns != "" && *airlockBin != "" {
+		var ns []int
+		for _, f := range strings.Split(*conns, ",") {
+			n, err := strconv.Atoi(f)
+			check(err)
+			ns = append(ns, n)
+		}
+		benchConns(ns, *airlockBin, work, up, upPort, roots)
+		return
 	}
 	var binTargets []target
 	var plugs []pluginTarget

@@ -64,6 +64,10 @@ func runUpstream(dir string, size int) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" { // -conns: a WebSocket echo
+			echoWebSocket(w, r)
+			return
+		}
 		if r.URL.Path == "/token" { // the oauth2 processor's token endpoint
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"access_token":"at-bench-0123456789abcdef","token_type":"Bearer","expires_in":3600}`)
