@@ -73,6 +73,7 @@ test-short:
 
 lint: fmt vet examples-check
 	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
 
 # Every public library package has at least one Example test
 # (tools/check-examples.sh); make test runs them with the other tests.
@@ -83,8 +84,11 @@ fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
+# bench/ is a module of its own (its benchmark-only dependencies stay out
+# of the product's go.mod), so ./... here does not reach it.
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 bench:
 	AIRLOCK_REQUIRE_SERVICES=1 $(GO) test -run='^$$' -bench=. -benchmem ./...
@@ -95,21 +99,22 @@ bench:
 # mitmproxy with an injecting addon (Debian's mitmproxy) and, with
 # TOKENIZER=path, superfly/tokenizer, each in its own process.
 # BENCH_FLAGS adds flags (e.g. -profile DIR for the serve binary's CPU
-# profiles).
+# profiles; it runs in bench/, a module of its own, so give paths in
+# full).
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy: build
 	@test -x "$(SMOKESCREEN)" || GOBIN="$(dir $(SMOKESCREEN))" $(GO) install github.com/stripe/smokescreen@v0.1.0
 	@./tools/ensure-pkg.sh mitmdump mitmproxy
-	$(GO) run ./bench/proxy -smokescreen "$(SMOKESCREEN)" -mitmdump "$$(command -v mitmdump)" -redis-server "$$(./tools/ensure-redis.sh)" -airlock-bin $(BIN) -processors \
-		$(if $(TOKENIZER),-tokenizer "$(TOKENIZER)") $(BENCH_FLAGS)
+	cd bench && $(GO) run ./proxy -smokescreen "$(SMOKESCREEN)" -mitmdump "$$(command -v mitmdump)" -redis-server "$$(../tools/ensure-redis.sh)" -airlock-bin $(CURDIR)/$(BIN) -processors \
+		$(if $(TOKENIZER),-tokenizer "$(abspath $(TOKENIZER))") $(BENCH_FLAGS)
 
 # How costs grow with size (docs/benchmarks.md, "Scale"): the handle
 # store (memory, Redis) at 10k / 100k / 1M live handles, the evidence log
 # at 10k / 100k / 1M records, and the serve binary with 1k / 5k / 10k
 # tunnels and WebSockets open.
 bench-scale: build
-	$(GO) run ./bench/scale -redis-server "$$(./tools/ensure-redis.sh)" $(BENCH_FLAGS)
-	$(GO) run ./bench/proxy -airlock-bin $(BIN) -conns 1000,5000,10000
+	cd bench && $(GO) run ./scale -redis-server "$$(../tools/ensure-redis.sh)" $(BENCH_FLAGS)
+	cd bench && $(GO) run ./proxy -airlock-bin $(CURDIR)/$(BIN) -conns 1000,5000,10000
 
 # Generated protobuf code is committed; this regenerates it with pinned
 # plugin versions (protoc itself from Debian's protobuf-compiler, the

@@ -6,7 +6,6 @@ require (
 	cel.dev/cel-go v0.33.2
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/coder/websocket v1.8.15
-	github.com/elazarl/goproxy v1.9.3
 	github.com/go-jose/go-jose/v4 v4.1.4
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/vault/api v1.23.0

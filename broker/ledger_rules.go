@@ -1,12 +1,12 @@
 package broker
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/randid"
 )
 
 // The rules both stores apply to ledger records, in one place: what a
@@ -213,13 +213,7 @@ func matchesAny(patterns []string, name string) bool {
 
 // NewAccessGrantID is a fresh access grant id: "g_" and 128 random bits,
 // hex.
-func NewAccessGrantID() string { return "g_" + randomHex() }
+func NewAccessGrantID() string { return "g_" + randid.Hex(16) }
 
 // NewApprovalID is a fresh approval id: "ap_" and 128 random bits, hex.
-func NewApprovalID() string { return "ap_" + randomHex() }
-
-func randomHex() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func NewApprovalID() string { return "ap_" + randid.Hex(16) }

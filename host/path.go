@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/internal/randid"
 )
 
 // invokePath is the one sequence every call of either kind goes through:
@@ -120,9 +119,7 @@ func (o Options) Record(plugin, typ, invocation string, data map[string]any) (ev
 }
 
 func newInvocationID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return randid.Hex(16)
 }
 
 func jsonMarshal(v any) (json.RawMessage, error) {

@@ -1,10 +1,6 @@
 package tokens
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"strings"
 )
@@ -13,9 +9,7 @@ import (
 // member to a field ignoring case and keeps the last of duplicate
 // members: {"ALG":…} or a second "alg" would be read where RFC 7515
 // (member names unique, case-sensitive) and go-jose refuse the token.
-// strictObject refuses them first.
-
-var errNotStrict = errors.New("duplicate or case-variant member")
+// strictjson.CheckObject refuses them first.
 
 // headerFields and claimFields are the member names the verifier reads.
 var (
@@ -37,47 +31,6 @@ func jsonFieldNames(t reflect.Type) []string {
 		}
 	}
 	return names
-}
-
-// strictObject checks that data is one JSON object whose member names
-// are unique ignoring case, and name a field in fields only in its exact
-// case.
-func strictObject(data []byte, fields []string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return errNotStrict
-	}
-	var seen [16]string
-	names := seen[:0]
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		for _, f := range fields {
-			if key != f && strings.EqualFold(key, f) {
-				return errNotStrict
-			}
-		}
-		for _, n := range names {
-			if strings.EqualFold(key, n) {
-				return errNotStrict
-			}
-		}
-		names = append(names, key)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return errNotStrict
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errNotStrict
-	}
-	return nil
 }
 
 // compactJWS reports whether raw holds only the characters of a compact

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/airlock-dev/airlock/internal/strictjson"
 )
 
 // Defaults and bounds for VerifierOptions.
@@ -180,14 +182,14 @@ func (v *Verifier) Verify(ctx context.Context, raw, audience string) (*Claims, e
 }
 
 // decodeSegment decodes a base64url JSON object into v, refusing
-// duplicate and case-variant member names (strictObject).
+// duplicate and case-variant member names (strictjson.CheckObject).
 func decodeSegment(seg string, v any, fields []string) error {
 	buf := make([]byte, b64.DecodedLen(len(seg)))
 	n, err := b64.Decode(buf, bytesOf(seg))
 	if err != nil {
 		return err
 	}
-	if err := strictObject(buf[:n], fields); err != nil {
+	if err := strictjson.CheckObject(buf[:n], fields...); err != nil {
 		return err
 	}
 	return json.Unmarshal(buf[:n], v)

@@ -15,19 +15,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
-const handleUsage = `usage: airlock handle <issue|inspect|revoke> [flags]
-
-  issue    --plugin P --invocation I --intent N [--dest URL]… [--ttl D] [--dry-run]
-           mint a handle (printed once, with its fingerprint): to try an intent, or break-glass
-  inspect  FINGERPRINT
-           the grant behind a handle: plugin, invocation, intent, class, destinations, expiry, revoked
-  revoke   --invocation I | --plugin P | FINGERPRINT
-           revoke on every replica sharing the handle store
-
-Each talks to airlock serve's broker API (broker.api.socket, or --broker unix:/path),
-with the same authority as airlock host: an allowed uid and the token of
-broker.api.token_file (or --broker-token-file). No secret is ever shown.`
-
 // brokerFlags adds --config, --broker and --broker-token-file and returns
 // a dialer. The token file is the flag's, else the config's
 // broker.api.token_file — or, with --broker and no config, broker.token
@@ -79,38 +66,45 @@ func explainRefusal(err error, what, socket string) error {
 
 func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var socket string
-	err := handleCommand(ctx, args, stdout, stderr, &socket)
+	err := handleCommands(&socket).run(ctx, args, stdout, stderr)
 	if err == nil || errors.Is(err, errUsage) || errors.Is(err, errHelp) {
 		return err
 	}
 	return explainRefusal(err, "broker API", socket)
 }
 
-func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer, socket *string) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, handleUsage)
-		return errUsage
+// brokerDialer dials the broker API the command's flags name.
+type brokerDialer = func() (*broker.Client, error)
+
+// handleCommands is airlock handle's table; the dialer records in socket
+// the socket it dialed (see explainRefusal).
+func handleCommands(socket *string) *group[brokerDialer] {
+	return &group[brokerDialer]{
+		name: "handle",
+		dial: func(fs *flag.FlagSet) brokerDialer { return brokerFlags(fs, socket) },
+		subs: []subcommand[brokerDialer]{
+			{"issue", "--plugin P --invocation I --intent N [--dest URL]… [--ttl D] [--dry-run]",
+				"mint a handle (printed once, with its fingerprint): to try an intent, or break-glass", handleIssue},
+			{"inspect", "FINGERPRINT",
+				"the grant behind a handle: plugin, invocation, intent, class, destinations, expiry, revoked", handleInspect},
+			{"revoke", "--invocation I | --plugin P | FINGERPRINT",
+				"revoke on every replica sharing the handle store", handleRevoke},
+		},
+		footer: `Each talks to airlock serve's broker API (broker.api.socket, or --broker unix:/path),
+with the same authority as airlock host: an allowed uid and the token of
+broker.api.token_file (or --broker-token-file). No secret is ever shown.`,
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, handleUsage)
-		return nil
-	}
-	fs := newFlags("handle "+args[0], stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, handleUsage); fs.PrintDefaults() }
-	dial := brokerFlags(fs, socket)
-	switch args[0] {
-	case "issue":
-		plugin := fs.String("plugin", "", "plugin id the handle is bound to (required)")
-		inv := fs.String("invocation", "", "invocation id (required)")
-		intent := fs.String("intent", "", "broker intent (required)")
-		ttl := fs.Duration("ttl", 5*time.Minute, "lifetime (at most broker.max_handle_lifetime)")
-		dryRun := fs.Bool("dry-run", false, "a dry-run handle (read-class intents only)")
-		var dests multiFlag
-		fs.Var(&dests, "dest", "a destination https://host[:port][/prefix] (repeatable; default: the intent's)")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
+}
+
+func handleIssue(fs *flag.FlagSet) func(context.Context, *call[brokerDialer]) error {
+	plugin := fs.String("plugin", "", "plugin id the handle is bound to (required)")
+	inv := fs.String("invocation", "", "invocation id (required)")
+	intent := fs.String("intent", "", "broker intent (required)")
+	ttl := fs.Duration("ttl", 5*time.Minute, "lifetime (at most broker.max_handle_lifetime)")
+	dryRun := fs.Bool("dry-run", false, "a dry-run handle (read-class intents only)")
+	var dests multiFlag
+	fs.Var(&dests, "dest", "a destination https://host[:port][/prefix] (repeatable; default: the intent's)")
+	return func(ctx context.Context, c *call[brokerDialer]) error {
 		var missing []string
 		for _, f := range []struct {
 			name string
@@ -120,14 +114,11 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 				missing = append(missing, f.name)
 			}
 		}
-		if len(missing) > 0 || fs.NArg() != 0 {
-			if len(missing) > 0 {
-				fmt.Fprintf(stderr, "airlock handle issue: missing %s\n\n", strings.Join(missing, ", "))
-			} else {
-				fmt.Fprintf(stderr, "airlock handle issue: unexpected argument %q\n\n", fs.Arg(0))
-			}
-			fs.Usage()
-			return errUsage
+		if len(missing) > 0 {
+			return c.usageError("missing %s", strings.Join(missing, ", "))
+		}
+		if fs.NArg() != 0 {
+			return c.usageError("unexpected argument %q", fs.Arg(0))
 		}
 		req := broker.IssueRequest{PluginID: *plugin, InvocationID: *inv, Intent: *intent, DryRun: *dryRun,
 			Deadline: time.Now().Add(*ttl)}
@@ -138,7 +129,7 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 			}
 			req.Destinations = append(req.Destinations, p)
 		}
-		bc, err := dial()
+		bc, err := c.dial()
 		if err != nil {
 			return err
 		}
@@ -147,21 +138,19 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "handle:       %s\nfingerprint:  %s\nexpires at:   %s\negress proxy: %s\n(the handle is shown once; it is bearer material)\n",
+		_, err = fmt.Fprintf(c.stdout, "handle:       %s\nfingerprint:  %s\nexpires at:   %s\negress proxy: %s\n(the handle is shown once; it is bearer material)\n",
 			iss.Handle, iss.Fingerprint, iss.ExpiresAt.UTC().Format(time.RFC3339), iss.EgressProxy)
 		return err
-	case "inspect":
-		asJSON := fs.Bool("json", false, "print JSON")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+func handleInspect(fs *flag.FlagSet) func(context.Context, *call[brokerDialer]) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, c *call[brokerDialer]) error {
 		if fs.NArg() != 1 {
-			fmt.Fprintln(stderr, "airlock handle inspect: needs one FINGERPRINT")
-			fmt.Fprintln(stderr)
-			fs.Usage()
-			return errUsage
+			return c.usageError("needs one FINGERPRINT")
 		}
-		bc, err := dial()
+		bc, err := c.dial()
 		if err != nil {
 			return err
 		}
@@ -170,6 +159,7 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		if err != nil {
 			return err
 		}
+		stdout := c.stdout
 		if *asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
@@ -197,29 +187,23 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 			fmt.Fprintf(stdout, "lease:        %s\n", leaseLine(*l))
 		}
 		return nil
-	case "revoke":
-		inv := fs.String("invocation", "", "revoke every handle of this invocation")
-		plugin := fs.String("plugin", "", "revoke every handle of this plugin")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+func handleRevoke(fs *flag.FlagSet) func(context.Context, *call[brokerDialer]) error {
+	inv := fs.String("invocation", "", "revoke every handle of this invocation")
+	plugin := fs.String("plugin", "", "revoke every handle of this plugin")
+	return func(ctx context.Context, c *call[brokerDialer]) error {
 		n := 0
-		if *inv != "" {
-			n++
-		}
-		if *plugin != "" {
-			n++
-		}
-		if fs.NArg() == 1 {
-			n++
+		for _, given := range []bool{*inv != "", *plugin != "", fs.NArg() == 1} {
+			if given {
+				n++
+			}
 		}
 		if n != 1 || fs.NArg() > 1 {
-			fmt.Fprintln(stderr, "airlock handle revoke: needs exactly one of --invocation, --plugin or a FINGERPRINT")
-			fmt.Fprintln(stderr)
-			fs.Usage()
-			return errUsage
+			return c.usageError("needs exactly one of --invocation, --plugin or a FINGERPRINT")
 		}
-		bc, err := dial()
+		bc, err := c.dial()
 		if err != nil {
 			return err
 		}
@@ -236,11 +220,9 @@ func handleCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "revoked %d live handle(s)\n", revoked)
+		_, err = fmt.Fprintf(c.stdout, "revoked %d live handle(s)\n", revoked)
 		return err
 	}
-	fmt.Fprintf(stderr, "airlock handle: unknown subcommand %q\n\n%s\n", args[0], handleUsage)
-	return errUsage
 }
 
 const explainUsage = `usage: airlock explain (--handle-fp FP | --intent N) METHOD URL

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/daemon"
+	"github.com/airlock-dev/airlock/internal/randid"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -87,9 +86,7 @@ func cmdTokenMint(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if *invoke == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		*invoke = hex.EncodeToString(b[:])
+		*invoke = randid.Hex(16)
 	}
 	b := tokens.Binding{UserID: *user, ExecutaToolID: *tool, ToolInvokeID: *invoke}
 	dl := time.Now().Add(*deadline)

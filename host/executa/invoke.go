@@ -2,8 +2,6 @@ package executa
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/randid"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -67,9 +66,7 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	defer cancel()
 	invokeID := req.InvokeID
 	if invokeID == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		invokeID = hex.EncodeToString(b[:])
+		invokeID = randid.Hex(16)
 	}
 	binding := tokens.Binding{UserID: req.UserID, ExecutaToolID: p.cfg.Name + "/" + req.Tool, ToolInvokeID: invokeID}
 	if binding.UserID == "" {

@@ -3,8 +3,6 @@ package executa
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/randid"
 )
 
 // OpenAIBackend calls an OpenAI-compatible chat-completions endpoint
@@ -74,12 +73,10 @@ func (o *OpenAIBackend) SupportsFormat(string) bool { return o.JSON }
 
 // Complete implements SamplingBackend.
 func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Completion, error) {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	// The handle is the calling plugin's, under an invocation id of its
 	// own (revoked below without touching the caller's other handles)
 	// that begins with the caller's: the proxy's audit line credits them.
-	plugin, inv := "airlock.sampling", "sampling-"+hex.EncodeToString(b[:])
+	plugin, inv := "airlock.sampling", "sampling-"+randid.Hex(8)
 	if req.Caller.Plugin != "" {
 		plugin = req.Caller.Plugin
 	}

@@ -2,10 +2,8 @@ package executa
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/airlock-dev/airlock/internal/randid"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -125,9 +124,7 @@ func OpenKVStore(path string) (*KVStore, error) {
 func (s *KVStore) Close() error { return s.db.Close() }
 
 func newETag() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return randid.Hex(8)
 }
 
 func storageErr(code int, msg, name string) *RPCError { return rpcError(code, msg, name) }

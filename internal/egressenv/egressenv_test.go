@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -94,78 +95,83 @@ func TestPass(t *testing.T) {
 // plugin runs and reports nothing lost; when the plugin exits it stops
 // (the pass then dies at its TTL); a revoked pass, or one at
 // max_pass_lifetime once it expires, is reported lost (ErrPassLost).
+// The test runs on synctest's clock: its pass TTLs pass without a wait,
+// and the keeper's timers fire in order before any assertion.
 func TestKeepPass(t *testing.T) {
-	ctx := context.Background()
-	bc := broker.Config{PassTTL: 2 * time.Second, Intents: map[string]broker.Intent{
-		"bound": {Class: broker.ClassRead, Destinations: []broker.Destination{{Host: "api.example.com"}}},
-	}}.WithDefaults()
-	store := broker.NewMemoryStore(100, time.Minute, time.Hour, nil)
-	b := broker.New(bc, store, nil, broker.Options{})
-	bc.MaxPassLifetime = 3 * time.Second
-	capped := broker.New(bc, store, nil, broker.Options{})
-	logs := &testenv.SyncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	type kept struct {
-		pass broker.Issued
-		k    *Keeper
-		done chan struct{}
-	}
-	keep := func(b *broker.Broker, plugin string) kept {
-		t.Helper()
-		pass, _, err := Pass(ctx, b, plugin, nil, []string{"bound"}, log)
-		if err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		bc := broker.Config{PassTTL: 2 * time.Second, Intents: map[string]broker.Intent{
+			"bound": {Class: broker.ClassRead, Destinations: []broker.Destination{{Host: "api.example.com"}}},
+		}}.WithDefaults()
+		store := broker.NewMemoryStore(100, time.Minute, time.Hour, nil)
+		b := broker.New(bc, store, nil, broker.Options{})
+		bc.MaxPassLifetime = 3 * time.Second
+		capped := broker.New(bc, store, nil, broker.Options{})
+		logs := &testenv.SyncBuffer{}
+		log := slog.New(slog.NewTextHandler(logs, nil))
+		type kept struct {
+			pass broker.Issued
+			k    *Keeper
+			done chan struct{}
+		}
+		keep := func(b *broker.Broker, plugin string) kept {
+			t.Helper()
+			pass, _, err := Pass(ctx, b, plugin, nil, []string{"bound"}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kp := kept{pass: pass, k: &Keeper{}, done: make(chan struct{})}
+			kp.k.Keep(kp.done, b, plugin, pass, log)
+			return kp
+		}
+		lost := func(kp kept, why string) error {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); kp.k.Err() == nil; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no loss reported after %s", why)
+				}
+			}
+			return kp.k.Err()
+		}
+
+		if err := keepPass(nil, nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
 			t.Fatal(err)
 		}
-		kp := kept{pass: pass, k: &Keeper{}, done: make(chan struct{})}
-		kp.k.Keep(kp.done, b, plugin, pass, log)
-		return kp
-	}
-	lost := func(kp kept, why string) error {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); kp.k.Err() == nil; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no loss reported after %s", why)
-			}
+		kp := keep(b, "p")
+		time.Sleep(time.Until(kp.pass.ExpiresAt) + time.Second)
+		if g, err := b.Resolve(ctx, kp.pass.Handle); err != nil || !g.ExpiresAt.After(kp.pass.ExpiresAt) || kp.k.Err() != nil {
+			t.Fatalf("past its first expiry, the kept pass: %+v %v, lost: %v", g, err, kp.k.Err())
 		}
-		return kp.k.Err()
-	}
+		close(kp.done)
+		synctest.Wait() // the keeper has stopped
+		g, _ := b.Resolve(ctx, kp.pass.Handle)
+		time.Sleep(time.Until(g.ExpiresAt) + time.Second)
+		if _, err := b.Resolve(ctx, kp.pass.Handle); !errors.Is(err, broker.ErrHandleExpired) || kp.k.Err() != nil {
+			t.Fatalf("a pass no longer kept: %v, lost: %v", err, kp.k.Err())
+		}
 
-	if err := keepPass(nil, nil, nil, "none", broker.Issued{}, log); err != nil { // no pass: returns at once
-		t.Fatal(err)
-	}
-	kp := keep(b, "p")
-	time.Sleep(time.Until(kp.pass.ExpiresAt) + time.Second)
-	if g, err := b.Resolve(ctx, kp.pass.Handle); err != nil || !g.ExpiresAt.After(kp.pass.ExpiresAt) || kp.k.Err() != nil {
-		t.Fatalf("past its first expiry, the kept pass: %+v %v, lost: %v", g, err, kp.k.Err())
-	}
-	close(kp.done)
-	g, _ := b.Resolve(ctx, kp.pass.Handle)
-	time.Sleep(time.Until(g.ExpiresAt) + time.Second)
-	if _, err := b.Resolve(ctx, kp.pass.Handle); !errors.Is(err, broker.ErrHandleExpired) || kp.k.Err() != nil {
-		t.Fatalf("a pass no longer kept: %v, lost: %v", err, kp.k.Err())
-	}
+		kp = keep(b, "q")
+		defer close(kp.done)
+		if _, err := b.RevokePlugin(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
+		if err := lost(kp, "the pass was revoked"); !errors.Is(err, ErrPassLost) || !errors.Is(err, broker.ErrHandleRevoked) {
+			t.Fatalf("revoked: %v", err)
+		}
+		if !strings.Contains(logs.String(), "can no longer be renewed") {
+			t.Fatalf("no log line says why the pass is gone: %s", logs.String())
+		}
 
-	kp = keep(b, "q")
-	defer close(kp.done)
-	if _, err := b.RevokePlugin(ctx, "q"); err != nil {
-		t.Fatal(err)
-	}
-	if err := lost(kp, "the pass was revoked"); !errors.Is(err, ErrPassLost) || !errors.Is(err, broker.ErrHandleRevoked) {
-		t.Fatalf("revoked: %v", err)
-	}
-	if !strings.Contains(logs.String(), "can no longer be renewed") {
-		t.Fatalf("no log line says why the pass is gone: %s", logs.String())
-	}
-
-	kp = keep(capped, "r")
-	defer close(kp.done)
-	err := lost(kp, "max_pass_lifetime")
-	if g, rerr := capped.Resolve(ctx, kp.pass.Handle); !errors.Is(err, ErrPassLost) || !errors.Is(rerr, broker.ErrHandleExpired) {
-		t.Fatalf("at max_pass_lifetime: lost %v, the pass %+v %v", err, g, rerr)
-	}
-	if strings.Contains(logs.String(), kp.pass.Handle) {
-		t.Fatal("a log line holds the pass")
-	}
+		kp = keep(capped, "r")
+		defer close(kp.done)
+		err := lost(kp, "max_pass_lifetime")
+		if g, rerr := capped.Resolve(ctx, kp.pass.Handle); !errors.Is(err, ErrPassLost) || !errors.Is(rerr, broker.ErrHandleExpired) {
+			t.Fatalf("at max_pass_lifetime: lost %v, the pass %+v %v", err, g, rerr)
+		}
+		if strings.Contains(logs.String(), kp.pass.Handle) {
+			t.Fatal("a log line holds the pass")
+		}
+	})
 }
 
 // A health probe's Verify notices a revoked pass at once, although its

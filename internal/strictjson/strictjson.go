@@ -63,6 +63,30 @@ func Check(b []byte) error {
 	return nil
 }
 
+// CheckObject is Check for one JSON object that is decoded into a
+// struct whose JSON names are fields: it also refuses a top-level key
+// that equals one of fields under case folding but not exactly.
+// encoding/json would read {"ALG":…} into the field alg, where a reader
+// that matches names exactly (RFC 7515, go-jose) sees an unknown member.
+// A value that is not an object is ErrInvalid.
+func CheckObject(b []byte, fields ...string) error {
+	if !json.Valid(b) {
+		return ErrInvalid
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ErrInvalid
+	}
+	if err := object(dec, fields); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ErrInvalid
+	}
+	return nil
+}
+
 // value reads one value; objects and arrays are checked member by member.
 func value(dec *json.Decoder) error {
 	t, err := dec.Token()
@@ -71,7 +95,7 @@ func value(dec *json.Decoder) error {
 	}
 	switch t {
 	case json.Delim('{'):
-		return object(dec)
+		return object(dec, nil)
 	case json.Delim('['):
 		for dec.More() {
 			if err := value(dec); err != nil {
@@ -85,7 +109,9 @@ func value(dec *json.Decoder) error {
 	return nil
 }
 
-func object(dec *json.Decoder) error {
+// object checks an object's members after its opening brace; a key that
+// folds to one of fields must be spelled as it is.
+func object(dec *json.Decoder, fields []string) error {
 	seen := map[string]struct{}{}
 	for dec.More() {
 		off := dec.InputOffset()
@@ -97,6 +123,11 @@ func object(dec *json.Decoder) error {
 		f := fold(key)
 		if _, dup := seen[f]; dup {
 			return &KeyError{Offset: off}
+		}
+		for _, name := range fields {
+			if key != name && f == fold(name) {
+				return &KeyError{Offset: off}
+			}
 		}
 		seen[f] = struct{}{}
 		if err := value(dec); err != nil {

@@ -43,6 +43,37 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// CheckObject refuses what Check refuses, anything but an object, and a
+// top-level key that is a case variant of a field name even when alone
+// (encoding/json would read it as the field); nested keys and keys that
+// name no field keep Check's rule.
+func TestCheckObject(t *testing.T) {
+	fields := []string{"alg", "kid"}
+	for _, tt := range []struct {
+		name, in string
+		want     error
+	}{
+		{"fields in their case", `{"alg":"EdDSA","kid":"k1","x":{"ALG":1}}`, nil},
+		{"unknown keys in any case", `{"alg":"EdDSA","Typ":"JWT"}`, nil},
+		{"case-variant field alone", `{"ALG":"EdDSA"}`, ErrDuplicateKey},
+		{"case-variant field after", `{"alg":"EdDSA","Kid":"k1"}`, ErrDuplicateKey},
+		{"kelvin sign in a field", `{"alg":"EdDSA","Kid":"k1"}`, ErrDuplicateKey},
+		{"duplicate field", `{"alg":"none","alg":"EdDSA"}`, ErrDuplicateKey},
+		{"nested duplicate", `{"alg":"EdDSA","x":{"a":1,"A":2}}`, ErrDuplicateKey},
+		{"array", `[{"alg":"EdDSA"}]`, ErrInvalid},
+		{"scalar", `"alg"`, ErrInvalid},
+		{"trailing data", `{"alg":"EdDSA"}{}`, ErrInvalid},
+		{"unclosed", `{"alg":"EdDSA"`, ErrInvalid},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckObject([]byte(tt.in), fields...)
+			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Fatalf("CheckObject(%s) = %v, want %v", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
 // FuzzCheck holds Check to the standard library: it accepts only what
 // json.Valid accepts, refuses as invalid only what json.Valid refuses,
 // and what it accepts decodes, and re-encodes to something it accepts.

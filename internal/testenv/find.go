@@ -3,14 +3,14 @@
 package testenv
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/randid"
 )
 
 // VaultVersion is the Vault release `make tools` builds.
@@ -82,9 +82,7 @@ func freePort() (int, error) {
 }
 
 func randomToken(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+	return prefix + randid.Hex(16)
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
