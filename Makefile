@@ -55,17 +55,13 @@ test: tools lint proto-check deploy-check fuzz
 # committed seed corpus (testdata/fuzz/): the hand-written parsers and
 # their differential targets against the standard library (net/http) and
 # go-jose. A failing input is written to testdata/fuzz/ for the test run.
-# A count of inputs, not a duration: a timed run fails with "context
-# deadline exceeded" when its time ends inside a slow input (seen with
-# the net/http differential targets on a loaded machine).
+# One instrumented test binary per package, kept in bin/fuzz/
+# (tools/fuzz.sh). A count of inputs, not a duration: a timed run fails
+# with "context deadline exceeded" when its time ends inside a slow input
+# (seen with the net/http differential targets on a loaded machine).
 FUZZTIME ?= 4000x
 fuzz:
-	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
-		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
-			echo "fuzz $$dir $$fn $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$dir || exit 1; \
-		done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tools/fuzz.sh
 
 # Unit tests only: integration tests skip when Vault or Redis is missing.
 test-short:

@@ -7,8 +7,6 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -34,12 +32,5 @@ func TestMain(m *testing.M) {
 		fmt.Printf("%d\n%s", resp.StatusCode, body)
 		os.Exit(0)
 	}
-	code := testenv.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.MainNoLeaks(m))
 }

@@ -7,4 +7,4 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testenv.MainNoLeaks(m)) }

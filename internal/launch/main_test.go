@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testenv.MainNoLeaks(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -5,6 +5,8 @@ package sandbox
 import (
 	"os"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // testModeEnv makes the test binary, re-executed by a test, play a part
@@ -25,5 +27,5 @@ func TestMain(m *testing.M) {
 	if mode, ok := testModes[os.Getenv(testModeEnv)]; ok {
 		os.Exit(mode())
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.MainNoLeaks(m))
 }

@@ -7,8 +7,10 @@
 // fields case-insensitively, while other readers keep the first or match
 // exactly; a payload with {"a":1,"a":2,"A":3} means different things to
 // the host, to an auditor's tool and to the plugin. Plugin payloads are
-// checked before the host stores, records or acts on them. Errors give a
-// byte offset, never a key or a value (both are the sender's).
+// checked before the host stores, records or acts on them, and a JWS
+// header and claims set before the token verifier reads them
+// (CheckObject). Errors give a byte offset, never a key or a value (both
+// are the sender's).
 package strictjson
 
 import (
