@@ -16,7 +16,7 @@ type Options struct {
 	Metrics *Metrics
 	// Leases serves the intents bound to a leased secret (source
 	// vault_lease); nil: their secrets are unavailable.
-	Leases *Leases
+	Leases LeasedSecrets
 }
 
 // Broker mints, resolves and revokes handles and fetches the secrets
@@ -28,7 +28,7 @@ type Broker struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics *Metrics
-	leases  *Leases
+	leases  LeasedSecrets
 	// intents are cfg.Intents until SetIntents replaces them (a reload).
 	intents atomic.Pointer[map[string]Intent]
 	owed    owedLedger // revocations the store has not acknowledged
@@ -41,6 +41,9 @@ func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if isNilPointer(opts.Leases) {
+		opts.Leases = nil // a nil manager in the interface is no manager
 	}
 	b := &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics,
 		leases: opts.Leases}
@@ -317,7 +320,7 @@ func (b *Broker) endInvocation(ctx context.Context, invocationID string) (end In
 }
 
 // Leases is the lease manager (nil when none is configured).
-func (b *Broker) Leases() *Leases { return b.leases }
+func (b *Broker) Leases() LeasedSecrets { return b.leases }
 
 // RevokePlugin revokes every handle and pass the plugin holds now.
 // ErrRevocationOwed: the store did not acknowledge it; this replica
@@ -351,7 +354,7 @@ func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, erro
 		if b.leases == nil {
 			return Secret{}, fmt.Errorf("intent %q: %w: no lease manager", g.Intent, ErrLeaseUnavailable)
 		}
-		fields, fp, err := b.leases.get(ctx, g)
+		fields, fp, err := b.leases.Fields(ctx, g)
 		if err != nil {
 			return Secret{}, fmt.Errorf("intent %q: %w", g.Intent, err)
 		}

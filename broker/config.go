@@ -281,7 +281,7 @@ func (c Config) Validate() error {
 	default:
 		add("broker.store.type: must be one of: memory, redis")
 	}
-	errs = append(errs, c.Leases.validate(c.Store.Type, c.leased())...)
+	errs = append(errs, c.Leases.validate(c.Store.Type, c.LeasedIntents())...)
 	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
 		add("broker.secrets: cache_ttl and stale_if_error must not be negative")
 	}

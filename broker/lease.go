@@ -56,6 +56,8 @@ type Leases struct {
 	tracked map[string]*trackedLease // obtained here and live, or being revoked by this replica
 }
 
+var _ LeasedSecrets = (*Leases)(nil)
+
 // heldLease is an open record: what a request needs.
 type heldLease struct {
 	rec leaseRecord
@@ -104,7 +106,7 @@ func NewLeases(cfg Config, vc *vaultapi.Client, store LeaseStore, opts LeaseOpti
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Leases{vault: vc, store: store, seal: seal, cfg: lc, names: cfg.leased(), intents: map[string]Intent{},
+	l := &Leases{vault: vc, store: store, seal: seal, cfg: lc, names: cfg.LeasedIntents(), intents: map[string]Intent{},
 		tombstone: cfg.MaxHandleLifetime + cfg.ExpiredRetention, now: opts.Now, log: opts.Logger,
 		onAuthError: opts.OnAuthError, held: map[string]*heldLease{}, tracked: map[string]*trackedLease{}}
 	for _, n := range l.names {
@@ -148,9 +150,8 @@ func (l *Leases) Check(context.Context) error {
 	return nil
 }
 
-// get returns the fields of g's invocation's lease of its intent and the
-// lease's fingerprint, obtaining the lease at the first use.
-func (l *Leases) get(ctx context.Context, g *Grant) (map[string]string, string, error) {
+// Fields implements LeasedSecrets.
+func (l *Leases) Fields(ctx context.Context, g *Grant) (map[string]string, string, error) {
 	key := leaseKey(g.InvocationID, g.Intent)
 	l.mu.Lock()
 	h := l.held[key]
@@ -286,7 +287,7 @@ func (l *Leases) vaultError(err error) error {
 		}
 		return fmt.Errorf("%w: Vault answered %d", ErrLeaseUnavailable, re.StatusCode)
 	}
-	return fmt.Errorf("%w: %s", ErrLeaseUnavailable, transportError(err))
+	return fmt.Errorf("%w: %s", ErrLeaseUnavailable, VaultTransportError(err))
 }
 
 // stringFields keeps the string fields of a Vault answer.

@@ -79,8 +79,9 @@ func (c LeasesConfig) validate(storeType string, leased []string) []error {
 	return errs
 }
 
-// leased returns the names of the intents bound to a leased secret, sorted.
-func (c Config) leased() []string {
+// LeasedIntents returns the names of the intents bound to a leased secret
+// (source vault_lease), sorted.
+func (c Config) LeasedIntents() []string {
 	var out []string
 	for _, name := range c.IntentNames() {
 		if c.Intents[name].Secret.Source == SourceVaultLease {

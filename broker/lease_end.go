@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// LeaseEnd reports one lease an invocation's end revoked.
-type LeaseEnd struct {
-	Intent      string
-	Fingerprint string
-	// Revoked: Vault confirmed the revocation; otherwise it is retried in
-	// the background (and the lease dies at its TTL at the latest).
-	Revoked bool
-}
-
 // End ends the invocation's leases, on every replica: each record is
 // swapped for a tombstone (so no replica claims a new lease for the
 // invocation), and the replica that swapped a live one revokes it at

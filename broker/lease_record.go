@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -131,3 +132,24 @@ func encodeLease(r leaseRecord) []byte {
 // leaseKey is the store key of an invocation's lease of an intent.
 // Intent names hold no ':' (see intentName).
 func leaseKey(invocationID, intent string) string { return intent + ":" + invocationID }
+
+// State implements LeasedSecrets.
+func (l *Leases) State(ctx context.Context, invocationID, intent string) (LeaseState, error) {
+	raw, err := l.store.LoadLease(ctx, leaseKey(invocationID, intent))
+	if err != nil {
+		return LeaseState{}, err
+	}
+	if raw == nil {
+		return LeaseState{State: LeaseStateNone}, nil
+	}
+	rec, err := decodeLease(raw)
+	if err != nil {
+		return LeaseState{}, err
+	}
+	st := LeaseState{Fingerprint: rec.Fingerprint, State: LeaseStateActive, ObtainedAt: rec.ObtainedAt,
+		ExpiresAt: rec.ExpiresAt, Renewable: rec.Renewable}
+	if rec.State != leaseActive {
+		st.State = LeaseStateEnded
+	}
+	return st, nil
+}

@@ -137,7 +137,7 @@ func TestLeaseFirstUseSharedRevoked(t *testing.T) {
 	if n := len(v.Leases(t, mount+"/issue/leaf/")); n != 1 {
 		t.Fatalf("Vault holds %d leases after inv-1 ended; want 1", n)
 	}
-	if _, _, err := f.leases.get(ctx, g1); !errors.Is(err, ErrLeaseEnded) {
+	if _, _, err := f.leases.Fields(ctx, g1); !errors.Is(err, ErrLeaseEnded) {
 		t.Fatalf("use after the end: %v, want ErrLeaseEnded", err)
 	}
 	if got := f.leases.Outstanding(); got != 1 {
@@ -265,7 +265,7 @@ func TestLeaseTwoReplicasRace(t *testing.T) {
 		replicas[0].leases.mu.Lock()
 		delete(replicas[0].leases.held, leaseKey(inv, "cert")) // as after a restart: read the store
 		replicas[0].leases.mu.Unlock()
-		if _, _, err := replicas[0].leases.get(ctx, g); !errors.Is(err, ErrLeaseEnded) {
+		if _, _, err := replicas[0].leases.Fields(ctx, g); !errors.Is(err, ErrLeaseEnded) {
 			t.Fatalf("round %d: use on the other replica after the end: %v", round, err)
 		}
 	}
