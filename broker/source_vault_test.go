@@ -246,3 +246,22 @@ func TestVaultKnownDownSkipsFreshReads(t *testing.T) {
 		t.Fatalf("a fresh read once Vault is known up: %v", err)
 	}
 }
+
+// The static KV v2 read, as the baseline of the leased secrets' benchmarks
+// (broker/lease).
+func BenchmarkSecretStaticKV(b *testing.B) {
+	v := testenv.Vault(b)
+	putSecret(b, v.Client(b), "bench-static/api", map[string]any{"token": "static-value"})
+	br := vaultBroker(b, v.Client(b), "bench-static", nil)
+	g := &Grant{PluginID: "p", InvocationID: "inv", Intent: "api", ExpiresAt: time.Now().Add(time.Hour)}
+	ctx := context.Background()
+	if _, err := br.Secret(ctx, g, false); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := br.Secret(ctx, g, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
