@@ -20,10 +20,7 @@ type API interface {
 	RevokePlugin(ctx context.Context, pluginID string) (int, error)
 }
 
-var (
-	_ API = (*Broker)(nil)
-	_ API = (*Client)(nil)
-)
+var _ API = (*Broker)(nil)
 
 // TokenRequest asks for an Executa token (sampling or storage).
 type TokenRequest struct {
@@ -74,7 +71,7 @@ func MintWith(iss *tokens.Issuer, req TokenRequest) (Token, error) {
 		return Token{}, ErrBadRequest
 	}
 	if err != nil {
-		if _, code := reasonOf(err); code == codes.Internal && !errors.Is(err, tokens.ErrNoActiveKey) {
+		if _, code := Reason(err); code == codes.Internal && !errors.Is(err, tokens.ErrNoActiveKey) {
 			// Caps, App claims or deadline missing: the request's fault.
 			err = fmt.Errorf("%w: %v", ErrBadRequest, err)
 		}

@@ -109,7 +109,7 @@ func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	}
 	iss, err := b.issue(ctx, req)
 	if err != nil {
-		reason, _ := reasonOf(err)
+		reason, _ := Reason(err)
 		b.metrics.issueError(reason)
 		return Issued{}, err
 	}
@@ -318,6 +318,10 @@ func (b *Broker) endInvocation(ctx context.Context, invocationID string) (end In
 	b.log.Info("invocation handles revoked", "invocation", invocationID, "handles", n, "leases", len(end.Leases))
 	return end, nil, lerr
 }
+
+// Metrics is the broker's metrics (nil-safe; nil when none were given):
+// the API server counts the tokens it mints there.
+func (b *Broker) Metrics() *Metrics { return b.metrics }
 
 // Leases is the lease manager (nil when none is configured).
 func (b *Broker) Leases() LeasedSecrets { return b.leases }

@@ -294,11 +294,11 @@ func (c Config) Validate() error {
 		if in.Class != ClassRead && in.Class != ClassWrite {
 			add("%s.class: must be read or write", p)
 		}
-		if in.Region != "" && !ValidRegion(in.Region) {
+		if in.Region != "" && !validRegion(in.Region) {
 			add("%s.region: %s", p, regionRule)
 		}
 		for i, d := range in.Destinations {
-			if d.Region != "" && !ValidRegion(d.Region) {
+			if d.Region != "" && !validRegion(d.Region) {
 				add("%s.destinations[%d].region: %s", p, i, regionRule)
 			}
 		}

@@ -51,10 +51,7 @@ type InvocationEnder interface {
 	EndInvocation(ctx context.Context, invocationID string) (InvocationEnd, error)
 }
 
-var (
-	_ InvocationEnder = (*Broker)(nil)
-	_ InvocationEnder = (*Client)(nil)
-)
+var _ InvocationEnder = (*Broker)(nil)
 
 // Lease states an operator sees (LeaseState.State).
 const (

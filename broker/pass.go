@@ -29,7 +29,7 @@ func (b *Broker) issuePass(ctx context.Context, req IssueRequest) (Issued, error
 	}
 	iss, err := mint(ctx, req)
 	if err != nil {
-		reason, _ := reasonOf(err)
+		reason, _ := Reason(err)
 		b.metrics.issueError(reason)
 		return Issued{}, err
 	}

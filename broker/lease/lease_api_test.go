@@ -10,13 +10,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // serveLeaseAPI serves b's API to this process on a unix socket and
 // returns a client of it; both stop at cleanup.
-func serveLeaseAPI(t *testing.T, b *broker.Broker) *broker.Client {
+func serveLeaseAPI(t *testing.T, b *broker.Broker) *brokerapi.Client {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
 	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{AllowedUIDs: []int{os.Getuid()}, GID: peerauth.NoGroup})
@@ -28,12 +29,12 @@ func serveLeaseAPI(t *testing.T, b *broker.Broker) *broker.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &broker.Server{Broker: b, StoreType: "memory", Version: "test"}
-	g := grpc.NewServer(append(broker.AuthOptions(tok, nil), srv.ServerOptions()...)...)
+	srv := &brokerapi.Service{Broker: b, StoreType: "memory", Version: "test"}
+	g := grpc.NewServer(append(brokerapi.AuthOptions(tok, nil), srv.ServerOptions()...)...)
 	srv.Register(g)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
-	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: tokenFile})
+	c, err := brokerapi.Dial("unix://"+sock, brokerapi.DialOptions{TokenFile: tokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}

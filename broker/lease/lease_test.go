@@ -82,16 +82,7 @@ func (f *leaseFixture) issue(tb testing.TB, inv, intent string, deadline time.Ti
 	return g
 }
 
-// waitFor polls cond until it holds, failing after a minute (a bound for
-// a loaded machine, not a timing assertion).
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for limit := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(limit) {
-			tb.Fatalf("still waiting for %s", what)
-		}
-	}
-}
+var waitFor = brokertest.WaitFor
 
 func newMount(tb testing.TB, v *testenv.VaultServer) string {
 	tb.Helper()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // WriteSecrets writes body (the file source's YAML) to a file in a
@@ -18,4 +19,15 @@ func WriteSecrets(tb testing.TB, body string) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// WaitFor polls cond until it holds, failing after a minute: a bound for
+// a loaded machine, not a timing assertion.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for limit := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(limit) {
+			tb.Fatalf("still waiting for %s", what)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const (
 	MaxRequestBytes = 128 << 10
 	// MaxHeaderListBytes bounds a call's metadata (the HTTP/2 header list).
 	MaxHeaderListBytes = 16 << 10
-	// MaxConcurrentCalls is how many calls run at once on a Server (over
+	// MaxConcurrentCalls is how many calls run at once on a Service (over
 	// all its listeners and connections), and how many streams one
 	// connection may open. As many more may wait for a slot, until their
 	// deadline; beyond that a call fails at once with ResourceExhausted
@@ -38,7 +38,7 @@ type callLimit struct {
 // ServerOptions are the options every gRPC server serving s must be built
 // with: message, metadata and concurrency bounds shared by all of s's
 // listeners.
-func (s *Server) ServerOptions() []grpc.ServerOption {
+func (s *Service) ServerOptions() []grpc.ServerOption {
 	s.limitOnce.Do(func() {
 		s.limit = &callLimit{run: make(chan struct{}, MaxConcurrentCalls), wait: make(chan struct{}, MaxConcurrentCalls)}
 	})
