@@ -12,8 +12,8 @@ import (
 )
 
 // API is what a plugin host needs from the broker. *Broker (embedded
-// mode, in process) and *Client (airlock serve over gRPC) implement it,
-// so the host is written once.
+// mode, in process) and broker/api's *Client (airlock serve over gRPC)
+// implement it, so the host is written once.
 type API interface {
 	Issue(ctx context.Context, req IssueRequest) (Issued, error)
 	RevokeInvocation(ctx context.Context, invocationID string) (int, error)
@@ -39,8 +39,8 @@ type Token struct {
 	ID        string
 }
 
-// TokenMinter mints Executa tokens; *Client implements it remotely, and
-// MintWith adapts a local *tokens.Issuer.
+// TokenMinter mints Executa tokens; broker/api's *Client implements it
+// remotely, and LocalMinter with a local *tokens.Issuer.
 type TokenMinter interface {
 	MintToken(ctx context.Context, req TokenRequest) (Token, error)
 }

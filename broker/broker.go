@@ -287,7 +287,7 @@ func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int
 }
 
 // EndInvocation is RevokeInvocation saying what it revoked: the handles,
-// and the leases (Leases.End). The leases end even when the handles'
+// and the leases (LeasedSecrets.End). The leases end even when the handles'
 // revocation failed: the credentials behind them then die at the
 // upstream all the same. A handle revocation the store did not
 // acknowledge is owed (HandlesOwed): kept, enforced on this replica at
@@ -408,7 +408,7 @@ func secretOf(intent string, in Intent, data SecretData) (Secret, error) {
 
 // RefreshSecrets makes the next fetch of every secret read its source.
 func (b *Broker) RefreshSecrets() {
-	b.secrets.Invalidate()
+	b.secrets.invalidate()
 	b.log.Info("secret cache invalidated")
 }
 

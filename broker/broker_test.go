@@ -106,7 +106,7 @@ func TestResolveOutcomes(t *testing.T) {
 		t.Fatalf("at expiry: %v (grant for audit: %v)", err, g)
 	}
 	f.clk.Advance(DefaultExpiredRetention + time.Second)
-	f.store.Sweep()
+	f.store.sweep()
 	if _, err := f.b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleUnknown) {
 		t.Fatalf("after retention and sweep: %v", err)
 	}

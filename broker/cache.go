@@ -186,9 +186,9 @@ func (c *SecretCache) fetch(ctx context.Context, k cacheKey, ref SecretRef, fres
 	}
 }
 
-// Invalidate makes every entry stale, so the next Get reads the source:
+// invalidate makes every entry stale, so the next Get reads the source:
 // after a Vault admin rotated a secret (SIGHUP, POST /v1/secrets/refresh).
-func (c *SecretCache) Invalidate() {
+func (c *SecretCache) invalidate() {
 	c.gen.Add(1)
 	for _, s := range c.sources {
 		if r, ok := s.(interface{ Reload() error }); ok {

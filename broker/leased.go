@@ -45,7 +45,7 @@ type InvocationEnd struct {
 }
 
 // InvocationEnder ends an invocation and says what it revoked; *Broker
-// and *Client implement it, so the host can list the revoked leases in
+// and broker/api's *Client implement it, so the host can list the revoked leases in
 // the invocation's outcome evidence.
 type InvocationEnder interface {
 	EndInvocation(ctx context.Context, invocationID string) (InvocationEnd, error)

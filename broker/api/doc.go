@@ -25,11 +25,11 @@
 // socket, or by certificate on the TCP listener (mutual TLS 1.3), is not
 // enough, since a plugin may share the host's uid. Refusals are logged
 // with the method and the peer's uid and pid, never with what was
-// presented. Requests larger than the largest legitimate one are refused
-// before they are decoded (MaxRequestBytes, checked field by field for
-// IssueHandle), metadata is bounded (MaxHeaderListBytes), and at most
-// MaxConcurrentCalls run at once: whoever reaches the API may mint
-// handles, not exhaust the process.
+// presented. Requests larger than the largest legitimate one (128 KiB;
+// IssueHandle's lists are counted on the wire before decoding) are
+// refused, metadata is bounded (16 KiB), and at most 64 calls run at once
+// with as many waiting: whoever reaches the API may mint handles, not
+// exhaust the process.
 //
 // # Concurrency
 //

@@ -93,8 +93,8 @@ func TestAPIRefusesOversizedRequests(t *testing.T) {
 		}
 	}
 	largest.Renew = strings.Repeat("r", broker.MaxIDBytes)
-	if n := proto.Size(largest); n > MaxRequestBytes {
-		t.Fatalf("the largest legitimate request is %d bytes, over MaxRequestBytes %d", n, MaxRequestBytes)
+	if n := proto.Size(largest); n > maxRequestBytes {
+		t.Fatalf("the largest legitimate request is %d bytes, over maxRequestBytes %d", n, maxRequestBytes)
 	}
 	// Issued, it needs no pass fields, and no residency its intent (which
 	// names no region) is outside.
@@ -173,7 +173,7 @@ func (g *gatedStore) Put(ctx context.Context, k broker.HandleKey, gr *broker.Gra
 }
 
 // Many parallel calls over several connections: at most
-// MaxConcurrentCalls run at once, as many wait, and the rest are refused
+// maxConcurrentCalls run at once, as many wait, and the rest are refused
 // at once with ResourceExhausted. On the old code every call ran at once.
 func TestAPIConcurrencyBound(t *testing.T) {
 	f := newMemFixture(t)
@@ -207,17 +207,17 @@ func TestAPIConcurrencyBound(t *testing.T) {
 			}()
 		}
 	}
-	// Every call is running, refused, or (at most MaxConcurrentCalls of
+	// Every call is running, refused, or (at most maxConcurrentCalls of
 	// them) waiting.
 	brokertest.WaitFor(t, "every call is placed", func() bool {
-		return gs.running.Load()+busy.Load() >= calls-MaxConcurrentCalls
+		return gs.running.Load()+busy.Load() >= calls-maxConcurrentCalls
 	})
 	close(gs.gate)
 	wg.Wait()
-	if p := gs.peak.Load(); p > MaxConcurrentCalls {
-		t.Fatalf("%d calls ran at once, bound %d", p, MaxConcurrentCalls)
+	if p := gs.peak.Load(); p > maxConcurrentCalls {
+		t.Fatalf("%d calls ran at once, bound %d", p, maxConcurrentCalls)
 	}
-	if ok.Load()+busy.Load() != calls || ok.Load() < MaxConcurrentCalls {
+	if ok.Load()+busy.Load() != calls || ok.Load() < maxConcurrentCalls {
 		t.Fatalf("%d served, %d refused as busy, %d other, of %d", ok.Load(), busy.Load(), other.Load(), calls)
 	}
 	t.Logf("%d calls: at most %d at once, %d served, %d refused as busy", calls, gs.peak.Load(), ok.Load(), busy.Load())
