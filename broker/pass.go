@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// DefaultPassTTL is how long a plugin pass lives after it is issued or
+// defaultPassTTL is how long a plugin pass lives after it is issued or
 // renewed: the host renews it while the plugin runs, so a pass a crashed
 // host could not revoke is dead within this time.
-const DefaultPassTTL = time.Hour
+const defaultPassTTL = time.Hour
 
 // A plugin pass is what the host puts in a plugin's HTTPS_PROXY userinfo
 // when the proxy intercepts CONNECT: it names the plugin to the proxy so
