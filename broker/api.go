@@ -12,18 +12,15 @@ import (
 )
 
 // API is what a plugin host needs from the broker. *Broker (embedded
-// mode, in process) and *Client (airlock serve over gRPC) implement it,
-// so the host is written once.
+// mode, in process) and broker/api's *Client (airlock serve over gRPC)
+// implement it, so the host is written once.
 type API interface {
 	Issue(ctx context.Context, req IssueRequest) (Issued, error)
 	RevokeInvocation(ctx context.Context, invocationID string) (int, error)
 	RevokePlugin(ctx context.Context, pluginID string) (int, error)
 }
 
-var (
-	_ API = (*Broker)(nil)
-	_ API = (*Client)(nil)
-)
+var _ API = (*Broker)(nil)
 
 // TokenRequest asks for an Executa token (sampling or storage).
 type TokenRequest struct {
@@ -42,8 +39,8 @@ type Token struct {
 	ID        string
 }
 
-// TokenMinter mints Executa tokens; *Client implements it remotely, and
-// MintWith adapts a local *tokens.Issuer.
+// TokenMinter mints Executa tokens; broker/api's *Client implements it
+// remotely, and LocalMinter with a local *tokens.Issuer.
 type TokenMinter interface {
 	MintToken(ctx context.Context, req TokenRequest) (Token, error)
 }
@@ -74,7 +71,7 @@ func MintWith(iss *tokens.Issuer, req TokenRequest) (Token, error) {
 		return Token{}, ErrBadRequest
 	}
 	if err != nil {
-		if _, code := reasonOf(err); code == codes.Internal && !errors.Is(err, tokens.ErrNoActiveKey) {
+		if _, code := Reason(err); code == codes.Internal && !errors.Is(err, tokens.ErrNoActiveKey) {
 			// Caps, App claims or deadline missing: the request's fault.
 			err = fmt.Errorf("%w: %v", ErrBadRequest, err)
 		}

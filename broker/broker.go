@@ -16,7 +16,7 @@ type Options struct {
 	Metrics *Metrics
 	// Leases serves the intents bound to a leased secret (source
 	// vault_lease); nil: their secrets are unavailable.
-	Leases *Leases
+	Leases LeasedSecrets
 }
 
 // Broker mints, resolves and revokes handles and fetches the secrets
@@ -28,7 +28,7 @@ type Broker struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics *Metrics
-	leases  *Leases
+	leases  LeasedSecrets
 	// intents are cfg.Intents until SetIntents replaces them (a reload).
 	intents atomic.Pointer[map[string]Intent]
 	owed    owedLedger // revocations the store has not acknowledged
@@ -41,6 +41,9 @@ func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if isNilPointer(opts.Leases) {
+		opts.Leases = nil // a nil manager in the interface is no manager
 	}
 	b := &Broker{cfg: cfg, store: store, secrets: secrets, now: opts.Now, log: opts.Logger, metrics: opts.Metrics,
 		leases: opts.Leases}
@@ -106,7 +109,7 @@ func (b *Broker) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	}
 	iss, err := b.issue(ctx, req)
 	if err != nil {
-		reason, _ := reasonOf(err)
+		reason, _ := Reason(err)
 		b.metrics.issueError(reason)
 		return Issued{}, err
 	}
@@ -284,7 +287,7 @@ func (b *Broker) RevokeInvocation(ctx context.Context, invocationID string) (int
 }
 
 // EndInvocation is RevokeInvocation saying what it revoked: the handles,
-// and the leases (Leases.End). The leases end even when the handles'
+// and the leases (LeasedSecrets.End). The leases end even when the handles'
 // revocation failed: the credentials behind them then die at the
 // upstream all the same. A handle revocation the store did not
 // acknowledge is owed (HandlesOwed): kept, enforced on this replica at
@@ -316,8 +319,12 @@ func (b *Broker) endInvocation(ctx context.Context, invocationID string) (end In
 	return end, nil, lerr
 }
 
+// Metrics is the broker's metrics (nil-safe; nil when none were given):
+// the API server counts the tokens it mints there.
+func (b *Broker) Metrics() *Metrics { return b.metrics }
+
 // Leases is the lease manager (nil when none is configured).
-func (b *Broker) Leases() *Leases { return b.leases }
+func (b *Broker) Leases() LeasedSecrets { return b.leases }
 
 // RevokePlugin revokes every handle and pass the plugin holds now.
 // ErrRevocationOwed: the store did not acknowledge it; this replica
@@ -351,7 +358,7 @@ func (b *Broker) Secret(ctx context.Context, g *Grant, fresh bool) (Secret, erro
 		if b.leases == nil {
 			return Secret{}, fmt.Errorf("intent %q: %w: no lease manager", g.Intent, ErrLeaseUnavailable)
 		}
-		fields, fp, err := b.leases.get(ctx, g)
+		fields, fp, err := b.leases.Fields(ctx, g)
 		if err != nil {
 			return Secret{}, fmt.Errorf("intent %q: %w", g.Intent, err)
 		}
@@ -401,7 +408,7 @@ func secretOf(intent string, in Intent, data SecretData) (Secret, error) {
 
 // RefreshSecrets makes the next fetch of every secret read its source.
 func (b *Broker) RefreshSecrets() {
-	b.secrets.Invalidate()
+	b.secrets.invalidate()
 	b.log.Info("secret cache invalidated")
 }
 

@@ -21,7 +21,7 @@ func TestIssue(t *testing.T) {
 		}, wantLife: time.Minute},
 		{name: "expires at the deadline, capped by max lifetime", req: func(now time.Time) IssueRequest {
 			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read", Destinations: apiDest, Deadline: now.Add(48 * time.Hour)}
-		}, wantLife: DefaultMaxHandleLifetime},
+		}, wantLife: defaultMaxHandleLifetime},
 		{name: "dry run, read intent", req: func(now time.Time) IssueRequest {
 			return IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read", Destinations: apiDest, Deadline: now.Add(time.Minute), DryRun: true}
 		}, wantLife: time.Minute},
@@ -105,8 +105,8 @@ func TestResolveOutcomes(t *testing.T) {
 	if !errors.Is(err, ErrHandleExpired) || g == nil || g.InvocationID != "inv-1" {
 		t.Fatalf("at expiry: %v (grant for audit: %v)", err, g)
 	}
-	f.clk.Advance(DefaultExpiredRetention + time.Second)
-	f.store.Sweep()
+	f.clk.Advance(defaultExpiredRetention + time.Second)
+	f.store.sweep()
 	if _, err := f.b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleUnknown) {
 		t.Fatalf("after retention and sweep: %v", err)
 	}

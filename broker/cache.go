@@ -35,7 +35,7 @@ type SecretCache struct {
 	sf      singleflight.Group
 
 	// retry is how long a source that failed as unavailable is known
-	// down (SourceRetry; settable by tests).
+	// down (sourceRetry; settable by tests).
 	retry  time.Duration
 	downMu sync.Mutex
 	down   map[string]time.Time // source -> no fresh re-read until then
@@ -59,17 +59,17 @@ func NewSecretCache(sources map[string]SecretSource, ttl, staleIfError time.Dura
 	}
 	return &SecretCache{
 		sources: sources, ttl: ttl, staleIfError: staleIfError, now: time.Now, log: log, metrics: m,
-		entries: map[cacheKey]*cacheEntry{}, retry: SourceRetry, down: map[string]time.Time{},
+		entries: map[cacheKey]*cacheEntry{}, retry: sourceRetry, down: map[string]time.Time{},
 	}
 }
 
-// SourceRetry is how long a secret source whose read failed as
+// sourceRetry is how long a secret source whose read failed as
 // unavailable (Vault sealed, unreachable, refusing the token) is known
 // down. Meanwhile fresh re-reads of its secrets, which an upstream 401/403
 // asks for to look for a rotated version, are skipped at once instead of
 // making the response wait for a read that will fail; one is let through
-// per SourceRetry to notice recovery. Cache misses still read.
-const SourceRetry = time.Second
+// per sourceRetry to notice recovery. Cache misses still read.
+const sourceRetry = time.Second
 
 // freshAllowed reports whether a fresh re-read of source may run now; a
 // caller let through while the source is known down is its probe.
@@ -186,9 +186,9 @@ func (c *SecretCache) fetch(ctx context.Context, k cacheKey, ref SecretRef, fres
 	}
 }
 
-// Invalidate makes every entry stale, so the next Get reads the source:
+// invalidate makes every entry stale, so the next Get reads the source:
 // after a Vault admin rotated a secret (SIGHUP, POST /v1/secrets/refresh).
-func (c *SecretCache) Invalidate() {
+func (c *SecretCache) invalidate() {
 	c.gen.Add(1)
 	for _, s := range c.sources {
 		if r, ok := s.(interface{ Reload() error }); ok {

@@ -81,7 +81,7 @@ func TestCacheTTLInvalidateAndFresh(t *testing.T) {
 		t.Fatalf("after TTL: version %d, reads %d", d.Version, src.reads.Load())
 	}
 	fs.set(SecretData{Fields: map[string]string{"f": "v3"}, Version: 3}, nil)
-	c.Invalidate()
+	c.invalidate()
 	if d := get(); d.Version != 3 {
 		t.Fatalf("after Invalidate: version %d", d.Version)
 	}

@@ -13,12 +13,12 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultMaxHandleLifetime       = time.Hour
-	DefaultMaxHandlesPerInvocation = 64 // the host allows 16; this is the broker's backstop
-	DefaultMaxHandles              = 1_000_000
-	DefaultSecretTTL               = 30 * time.Second
-	DefaultExpiredRetention        = 5 * time.Minute
-	DefaultRedisKeyPrefix          = "airlock:"
+	defaultMaxHandleLifetime       = time.Hour
+	defaultMaxHandlesPerInvocation = 64 // the host allows 16; this is the broker's backstop
+	defaultMaxHandles              = 1_000_000
+	defaultSecretTTL               = 30 * time.Second
+	defaultExpiredRetention        = 5 * time.Minute
+	defaultRedisKeyPrefix          = "airlock:"
 )
 
 // Store types.
@@ -98,18 +98,18 @@ type RedisConfig struct {
 	// before it is acknowledged (Redis WAIT); -1 never waits. Default 1:
 	// with Sentinel required, without it capped at the replicas the
 	// primary has connected. A revocation not confirmed is written again
-	// for up to DefaultRevocationAck, then owed (ErrRevocationOwed), so a
+	// for up to defaultRevocationAck, then owed (ErrRevocationOwed), so a
 	// failover cannot silently undo it.
 	RevocationReplicas int `yaml:"revocation_replicas"`
 	// RevocationWait bounds one WAIT (default 1s).
 	RevocationWait time.Duration `yaml:"revocation_wait"`
 }
 
-// DefaultRevocationWait bounds how long a revocation waits for a replica.
-const DefaultRevocationWait = time.Second
+// defaultRevocationWait bounds how long a revocation waits for a replica.
+const defaultRevocationWait = time.Second
 
-// DefaultLocalCache is the default size of a replica's grant cache.
-const DefaultLocalCache = 100000
+// defaultLocalCache is the default size of a replica's grant cache.
+const defaultLocalCache = 100000
 
 // SentinelConfig locates the primary through Redis Sentinel.
 type SentinelConfig struct {
@@ -166,28 +166,28 @@ func (r SecretRef) isZero() bool {
 // WithDefaults fills zero fields with the defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxHandleLifetime == 0 {
-		c.MaxHandleLifetime = DefaultMaxHandleLifetime
+		c.MaxHandleLifetime = defaultMaxHandleLifetime
 	}
 	if c.PassTTL == 0 {
-		c.PassTTL = DefaultPassTTL
+		c.PassTTL = defaultPassTTL
 	}
 	if c.MaxHandlesPerInvocation == 0 {
-		c.MaxHandlesPerInvocation = DefaultMaxHandlesPerInvocation
+		c.MaxHandlesPerInvocation = defaultMaxHandlesPerInvocation
 	}
 	if c.ExpiredRetention == 0 {
-		c.ExpiredRetention = DefaultExpiredRetention
+		c.ExpiredRetention = defaultExpiredRetention
 	}
 	if c.Store.Type == "" {
 		c.Store.Type = StoreMemory
 	}
 	if c.Store.MaxHandles == 0 {
-		c.Store.MaxHandles = DefaultMaxHandles
+		c.Store.MaxHandles = defaultMaxHandles
 	}
 	if c.Store.Redis.KeyPrefix == "" {
-		c.Store.Redis.KeyPrefix = DefaultRedisKeyPrefix
+		c.Store.Redis.KeyPrefix = defaultRedisKeyPrefix
 	}
 	if c.Secrets.CacheTTL == 0 {
-		c.Secrets.CacheTTL = DefaultSecretTTL
+		c.Secrets.CacheTTL = defaultSecretTTL
 	}
 	intents := make(map[string]Intent, len(c.Intents))
 	for name, in := range c.Intents {
@@ -281,7 +281,7 @@ func (c Config) Validate() error {
 	default:
 		add("broker.store.type: must be one of: memory, redis")
 	}
-	errs = append(errs, c.Leases.validate(c.Store.Type, c.leased())...)
+	errs = append(errs, c.Leases.validate(c.Store.Type, c.LeasedIntents())...)
 	if c.Secrets.CacheTTL < 0 || c.Secrets.StaleIfError < 0 {
 		add("broker.secrets: cache_ttl and stale_if_error must not be negative")
 	}
@@ -294,11 +294,11 @@ func (c Config) Validate() error {
 		if in.Class != ClassRead && in.Class != ClassWrite {
 			add("%s.class: must be read or write", p)
 		}
-		if in.Region != "" && !ValidRegion(in.Region) {
+		if in.Region != "" && !validRegion(in.Region) {
 			add("%s.region: %s", p, regionRule)
 		}
 		for i, d := range in.Destinations {
-			if d.Region != "" && !ValidRegion(d.Region) {
+			if d.Region != "" && !validRegion(d.Region) {
 				add("%s.destinations[%d].region: %s", p, i, regionRule)
 			}
 		}

@@ -24,13 +24,27 @@
 // Broker, the stores and the secret cache are safe for concurrent use.
 // Concurrent cache misses for one secret make one source read.
 //
-// # Size
+// # Layout
 //
-// The package is over 1,500 lines because it holds one concept — a
-// handle, from mint to revocation — behind its two small interfaces
-// (Store, SecretSource) with their implementations (memory and Redis
-// stores, Vault and file sources) and the API the host calls. Each file
-// is one of those; the implementations sit beside the interface they
-// satisfy so that a change to the contract and to every store is one
-// review.
+// The package is the broker's core: handles (handle.go) and the grants
+// behind them (grant.go), plugin passes (pass.go), revocation and owed
+// revocations (owed.go), the ledger of budgets, violations, access grants
+// and approvals (ledger*.go), the inject kinds and processors that say
+// how a secret goes into a request (inject*.go, processors.go), the
+// secret sources and their cache (source_*.go, cache.go), the config, and
+// the contracts the rest implements: Store, LeaseStore and Ledger (the
+// stores), SecretSource (Vault, file), LeasedSecrets (the lease
+// manager), and API, InvocationEnder and TokenMinter (the broker in
+// process, or its client over the socket).
+//
+// Two packages implement those contracts and import this one, never the
+// reverse: broker/lease (Vault leases, source vault_lease) and broker/api
+// (the gRPC server and client of the broker API).
+//
+// The memory and Redis stores (store_*.go, ledger_memory.go,
+// ledger_redis.go, lease_store.go) stay here: they apply the ledger's
+// rules (ledger_rules.go: budget checks, approval decisions) that the
+// core's own types carry, and the core's tests run on them; in a package
+// of their own they would need those rules exported and the tests moved
+// out of the package.
 package broker

@@ -80,3 +80,12 @@ var (
 	// it cannot be read outside one (check-config, context credentials).
 	ErrLeaseNeedsInvocation = errors.New("a leased secret is only obtained within an invocation")
 )
+
+// Broker API failures, on the client's side of the socket.
+var (
+	// ErrBrokerUnavailable: the broker API could not be reached.
+	ErrBrokerUnavailable = errors.New("broker API is unavailable")
+	// ErrUnauthenticated: the broker API refused the caller's token
+	// (none presented, or not the one in broker.api.token_file).
+	ErrUnauthenticated = errors.New("broker API refused the caller")
+)

@@ -69,8 +69,8 @@ type Destination struct {
 	line    int
 }
 
-// DefaultPort is the port of a destination that names none.
-const DefaultPort = 443
+// defaultPort is the port of a destination that names none.
+const defaultPort = 443
 
 // ParseDestination parses the shorthand "https://host[:port][/prefix]".
 func ParseDestination(s string) (Destination, error) {
@@ -141,7 +141,7 @@ func (d Destination) Check() error {
 func (d Destination) Normalize() (Destination, error) {
 	d.Host = strings.TrimSuffix(strings.ToLower(d.Host), ".")
 	if d.Port == 0 {
-		d.Port = DefaultPort
+		d.Port = defaultPort
 	}
 	if d.PathPrefix == "" {
 		d.PathPrefix = "/"

@@ -1,11 +1,10 @@
 package broker
 
 import (
+	"github.com/airlock-dev/airlock/broker/internal/brokertest"
 	"github.com/airlock-dev/airlock/internal/testenv"
 
 	"context"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,14 +34,7 @@ func testConfig(secretsFile string) Config {
 	}.WithDefaults()
 }
 
-func writeSecrets(tb testing.TB, body string) string {
-	tb.Helper()
-	p := filepath.Join(tb.TempDir(), "secrets.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
+var writeSecrets = brokertest.WriteSecrets
 
 type memFixture struct {
 	clk   *clock

@@ -11,9 +11,9 @@ func init() {
 
 var _ InjectKind = (*ClientCertInject)(nil)
 
-// DefaultClientKeyField is the field of a Vault PKI issue answer that
+// defaultClientKeyField is the field of a Vault PKI issue answer that
 // holds the private key.
-const DefaultClientKeyField = "private_key"
+const defaultClientKeyField = "private_key"
 
 // ClientCertInject presents the bound field (a PEM certificate) with the
 // private key in KeyField of the same secret, and the intermediate
@@ -33,7 +33,7 @@ func (*ClientCertInject) Kind() string { return "client_cert" }
 func (c *ClientCertInject) WithDefaults() InjectKind {
 	d := *c
 	if d.KeyField == "" {
-		d.KeyField = DefaultClientKeyField
+		d.KeyField = defaultClientKeyField
 	}
 	return &d
 }

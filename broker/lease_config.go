@@ -7,12 +7,12 @@ import (
 
 // Defaults for LeasesConfig.
 const (
-	DefaultLeaseRenewBefore     = 30 * time.Second
-	DefaultLeaseRevokeAttempts  = 5
-	DefaultLeaseRevokeBackoff   = time.Second
-	DefaultLeaseRevokeTimeout   = 5 * time.Second
-	DefaultLeaseCheckInterval   = 500 * time.Millisecond
-	DefaultLeaseFailingWarnings = 1
+	defaultLeaseRenewBefore     = 30 * time.Second
+	defaultLeaseRevokeAttempts  = 5
+	defaultLeaseRevokeBackoff   = time.Second
+	defaultLeaseRevokeTimeout   = 5 * time.Second
+	defaultLeaseCheckInterval   = 500 * time.Millisecond
+	defaultLeaseFailingWarnings = 1
 )
 
 // LeasesConfig tunes the leased secrets (source vault_lease): the
@@ -47,22 +47,22 @@ type LeasesConfig struct {
 // WithDefaults fills zero fields.
 func (c LeasesConfig) WithDefaults() LeasesConfig {
 	if c.RenewBefore == 0 {
-		c.RenewBefore = DefaultLeaseRenewBefore
+		c.RenewBefore = defaultLeaseRenewBefore
 	}
 	if c.RevokeAttempts == 0 {
-		c.RevokeAttempts = DefaultLeaseRevokeAttempts
+		c.RevokeAttempts = defaultLeaseRevokeAttempts
 	}
 	if c.RevokeBackoff == 0 {
-		c.RevokeBackoff = DefaultLeaseRevokeBackoff
+		c.RevokeBackoff = defaultLeaseRevokeBackoff
 	}
 	if c.RevokeTimeout == 0 {
-		c.RevokeTimeout = DefaultLeaseRevokeTimeout
+		c.RevokeTimeout = defaultLeaseRevokeTimeout
 	}
 	if c.CheckInterval == 0 {
-		c.CheckInterval = DefaultLeaseCheckInterval
+		c.CheckInterval = defaultLeaseCheckInterval
 	}
 	if c.FailingWarning == 0 {
-		c.FailingWarning = DefaultLeaseFailingWarnings
+		c.FailingWarning = defaultLeaseFailingWarnings
 	}
 	return c
 }
@@ -79,8 +79,9 @@ func (c LeasesConfig) validate(storeType string, leased []string) []error {
 	return errs
 }
 
-// leased returns the names of the intents bound to a leased secret, sorted.
-func (c Config) leased() []string {
+// LeasedIntents returns the names of the intents bound to a leased secret
+// (source vault_lease), sorted.
+func (c Config) LeasedIntents() []string {
 	var out []string
 	for _, name := range c.IntentNames() {
 		if c.Intents[name].Secret.Source == SourceVaultLease {

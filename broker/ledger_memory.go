@@ -92,7 +92,7 @@ func (s *MemoryStore) RecordViolation(_ context.Context, v Violation) error {
 	if v.At.IsZero() {
 		v.At = s.now()
 	}
-	until := s.now().Add(LedgerRetention)
+	until := s.now().Add(ledgerRetention)
 	for _, k := range []string{"inv:" + v.InvocationID, "plg:" + v.PluginID} {
 		list := append(l.violations[k], v)
 		if len(list) > MaxViolationsPerKey {
@@ -165,7 +165,7 @@ func (s *MemoryStore) GetAccessGrant(_ context.Context, id string) (*AccessGrant
 }
 
 // ListAccessGrants implements Ledger: every grant the store holds (live,
-// expired or revoked within LedgerRetention), by issue time.
+// expired or revoked within ledgerRetention), by issue time.
 func (s *MemoryStore) ListAccessGrants(context.Context) ([]*AccessGrant, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -256,7 +256,7 @@ func (s *MemoryStore) DecideApproval(_ context.Context, id, approver string, app
 }
 
 // sweepLedgerLocked drops spend past its time, violations past
-// retention, and grants and approvals LedgerRetention past their end.
+// retention, and grants and approvals ledgerRetention past their end.
 func (s *MemoryStore) sweepLedgerLocked(now time.Time) {
 	l := s.led
 	if l == nil {
@@ -274,12 +274,12 @@ func (s *MemoryStore) sweepLedgerLocked(now time.Time) {
 		}
 	}
 	for id, g := range l.grants {
-		if now.After(g.NotAfter.Add(LedgerRetention)) {
+		if now.After(g.NotAfter.Add(ledgerRetention)) {
 			delete(l.grants, id)
 		}
 	}
 	for id, a := range l.approvals {
-		if now.After(a.ExpiresAt.Add(LedgerRetention)) {
+		if now.After(a.ExpiresAt.Add(ledgerRetention)) {
 			delete(l.approvals, id)
 		}
 	}

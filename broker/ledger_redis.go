@@ -16,13 +16,13 @@ import (
 // The ledger's layout in Redis, under KeyPrefix:
 //
 //	sp:<budget key>   hash {calls, cost_micros, egress_requests, egress_bytes, tokens};
-//	                  expires InvocationSpendTTL (invocation keys) or SpendTTL after the last charge
+//	                  expires invocationSpendTTL (invocation keys) or spendKeyTTL after the last charge
 //	vi:inv:<id>       list of violation JSON, oldest first, the last MaxViolationsPerKey
 //	vi:plg:<id>       sorted set of "<nonce> <violation JSON>" by unix ms, the last MaxViolationsPerKey
 //	ag:<id>           hash {g: access grant JSON, ra: revoked at (RFC 3339), rb: revoked by};
-//	                  expires at not_after + LedgerRetention
+//	                  expires at not_after + ledgerRetention
 //	ag-index          sorted set of access grant ids by not_after (unix ms)
-//	ap:<id>           approval JSON; expires at expires_at + LedgerRetention
+//	ap:<id>           approval JSON; expires at expires_at + ledgerRetention
 //	ap-index          sorted set of approval ids by expires_at (unix ms)
 //
 // A charge is one Lua script over every line's key, so replicas charging
@@ -138,11 +138,11 @@ func (s *RedisStore) RecordViolation(ctx context.Context, v Violation) error {
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.RPush(ctx, inv, body)
 		p.LTrim(ctx, inv, -MaxViolationsPerKey, -1)
-		p.PExpire(ctx, inv, LedgerRetention)
+		p.PExpire(ctx, inv, ledgerRetention)
 		// The nonce keeps two equal violations in one millisecond apart.
 		p.ZAdd(ctx, plg, redis.Z{Score: float64(v.At.UnixMilli()), Member: rand.Text()[:12] + " " + string(body)})
 		p.ZRemRangeByRank(ctx, plg, 0, -MaxViolationsPerKey-1)
-		p.PExpire(ctx, plg, LedgerRetention)
+		p.PExpire(ctx, plg, ledgerRetention)
 		return nil
 	})
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *RedisStore) PutAccessGrant(ctx context.Context, g *AccessGrant) error {
 	k := s.grantKey(g.ID)
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k, "g", body)
-		p.PExpireAt(ctx, k, g.NotAfter.Add(LedgerRetention))
+		p.PExpireAt(ctx, k, g.NotAfter.Add(ledgerRetention))
 		p.ZAdd(ctx, s.key("ag-index"), redis.Z{Score: float64(g.NotAfter.UnixMilli()), Member: g.ID})
 		return nil
 	})
@@ -265,7 +265,7 @@ func (s *RedisStore) ListAccessGrants(ctx context.Context) ([]*AccessGrant, erro
 // indexed returns the ids in an index, dropping those past retention.
 func (s *RedisStore) indexed(ctx context.Context, index string) ([]string, error) {
 	k := s.key(index)
-	old := strconv.FormatInt(time.Now().Add(-LedgerRetention).UnixMilli(), 10)
+	old := strconv.FormatInt(time.Now().Add(-ledgerRetention).UnixMilli(), 10)
 	if err := s.rdb.ZRemRangeByScore(ctx, k, "-inf", "("+old).Err(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, index, err)
 	}
@@ -318,7 +318,7 @@ func (s *RedisStore) PutApproval(ctx context.Context, a *Approval) error {
 	}
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, s.approvalKey(a.ID), body, 0)
-		p.PExpireAt(ctx, s.approvalKey(a.ID), a.ExpiresAt.Add(LedgerRetention))
+		p.PExpireAt(ctx, s.approvalKey(a.ID), a.ExpiresAt.Add(ledgerRetention))
 		p.ZAdd(ctx, s.key("ap-index"), redis.Z{Score: float64(a.ExpiresAt.UnixMilli()), Member: a.ID})
 		return nil
 	})

@@ -76,3 +76,13 @@ func (s *RedisStore) reassertTo(ctx context.Context, other *RedisStore) (int, er
 	}
 	return len(entries), nil
 }
+
+func newLedgerStore(t *testing.T, addr string) *RedisStore {
+	t.Helper()
+	s, err := NewRedisStore(RedisConfig{Address: addr, KeyPrefix: "airlock-test:"}, time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

@@ -17,20 +17,20 @@ import (
 const (
 	// MaxAccessGrantTTL is the longest an access grant may live.
 	MaxAccessGrantTTL = 30 * 24 * time.Hour
-	// LedgerRetention keeps revoked and expired access grants, decided
+	// ledgerRetention keeps revoked and expired access grants, decided
 	// and expired approvals, and violations this long past their end, so
 	// they can be inspected.
-	LedgerRetention = 7 * 24 * time.Hour
-	// InvocationSpendTTL keeps an invocation's spend this long after its
+	ledgerRetention = 7 * 24 * time.Hour
+	// invocationSpendTTL keeps an invocation's spend this long after its
 	// last charge (an invocation lasts at most an hour).
-	InvocationSpendTTL = 24 * time.Hour
-	// SpendTTL keeps a run's or an access grant's spend this long after
+	invocationSpendTTL = 24 * time.Hour
+	// spendKeyTTL keeps a run's or an access grant's spend this long after
 	// its last charge: longer than any grant lives, so a grant's spend is
 	// never forgotten while the grant can still be used.
-	SpendTTL = MaxAccessGrantTTL + 24*time.Hour
-	// MaxChargeLines bounds the lines of one charge (an invocation's, a
+	spendKeyTTL = MaxAccessGrantTTL + 24*time.Hour
+	// maxChargeLines bounds the lines of one charge (an invocation's, a
 	// run's and a grant's are three).
-	MaxChargeLines = 8
+	maxChargeLines = 8
 	// MaxViolationsPerKey bounds the violations kept per invocation and
 	// per plugin: the oldest are dropped past it.
 	MaxViolationsPerKey = 1000
@@ -39,9 +39,9 @@ const (
 // spendTTL is how long the spend under key lives after a charge.
 func spendTTL(key string) time.Duration {
 	if strings.HasPrefix(key, "invocation:") {
-		return InvocationSpendTTL
+		return invocationSpendTTL
 	}
-	return SpendTTL
+	return spendKeyTTL
 }
 
 // spendDims are a Spend's dimensions, in the order a charge checks them,
@@ -86,8 +86,8 @@ func checkCharge(lines []BudgetLine, add Spend) error {
 			return fmt.Errorf("%w: charge: %s is negative", ErrBadRequest, spendDims[i].name)
 		}
 	}
-	if len(lines) > MaxChargeLines {
-		return fmt.Errorf("%w: charge: at most %d lines", ErrBadRequest, MaxChargeLines)
+	if len(lines) > maxChargeLines {
+		return fmt.Errorf("%w: charge: at most %d lines", ErrBadRequest, maxChargeLines)
 	}
 	seen := make(map[string]bool, len(lines))
 	for i, l := range lines {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"google.golang.org/grpc/credentials"
-
 	"github.com/airlock-dev/airlock/internal/hostport"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
@@ -103,14 +101,4 @@ func (c APIConfig) Peers() (gid int, uids []int, err error) {
 		uerr = errors.New("broker.api.allowed_users: " + uerr.Error())
 	}
 	return gid, append(append([]int(nil), c.AllowedUIDs...), named...), errors.Join(gerr, uerr)
-}
-
-// TCPCredentials returns server credentials for mutual TLS (TLS 1.3,
-// client certificate required and verified against ClientCAFile).
-func TCPCredentials(c TCPConfig) (credentials.TransportCredentials, error) {
-	tc, err := peerauth.MutualTLS("broker.api.tcp", c.CertFile, c.KeyFile, c.ClientCAFile)
-	if err != nil {
-		return nil, err
-	}
-	return credentials.NewTLS(tc), nil
 }

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// DefaultPassTTL is how long a plugin pass lives after it is issued or
+// defaultPassTTL is how long a plugin pass lives after it is issued or
 // renewed: the host renews it while the plugin runs, so a pass a crashed
 // host could not revoke is dead within this time.
-const DefaultPassTTL = time.Hour
+const defaultPassTTL = time.Hour
 
 // A plugin pass is what the host puts in a plugin's HTTPS_PROXY userinfo
 // when the proxy intercepts CONNECT: it names the plugin to the proxy so
@@ -29,7 +29,7 @@ func (b *Broker) issuePass(ctx context.Context, req IssueRequest) (Issued, error
 	}
 	iss, err := mint(ctx, req)
 	if err != nil {
-		reason, _ := reasonOf(err)
+		reason, _ := Reason(err)
 		b.metrics.issueError(reason)
 		return Issued{}, err
 	}

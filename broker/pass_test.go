@@ -21,9 +21,9 @@ func TestIssuePass(t *testing.T) {
 		{name: "manifest destinations, deduplicated to host and port",
 			req: IssueRequest{Destinations: []Destination{{Host: "API.example.com", PathPrefix: "/v1/"}, {Host: "api.example.com", Methods: []string{"GET"}},
 				{Host: "b.example.com", Port: 8443}}},
-			wantDests: []Destination{{Host: "api.example.com", Port: 443}, {Host: "b.example.com", Port: 8443}}, wantLife: DefaultPassTTL},
+			wantDests: []Destination{{Host: "api.example.com", Port: 443}, {Host: "b.example.com", Port: 8443}}, wantLife: defaultPassTTL},
 		{name: "destinations of the intents' bindings", req: IssueRequest{PassIntents: []string{"example.bound", "example.read"}},
-			wantDests: []Destination{{Host: "api.example.com", Port: 443}}, wantLife: DefaultPassTTL},
+			wantDests: []Destination{{Host: "api.example.com", Port: 443}}, wantLife: defaultPassTTL},
 		{name: "a deadline sooner than the TTL", req: IssueRequest{Destinations: apiDest, Deadline: now.Add(20 * time.Minute)},
 			wantDests: []Destination{{Host: "api.example.com", Port: 443}}, wantLife: 20 * time.Minute},
 		{name: "intents without destinations", req: IssueRequest{PassIntents: []string{"example.read"}}, wantErr: ErrBadRequest},
@@ -99,7 +99,7 @@ func TestRenewPass(t *testing.T) {
 	}
 	f.clk.Advance(40 * time.Minute)
 	got, err := renew(f.b, "p", iss.Handle)
-	if err != nil || got.Handle != iss.Handle || got.Fingerprint != iss.Fingerprint || !got.ExpiresAt.Equal(f.clk.Now().Add(DefaultPassTTL)) {
+	if err != nil || got.Handle != iss.Handle || got.Fingerprint != iss.Fingerprint || !got.ExpiresAt.Equal(f.clk.Now().Add(defaultPassTTL)) {
 		t.Fatalf("renewal: %+v %v", got, err)
 	}
 	f.clk.Advance(30 * time.Minute) // past the first expiry
@@ -127,7 +127,7 @@ func TestRenewPass(t *testing.T) {
 		t.Fatalf("a refused renewal changed a handle: %+v", g)
 	}
 
-	f.clk.Advance(DefaultPassTTL)
+	f.clk.Advance(defaultPassTTL)
 	if _, err := renew(f.b, "p", iss.Handle); !errors.Is(err, ErrHandleExpired) {
 		t.Fatalf("an expired pass was renewed: %v", err)
 	}

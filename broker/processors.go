@@ -103,8 +103,8 @@ type OAuth2JWTBearerInject struct {
 const (
 	TokenPlaceholder      = "{{token}}"
 	SignaturePlaceholder  = "{{signature}}"
-	DefaultTokenSkew      = 60 * time.Second
-	DefaultRefreshBackoff = time.Second
+	defaultTokenSkew      = 60 * time.Second
+	defaultRefreshBackoff = time.Second
 )
 
 func init() {
@@ -157,10 +157,10 @@ func (t TokenInject) WithTokenDefaults() TokenInject {
 		t.Template = "Bearer " + TokenPlaceholder
 	}
 	if t.Skew == 0 {
-		t.Skew = DefaultTokenSkew
+		t.Skew = defaultTokenSkew
 	}
 	if t.RefreshBackoff == 0 {
-		t.RefreshBackoff = DefaultRefreshBackoff
+		t.RefreshBackoff = defaultRefreshBackoff
 	}
 	return t
 }

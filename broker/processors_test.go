@@ -57,7 +57,7 @@ func TestProcessorValidation(t *testing.T) {
 func TestInjectTokenDefaults(t *testing.T) {
 	in := Inject{Kind: &OAuth2ClientCredentialsInject{ClientID: "c"}}
 	tk := in.Kind.WithDefaults().(*OAuth2ClientCredentialsInject).TokenInject
-	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != DefaultTokenSkew || tk.RefreshBackoff != DefaultRefreshBackoff || in.Name() != "oauth2_client_credentials" {
+	if tk.Header != "Authorization" || tk.Template != "Bearer {{token}}" || tk.Skew != defaultTokenSkew || tk.RefreshBackoff != defaultRefreshBackoff || in.Name() != "oauth2_client_credentials" {
 		t.Fatalf("%+v %s", tk, in.Name())
 	}
 	if in.Kind.(*OAuth2ClientCredentialsInject).Header != "" {

@@ -46,7 +46,9 @@ var reasons = []struct {
 	{ErrAlreadyApproved, "already_approved", codes.AlreadyExists},
 }
 
-func reasonOf(err error) (string, codes.Code) {
+// Reason is err's reason code and gRPC status code: "error" and
+// codes.Internal for an error the table does not name.
+func Reason(err error) (reason string, code codes.Code) {
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
 			return r.reason, r.code
@@ -55,7 +57,9 @@ func reasonOf(err error) (string, codes.Code) {
 	return "error", codes.Internal
 }
 
-func errorOf(reason string) (error, bool) {
+// ReasonError is the error a reason code stands for, so errors.Is works
+// on the client side of the API; false for a reason the table lacks.
+func ReasonError(reason string) (error, bool) {
 	for _, r := range reasons {
 		if r.reason == reason {
 			return r.err, true

@@ -28,7 +28,7 @@ func (b *Broker) leased(name string) bool {
 	return in.Secret.Source == SourceVaultLease
 }
 
-// intentNames returns the configured intent names, sorted.
-func (b *Broker) intentNames() []string {
+// IntentNames returns the configured intent names, sorted.
+func (b *Broker) IntentNames() []string {
 	return slices.Sorted(maps.Keys(*b.intents.Load()))
 }

@@ -39,7 +39,7 @@ func TestSetIntents(t *testing.T) {
 	if h, isHeader := bound.Inject.Kind.(*HeaderInject); !ok || !isHeader || h.Name != "X-Api-Key" {
 		t.Fatalf("a handle issued before the reload injects %#v, want the new binding's X-Api-Key header", bound.Inject.Kind)
 	}
-	if names := f.b.intentNames(); len(names) != 4 {
+	if names := f.b.IntentNames(); len(names) != 4 {
 		t.Fatalf("intents after the reload: %v", names)
 	}
 }

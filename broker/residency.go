@@ -3,8 +3,6 @@ package broker
 import (
 	"fmt"
 	"slices"
-
-	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
 
 // The decision point's context a handle carries: the run and access
@@ -29,14 +27,14 @@ const (
 	MaxBudgetLines   = 8
 	MaxBudgetKey     = MaxIDBytes + 16 // "invocation:" and an id
 	MaxResidency     = 32
-	maxRegionBytes   = 32
+	MaxRegionBytes   = 32
 	regionRule       = "a region is 1-32 lower-case letters, digits and -"
 	violationOptions = "on_violation: one of refuse, end, quarantine"
 )
 
-// ValidRegion reports whether s is a region name: [a-z0-9-]{1,32}.
-func ValidRegion(s string) bool {
-	if s == "" || len(s) > maxRegionBytes {
+// validRegion reports whether s is a region name: [a-z0-9-]{1,32}.
+func validRegion(s string) bool {
+	if s == "" || len(s) > MaxRegionBytes {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -99,7 +97,7 @@ func checkDecision(req IssueRequest) (string, error) {
 		}
 	}
 	for i, r := range req.Residency {
-		if !ValidRegion(r) {
+		if !validRegion(r) {
 			return "", fmt.Errorf("%w: residency[%d]: %s", ErrBadRequest, i, regionRule)
 		}
 	}
@@ -110,27 +108,4 @@ func checkDecision(req IssueRequest) (string, error) {
 		return req.OnViolation, nil
 	}
 	return "", fmt.Errorf("%w: %s", ErrBadRequest, violationOptions)
-}
-
-// budgetToProto and budgetFromProto carry budget lines over the broker
-// API.
-func budgetToProto(lines []BudgetLine) []*brokerv1.HandleBudgetLine {
-	out := make([]*brokerv1.HandleBudgetLine, 0, len(lines))
-	for _, l := range lines {
-		out = append(out, &brokerv1.HandleBudgetLine{Key: l.Key, Calls: l.Limits.Calls, CostMicros: l.Limits.CostMicros,
-			EgressRequests: l.Limits.EgressRequests, EgressBytes: l.Limits.EgressBytes, Tokens: l.Limits.Tokens})
-	}
-	return out
-}
-
-func budgetFromProto(lines []*brokerv1.HandleBudgetLine) []BudgetLine {
-	if len(lines) == 0 {
-		return nil
-	}
-	out := make([]BudgetLine, 0, len(lines))
-	for _, l := range lines {
-		out = append(out, BudgetLine{Key: l.GetKey(), Limits: Limits{Calls: l.GetCalls(), CostMicros: l.GetCostMicros(),
-			EgressRequests: l.GetEgressRequests(), EgressBytes: l.GetEgressBytes(), Tokens: l.GetTokens()}})
-	}
-	return out
 }

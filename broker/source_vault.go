@@ -116,12 +116,12 @@ func (v *VaultSource) classify(err error) error {
 		}
 		return fmt.Errorf("%w: Vault answered %d", ErrSecretUnavailable, re.StatusCode)
 	}
-	return fmt.Errorf("%w: %v", ErrSecretUnavailable, transportError(err))
+	return fmt.Errorf("%w: %v", ErrSecretUnavailable, VaultTransportError(err))
 }
 
-// transportError keeps the kind of a network failure without echoing
-// anything Vault sent back.
-func transportError(err error) string {
+// VaultTransportError names the kind of a failure to reach Vault (timed
+// out, canceled, unreachable) without echoing anything Vault sent back.
+func VaultTransportError(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "request timed out"

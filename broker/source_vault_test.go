@@ -199,7 +199,7 @@ func TestVaultOutages(t *testing.T) {
 // With Vault sealed, an upstream answering 401 to every request asks for
 // a fresh re-read on each response. The first re-read finds Vault down;
 // further ones are skipped at once (no response waits for a read that
-// will fail) until SourceRetry has passed, when one probe is let through,
+// will fail) until sourceRetry has passed, when one probe is let through,
 // and the first probe after unsealing reads again. On the old code every
 // re-read went to the sealed Vault.
 func TestVaultKnownDownSkipsFreshReads(t *testing.T) {
@@ -230,19 +230,38 @@ func TestVaultKnownDownSkipsFreshReads(t *testing.T) {
 	if s, err := b.SecretFor(ctx, "api", false); err != nil || s.Value != "before-seal" {
 		t.Fatalf("cached read with Vault sealed: %v", err)
 	}
-	clk.Advance(SourceRetry)
+	clk.Advance(sourceRetry)
 	for i := 0; i < 5; i++ {
 		_, _ = b.SecretFor(ctx, "api", true)
 	}
 	if n := reads() - before; n != 2 {
-		t.Fatalf("after SourceRetry: %d reads in all, want one probe more (2)", n)
+		t.Fatalf("after sourceRetry: %d reads in all, want one probe more (2)", n)
 	}
 	v.Unseal(t)
-	clk.Advance(SourceRetry)
+	clk.Advance(sourceRetry)
 	if s, err := b.SecretFor(ctx, "api", true); err != nil || s.Value != "before-seal" {
 		t.Fatalf("the first probe after unsealing: %v", err)
 	}
 	if _, err := b.SecretFor(ctx, "api", true); err != nil {
 		t.Fatalf("a fresh read once Vault is known up: %v", err)
+	}
+}
+
+// The static KV v2 read, as the baseline of the leased secrets' benchmarks
+// (broker/lease).
+func BenchmarkSecretStaticKV(b *testing.B) {
+	v := testenv.Vault(b)
+	putSecret(b, v.Client(b), "bench-static/api", map[string]any{"token": "static-value"})
+	br := vaultBroker(b, v.Client(b), "bench-static", nil)
+	g := &Grant{PluginID: "p", InvocationID: "inv", Intent: "api", ExpiresAt: time.Now().Add(time.Hour)}
+	ctx := context.Background()
+	if _, err := br.Secret(ctx, g, false); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := br.Secret(ctx, g, false); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -193,8 +193,8 @@ func (s *MemoryStore) Len() int {
 	return len(s.grants)
 }
 
-// Sweep drops grants past expiry plus retention and old tombstones.
-func (s *MemoryStore) Sweep() {
+// sweep drops grants past expiry plus retention and old tombstones.
+func (s *MemoryStore) sweep() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.now())
@@ -245,5 +245,5 @@ func (s *MemoryStore) sweepLocked(now time.Time) {
 
 // Run sweeps every interval until ctx ends.
 func (s *MemoryStore) Run(ctx context.Context, interval time.Duration) {
-	serve.Every(ctx, interval, func(time.Time) { s.Sweep() })
+	serve.Every(ctx, interval, func(time.Time) { s.sweep() })
 }

@@ -120,7 +120,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		rdb = redis.NewClient(opts)
 	}
 	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
-		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait, ackWithin: DefaultRevocationAck,
+		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait, ackWithin: defaultRevocationAck,
 		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing,
 		switched: make(chan struct{}, 1), sentinel: cfg.Sentinel, sentinelPassword: sentinelPassword, log: slog.New(slog.DiscardHandler)}
 	if st.waitReplicas == 0 {
@@ -130,12 +130,12 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		st.waitReplicas, st.capWait = 1, cfg.Sentinel == nil
 	}
 	if st.waitTimeout == 0 {
-		st.waitTimeout = DefaultRevocationWait
+		st.waitTimeout = defaultRevocationWait
 	}
 	if cfg.LocalCache >= 0 {
 		size := cfg.LocalCache
 		if size == 0 {
-			size = DefaultLocalCache
+			size = defaultLocalCache
 		}
 		st.cache = newGrantCache(size)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Grant cache timing: an entry is served for at most MaxCacheAge, and
-// only while a probe published less than FeedStale ago came back over the
+// Grant cache timing: an entry is served for at most maxCacheAge, and
+// only while a probe published less than feedStale ago came back over the
 // invalidation feed (one is published every feedPing).
 const (
-	MaxCacheAge = 30 * time.Second
-	FeedStale   = 3 * time.Second
+	maxCacheAge = 30 * time.Second
+	feedStale   = 3 * time.Second
 	feedPing    = time.Second
 )
 
@@ -48,7 +48,7 @@ type cached struct {
 }
 
 func newGrantCache(size int) *grantCache {
-	return &grantCache{size: size, stale: FeedStale, entries: map[string]cached{}, byInv: map[string]map[string]struct{}{},
+	return &grantCache{size: size, stale: feedStale, entries: map[string]cached{}, byInv: map[string]map[string]struct{}{},
 		byPlugin: map[string]map[string]struct{}{}}
 }
 
@@ -67,7 +67,7 @@ func (c *grantCache) get(hk string) *Grant {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[hk]
-	if !ok || time.Since(e.stored) > MaxCacheAge {
+	if !ok || time.Since(e.stored) > maxCacheAge {
 		return nil
 	}
 	g := *e.g
@@ -189,7 +189,7 @@ func (c *grantCache) proven(sent time.Time) {
 // pings while revocations are published elsewhere. So the feed proves
 // itself end to end: every feedPing it publishes a probe through the
 // store's ordinary (write) path, which goes to the current primary, and
-// the cache is used only while a probe sent less than FeedStale ago has
+// the cache is used only while a probe sent less than feedStale ago has
 // come back over the subscription. A subscription that stops proving
 // itself is dropped and made again, which asks Sentinel for the primary.
 //
@@ -227,7 +227,7 @@ func (s *RedisStore) follow(ctx context.Context) {
 	sent := map[string]time.Time{} // probe -> when it was published
 	var seq uint64
 	var lastProbe time.Time // when the last probe was sent
-	proof := time.Now()     // a new subscription has FeedStale to prove itself
+	proof := time.Now()     // a new subscription has feedStale to prove itself
 	for ctx.Err() == nil {
 		now := time.Now()
 		if now.Sub(proof) >= s.cache.stale || s.epoch.Load() != epoch {

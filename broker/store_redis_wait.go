@@ -8,12 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultRevocationAck bounds how long one revocation call keeps writing
+// defaultRevocationAck bounds how long one revocation call keeps writing
 // a revocation until enough replicas confirm it (through a failover: the
 // old primary refuses to confirm, the failover client moves to the new
 // one, and the revocation is written there). Past it the revocation is
 // owed (ErrRevocationUnreplicated; see Broker).
-const DefaultRevocationAck = 5 * time.Second
+const defaultRevocationAck = 5 * time.Second
 
 // revoke runs a revocation script and acknowledges it only once enough
 // replicas hold it. Redis replicates asynchronously: a revocation the

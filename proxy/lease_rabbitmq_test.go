@@ -21,6 +21,7 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/lease"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ func newRabbitEnv(t testing.TB) *rabbitEnv {
 // leaseProxy is one replica: broker with leases, and its proxy.
 type leaseProxy struct {
 	b      *broker.Broker
-	leases *broker.Leases
+	leases *lease.Manager
 	addr   string
 	audit  *testenv.SyncBuffer
 }
@@ -371,7 +372,7 @@ func startLeaseProxy(t testing.TB, ca *testenv.CA, bc broker.Config, store broke
 	if store == nil {
 		store = broker.NewMemoryStore(1000, time.Minute, time.Hour, nil)
 	}
-	leases, err := broker.NewLeases(bc, vc, store.(broker.LeaseStore), broker.LeaseOptions{})
+	leases, err := lease.New(bc, vc, store.(broker.LeaseStore), lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -109,7 +110,7 @@ broker:
       inject: {placeholder: {}}
 `, admin, sock, secrets))
 	startServe(t, nil, cfg, admin)
-	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
+	c, err := brokerapi.Dial("unix://"+sock, brokerapi.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ proxy:
   resolve: {demo.airlock.test: [127.0.0.1]}
 `, admin, sock, secrets, proxyAddr, ca.PEMFile))
 	startServe(t, nil, cfg, admin)
-	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
+	c, err := brokerapi.Dial("unix://"+sock, brokerapi.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
 
@@ -21,11 +22,11 @@ import (
 // beside that socket (where serve puts it by default).
 // When socket is not nil, the dialer records there the socket it dials
 // (see explainRefusal).
-func brokerFlags(fs *flag.FlagSet, socket *string) func() (*broker.Client, error) {
+func brokerFlags(fs *flag.FlagSet, socket *string) func() (*brokerapi.Client, error) {
 	path := configFlag(fs)
 	addr := fs.String("broker", "", "the broker API socket (default: broker.api.socket of the config)")
 	tokenFile := fs.String("broker-token-file", "", "the broker API token (default: broker.api.token_file of the config)")
-	return func() (*broker.Client, error) {
+	return func() (*brokerapi.Client, error) {
 		target, tf := strings.TrimPrefix(*addr, "unix:"), *tokenFile
 		if target == "" || tf == "" {
 			if target != "" && *path == "" {
@@ -46,7 +47,7 @@ func brokerFlags(fs *flag.FlagSet, socket *string) func() (*broker.Client, error
 		if socket != nil {
 			*socket = target
 		}
-		return broker.Dial("unix://"+target, broker.DialOptions{TokenFile: tf})
+		return brokerapi.Dial("unix://"+target, brokerapi.DialOptions{TokenFile: tf})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -95,7 +96,7 @@ proxy:
 	cfg := writeConfig(t, config(demo, "per_handle_rps: 0.001, per_handle_burst: 1"))
 	cmd, logs := startServeProcess(t, nil, cfg, admin)
 
-	c, err := broker.Dial("unix://"+sock, broker.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
+	c, err := brokerapi.Dial("unix://"+sock, brokerapi.DialOptions{TokenFile: filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/lease"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
@@ -35,7 +36,7 @@ func leasedFixture(t *testing.T) (*hostFixture, *testenv.RabbitMQServer) {
 		if err := bc.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		leases, err := broker.NewLeases(*bc, v.Client(t), store.(broker.LeaseStore), broker.LeaseOptions{})
+		leases, err := lease.New(*bc, v.Client(t), store.(broker.LeaseStore), lease.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -68,7 +69,7 @@ func TestDevHonoursUserSettings(t *testing.T) {
 	// A handle for the user's intent: the proxy reads the user's secret
 	// and sends it (the demo upstream, which wants the demo secret,
 	// answers 401); a secret the broker cannot read would be a 503.
-	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	bc, err := brokerapi.Dial("unix://"+cfg.Broker.API.Socket, brokerapi.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestDevKeepsFileProxySettings(t *testing.T) {
 	if len(fileProxy) != 1 {
 		t.Fatalf("Dev changed the caller's proxy.resolve: %v", fileProxy)
 	}
-	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	bc, err := brokerapi.Dial("unix://"+cfg.Broker.API.Socket, brokerapi.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}

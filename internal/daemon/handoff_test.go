@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/proxy"
@@ -23,7 +24,7 @@ func TestServeHandoffServesForThePlugin(t *testing.T) {
 	cfg := testConfig(t)
 	r := serveBackground(t, cfg)
 	api := cfg.Broker.API
-	bc, err := broker.Dial("unix://"+api.Socket, broker.DialOptions{TokenFile: api.TokenFile})
+	bc, err := brokerapi.Dial("unix://"+api.Socket, brokerapi.DialOptions{TokenFile: api.TokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}

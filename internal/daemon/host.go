@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/evidence"
@@ -60,7 +61,7 @@ func Host(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	defer lock.Release()
-	bc, err := broker.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	bc, err := brokerapi.Dial("unix://"+strings.TrimPrefix(cfg.Host.Broker, "unix:"), brokerapi.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/lease"
 	"github.com/airlock-dev/airlock/internal/vault"
 )
 
 // newLeases is the lease manager of the leased intents (source
 // vault_lease), nil when the config has none.
-func newLeases(bc broker.Config, vc *vault.Client, store broker.Store, reg prometheus.Registerer, log *slog.Logger) (*broker.Leases, error) {
+func newLeases(bc broker.Config, vc *vault.Client, store broker.Store, reg prometheus.Registerer, log *slog.Logger) (*lease.Manager, error) {
 	leased := false
 	for _, in := range bc.Intents {
 		leased = leased || in.Secret.Source == broker.SourceVaultLease
@@ -30,5 +31,5 @@ func newLeases(bc broker.Config, vc *vault.Client, store broker.Store, reg prome
 	if vc != nil {
 		api, onAuth = vc.API, vc.Reauth
 	}
-	return broker.NewLeases(bc, api, ls, broker.LeaseOptions{Logger: log, Registerer: reg, OnAuthError: onAuth})
+	return lease.New(bc, api, ls, lease.Options{Logger: log, Registerer: reg, OnAuthError: onAuth})
 }

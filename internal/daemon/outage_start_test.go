@@ -14,6 +14,7 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
@@ -144,7 +145,7 @@ func TestServeStartsWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReadyz(t, r.Admin, http.StatusOK, "", "Redis up after serve started")
-	bc, err := broker.Dial("unix://"+cfg.Broker.API.Socket, broker.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
+	bc, err := brokerapi.Dial("unix://"+cfg.Broker.API.Socket, brokerapi.DialOptions{TokenFile: cfg.Broker.API.TokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}

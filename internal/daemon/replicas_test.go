@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/tokens"
@@ -45,7 +46,7 @@ func TestTwoServeReplicas(t *testing.T) {
 	_, upPort, _ := net.SplitHostPort(up.Listener.Addr().String())
 
 	states := map[string]string{}
-	replica := func(name string) (Ready, *broker.Client) {
+	replica := func(name string) (Ready, *brokerapi.Client) {
 		t.Helper()
 		state := t.TempDir()
 		states[name] = state
@@ -80,7 +81,7 @@ proxy:
 			t.Fatal(err)
 		}
 		r := serveBackground(t, cfg)
-		bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), broker.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
+		bc, err := brokerapi.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), brokerapi.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ proxy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	mint := func(api *broker.Client) string {
+	mint := func(api *brokerapi.Client) string {
 		tok, err := api.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceSampling, Deadline: time.Now().Add(time.Minute),
 			Binding: tokens.Binding{UserID: "u", ExecutaToolID: "p/t", ToolInvokeID: "i"}, MaxTokensPerCall: 10, MaxCallsPerInvoke: 1})
 		if err != nil {

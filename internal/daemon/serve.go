@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/admin"
 	"github.com/airlock-dev/airlock/internal/auditlog"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -171,7 +172,7 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		return nil, err
 	}
 	if parts.brokerAPI {
-		api := &broker.Server{Broker: b, Tokens: n.issuer, Ring: n.ring, StoreType: cfg.Broker.Store.Type,
+		api := &brokerapi.Service{Broker: b, Tokens: n.issuer, Ring: n.ring, StoreType: cfg.Broker.Store.Type,
 			Version: opts.Version, Log: log, Explainer: n.proxy}
 		stopAPI, err := serveAPI(cfg.Broker.API, api, n.proxy, log)
 		if err != nil {
@@ -404,7 +405,7 @@ func refreshHandler(b *broker.Broker) http.Handler {
 // hand-overs of sandboxed plugins' proxy listeners (internal/handoff), so
 // that an airlock host on this machine sends its plugins' requests to px
 // with no relay hop.
-func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slog.Logger) (func(), error) {
+func serveAPI(c broker.APIConfig, api *brokerapi.Service, px *proxy.Server, log *slog.Logger) (func(), error) {
 	gid, uids, err := c.Peers()
 	if err != nil {
 		return nil, err
@@ -413,7 +414,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 	if err != nil {
 		return nil, err
 	}
-	auth := broker.AuthOptions(tok, log)
+	auth := brokerapi.AuthOptions(tok, log)
 	var servers []*grpc.Server
 	var serving sync.WaitGroup
 	serve := func(g *grpc.Server, l net.Listener) {
@@ -456,7 +457,7 @@ func serveAPI(c broker.APIConfig, api *broker.Server, px *proxy.Server, log *slo
 	stopGRPC := stop
 	stop = func() { hcancel(); <-hdone; stopGRPC() }
 	if c.TCP.Listen != "" {
-		creds, err := broker.TCPCredentials(c.TCP)
+		creds, err := brokerapi.TCPCredentials(c.TCP)
 		if err != nil {
 			stop()
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	brokerapi "github.com/airlock-dev/airlock/broker/api"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -62,7 +63,7 @@ proxy:
 		t.Fatal(err)
 	}
 	r := serveBackground(t, cfg)
-	bc, err := broker.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), broker.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
+	bc, err := brokerapi.Dial("unix://"+filepath.Join(state, "run", "broker.sock"), brokerapi.DialOptions{TokenFile: filepath.Join(state, "run", "broker.token")})
 	if err != nil {
 		t.Fatal(err)
 	}

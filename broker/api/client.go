@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -16,16 +16,15 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
 var (
-	// ErrBrokerUnavailable: the broker API could not be reached.
-	ErrBrokerUnavailable = errors.New("broker API is unavailable")
-	// ErrUnauthenticated: the broker API refused the caller's token
-	// (none presented, or not the one in broker.api.token_file).
-	ErrUnauthenticated = errors.New("broker API refused the caller")
+	_ broker.API             = (*Client)(nil)
+	_ broker.InvocationEnder = (*Client)(nil)
+	_ broker.TokenMinter     = (*Client)(nil)
 )
 
 // Client calls a broker in another process (airlock serve) over gRPC. It
@@ -54,7 +53,7 @@ func Dial(target string, o DialOptions) (*Client, error) {
 	switch path, unix := strings.CutPrefix(target, "unix://"); {
 	case unix:
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: no socket at %s (is airlock serve running? it listens on broker.api.socket)", ErrBrokerUnavailable, path)
+			return nil, fmt.Errorf("%w: no socket at %s (is airlock serve running? it listens on broker.api.socket)", broker.ErrBrokerUnavailable, path)
 		}
 		creds = insecure.NewCredentials() // the socket's directory and peer-uid check protect it
 	case o.TLS != nil:
@@ -77,7 +76,7 @@ func Dial(target string, o DialOptions) (*Client, error) {
 func (c *Client) Close() error { return c.conn.Close() }
 
 // Issue implements API.
-func (c *Client) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
+func (c *Client) Issue(ctx context.Context, req broker.IssueRequest) (broker.Issued, error) {
 	r := &brokerv1.IssueHandleRequest{PluginId: req.PluginID, InvocationId: req.InvocationID, Intent: req.Intent,
 		DryRun: req.DryRun, Pass: req.Pass, PassIntents: req.PassIntents, Renew: req.Renew,
 		RunId: req.RunID, AccessGrantId: req.AccessGrantID, Budget: budgetToProto(req.Budget), Residency: req.Residency,
@@ -91,9 +90,9 @@ func (c *Client) Issue(ctx context.Context, req IssueRequest) (Issued, error) {
 	}
 	resp, err := c.api.IssueHandle(ctx, r)
 	if err != nil {
-		return Issued{}, errorFromStatus(err)
+		return broker.Issued{}, errorFromStatus(err)
 	}
-	return Issued{Handle: resp.GetHandle(), ExpiresAt: resp.GetExpiresAt().AsTime(),
+	return broker.Issued{Handle: resp.GetHandle(), ExpiresAt: resp.GetExpiresAt().AsTime(),
 		EgressProxy: resp.GetEgressProxy(), Fingerprint: resp.GetFingerprint()}, nil
 }
 
@@ -104,21 +103,21 @@ func (c *Client) RevokeInvocation(ctx context.Context, id string) (int, error) {
 		return 0, errorFromStatus(err)
 	}
 	if resp.GetHandlesOwed() {
-		return 0, ErrRevocationOwed
+		return 0, broker.ErrRevocationOwed
 	}
 	return int(resp.GetRevoked()), nil
 }
 
 // EndInvocation implements InvocationEnder: RevokeInvocation with the
 // leases it revoked.
-func (c *Client) EndInvocation(ctx context.Context, id string) (InvocationEnd, error) {
+func (c *Client) EndInvocation(ctx context.Context, id string) (broker.InvocationEnd, error) {
 	resp, err := c.api.RevokeInvocation(ctx, &brokerv1.RevokeInvocationRequest{InvocationId: id})
 	if err != nil {
-		return InvocationEnd{}, errorFromStatus(err)
+		return broker.InvocationEnd{}, errorFromStatus(err)
 	}
-	end := InvocationEnd{Handles: int(resp.GetRevoked()), HandlesOwed: resp.GetHandlesOwed()}
+	end := broker.InvocationEnd{Handles: int(resp.GetRevoked()), HandlesOwed: resp.GetHandlesOwed()}
 	for _, l := range resp.GetLeases() {
-		end.Leases = append(end.Leases, LeaseEnd{Intent: l.GetIntent(), Fingerprint: l.GetFingerprint(), Revoked: l.GetRevoked()})
+		end.Leases = append(end.Leases, broker.LeaseEnd{Intent: l.GetIntent(), Fingerprint: l.GetFingerprint(), Revoked: l.GetRevoked()})
 	}
 	return end, nil
 }
@@ -133,7 +132,7 @@ func (c *Client) RevokePlugin(ctx context.Context, id string) (int, error) {
 }
 
 // MintToken implements TokenMinter.
-func (c *Client) MintToken(ctx context.Context, req TokenRequest) (Token, error) {
+func (c *Client) MintToken(ctx context.Context, req broker.TokenRequest) (broker.Token, error) {
 	r := &brokerv1.MintTokenRequest{UserId: req.UserID, ExecutaToolId: req.ExecutaToolID, ToolInvokeId: req.ToolInvokeID,
 		MaxTokensPerCall: uint32(req.MaxTokensPerCall), MaxCallsPerInvoke: uint32(req.MaxCallsPerInvoke),
 		AppId: req.AppID, AppSlug: req.AppSlug}
@@ -148,9 +147,9 @@ func (c *Client) MintToken(ctx context.Context, req TokenRequest) (Token, error)
 	}
 	resp, err := c.api.MintToken(ctx, r)
 	if err != nil {
-		return Token{}, errorFromStatus(err)
+		return broker.Token{}, errorFromStatus(err)
 	}
-	return Token{Raw: resp.GetToken(), ExpiresAt: resp.GetExpiresAt().AsTime(), ID: resp.GetJti()}, nil
+	return broker.Token{Raw: resp.GetToken(), ExpiresAt: resp.GetExpiresAt().AsTime(), ID: resp.GetJti()}, nil
 }
 
 // Status returns the broker's status.
@@ -174,38 +173,38 @@ func (e *remoteError) Unwrap() error { return e.err }
 func errorFromStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
-		return fmt.Errorf("%w: %v", ErrBrokerUnavailable, err)
+		return fmt.Errorf("%w: %v", broker.ErrBrokerUnavailable, err)
 	}
 	reason, _, _ := strings.Cut(st.Message(), ":")
-	if sentinel, ok := errorOf(reason); ok {
+	if sentinel, ok := broker.ReasonError(reason); ok {
 		return &remoteError{msg: "broker: " + st.Message(), err: sentinel}
 	}
 	switch st.Code() {
 	case codes.Unauthenticated:
-		return &remoteError{msg: "broker: " + st.Message(), err: ErrUnauthenticated}
+		return &remoteError{msg: "broker: " + st.Message(), err: broker.ErrUnauthenticated}
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return &remoteError{msg: "broker: " + st.Message(), err: ErrBrokerUnavailable}
+		return &remoteError{msg: "broker: " + st.Message(), err: broker.ErrBrokerUnavailable}
 	}
 	return fmt.Errorf("broker: %s (%s)", st.Message(), st.Code())
 }
 
 // Inspect shows the grant behind a handle fingerprint.
-func (c *Client) Inspect(ctx context.Context, fingerprint string) (Inspection, error) {
+func (c *Client) Inspect(ctx context.Context, fingerprint string) (broker.Inspection, error) {
 	r, err := c.api.InspectHandle(ctx, &brokerv1.InspectHandleRequest{Fingerprint: fingerprint})
 	if err != nil {
-		return Inspection{}, errorFromStatus(err)
+		return broker.Inspection{}, errorFromStatus(err)
 	}
-	g := Grant{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(), Class: Class(r.GetClass()),
+	g := broker.Grant{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(), Class: broker.Class(r.GetClass()),
 		DryRun: r.GetDryRun(), IssuedAt: r.GetIssuedAt().AsTime(), ExpiresAt: r.GetExpiresAt().AsTime(), Fingerprint: r.GetFingerprint(),
 		RunID: r.GetRunId(), AccessGrantID: r.GetAccessGrantId(), Budget: budgetFromProto(r.GetBudget()), Residency: r.GetResidency(),
 		OnViolation: r.GetOnViolation()}
 	for _, d := range r.GetDestinations() {
-		g.Destinations = append(g.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(),
+		g.Destinations = append(g.Destinations, broker.Destination{Host: d.GetHost(), Port: int(d.GetPort()), PathPrefix: d.GetPathPrefix(),
 			Methods: d.GetMethods()})
 	}
-	in := Inspection{Grant: g, Revoked: r.GetRevoked(), Expired: r.GetExpired()}
+	in := broker.Inspection{Grant: g, Revoked: r.GetRevoked(), Expired: r.GetExpired()}
 	if l := r.GetLease(); l != nil {
-		in.Lease = &LeaseState{Fingerprint: l.GetFingerprint(), State: l.GetState(), Renewable: l.GetRenewable()}
+		in.Lease = &broker.LeaseState{Fingerprint: l.GetFingerprint(), State: l.GetState(), Renewable: l.GetRenewable()}
 		if l.GetObtainedAt() != nil {
 			in.Lease.ObtainedAt = l.GetObtainedAt().AsTime()
 		}
@@ -227,14 +226,14 @@ func (c *Client) RevokeHandle(ctx context.Context, fingerprint string) (int, err
 
 // Explain asks what the egress proxy would decide for method and url
 // under the handle with fingerprint, or under intent.
-func (c *Client) Explain(ctx context.Context, fingerprint, intent, method, url string) (Explanation, error) {
+func (c *Client) Explain(ctx context.Context, fingerprint, intent, method, url string) (broker.Explanation, error) {
 	r, err := c.api.Explain(ctx, &brokerv1.ExplainRequest{Fingerprint: fingerprint, Intent: intent, Method: method, Url: url})
 	if err != nil {
-		return Explanation{}, errorFromStatus(err)
+		return broker.Explanation{}, errorFromStatus(err)
 	}
-	ex := Explanation{Allowed: r.GetAllowed(), Code: r.GetCode()}
+	ex := broker.Explanation{Allowed: r.GetAllowed(), Code: r.GetCode()}
 	for _, s := range r.GetSteps() {
-		ex.Steps = append(ex.Steps, ExplainStep{Check: s.GetCheck(), OK: s.GetOk(), Detail: s.GetDetail()})
+		ex.Steps = append(ex.Steps, broker.ExplainStep{Check: s.GetCheck(), OK: s.GetOk(), Detail: s.GetDetail()})
 	}
 	return ex, nil
 }

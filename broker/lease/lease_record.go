@@ -1,6 +1,7 @@
-package broker
+package lease
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
 // Lease states in a record.
@@ -27,7 +30,7 @@ const (
 type leaseRecord struct {
 	State       string    `json:"state"`
 	PluginID    string    `json:"plugin_id,omitempty"`
-	Fingerprint string    `json:"fp,omitempty"` // LeaseFingerprint of the id
+	Fingerprint string    `json:"fp,omitempty"` // Fingerprint of the id
 	Sealed      []byte    `json:"sealed,omitempty"`
 	ObtainedAt  time.Time `json:"obtained_at,omitzero"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"` // at Vault; renewals move it
@@ -41,14 +44,14 @@ type leaseSecret struct {
 	Data map[string]string `json:"data"`
 }
 
-// LeaseFingerprint names a lease in logs, audit lines and evidence: the
+// fingerprint names a lease in logs, audit lines and evidence: the
 // first 8 bytes of the SHA-256 of its id, in hex. A Vault lease id is not
 // a credential (it authenticates nothing, and renewing or revoking it
 // needs a token with that permission), but it spells the secrets engine's
 // mount and role, and whoever holds a token allowed sys/leases/* can end
 // or extend the lease with it; so Airlock treats it like a handle: only
 // the fingerprint leaves the broker.
-func LeaseFingerprint(id string) string { return Fingerprint(id) }
+func fingerprint(id string) string { return broker.Fingerprint(id) }
 
 // sealer seals the lease secret of a record with AES-256-GCM, bound to
 // the record's key.
@@ -131,3 +134,24 @@ func encodeLease(r leaseRecord) []byte {
 // leaseKey is the store key of an invocation's lease of an intent.
 // Intent names hold no ':' (see intentName).
 func leaseKey(invocationID, intent string) string { return intent + ":" + invocationID }
+
+// State implements LeasedSecrets.
+func (l *Manager) State(ctx context.Context, invocationID, intent string) (broker.LeaseState, error) {
+	raw, err := l.store.LoadLease(ctx, leaseKey(invocationID, intent))
+	if err != nil {
+		return broker.LeaseState{}, err
+	}
+	if raw == nil {
+		return broker.LeaseState{State: broker.LeaseStateNone}, nil
+	}
+	rec, err := decodeLease(raw)
+	if err != nil {
+		return broker.LeaseState{}, err
+	}
+	st := broker.LeaseState{Fingerprint: rec.Fingerprint, State: broker.LeaseStateActive, ObtainedAt: rec.ObtainedAt,
+		ExpiresAt: rec.ExpiresAt, Renewable: rec.Renewable}
+	if rec.State != leaseActive {
+		st.State = broker.LeaseStateEnded
+	}
+	return st, nil
+}

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -11,41 +11,45 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
-// Server serves the broker API over gRPC.
-type Server struct {
+// Service serves the broker API over gRPC: the broker's BrokerService
+// (handles, tokens, operators' inspection) and LedgerService (budgets,
+// violations, access grants, approvals), registered on a grpc.Server by
+// Register.
+type Service struct {
 	brokerv1.UnimplementedBrokerServiceServer
 
-	Broker    *Broker
+	Broker    *broker.Broker
 	Tokens    *tokens.Issuer // nil: MintToken answers Unimplemented
 	Ring      *tokens.Ring   // for Status; may be nil
 	StoreType string
 	Version   string
 	Log       *slog.Logger
 	// Explainer answers Explain (the egress proxy); Unimplemented when nil.
-	Explainer Explainer
+	Explainer broker.Explainer
 
 	limitOnce sync.Once
 	limit     *callLimit // see ServerOptions
 }
 
 // Register adds the service to s.
-func (s *Server) Register(g *grpc.Server) {
+func (s *Service) Register(g *grpc.Server) {
 	brokerv1.RegisterBrokerServiceServer(g, s)
 	brokerv1.RegisterLedgerServiceServer(g, &ledgerServer{s: s})
 }
 
 // IssueHandle implements BrokerService.
-func (s *Server) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest) (*brokerv1.IssueHandleResponse, error) {
-	req := IssueRequest{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(),
+func (s *Service) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest) (*brokerv1.IssueHandleResponse, error) {
+	req := broker.IssueRequest{PluginID: r.GetPluginId(), InvocationID: r.GetInvocationId(), Intent: r.GetIntent(),
 		Deadline: timeOf(r.GetDeadline()), DryRun: r.GetDryRun(), Pass: r.GetPass(), PassIntents: r.GetPassIntents(), Renew: r.GetRenew(),
 		RunID: r.GetRunId(), AccessGrantID: r.GetAccessGrantId(), Budget: budgetFromProto(r.GetBudget()), Residency: r.GetResidency(),
 		OnViolation: r.GetOnViolation()}
 	for _, d := range r.GetDestinations() {
-		req.Destinations = append(req.Destinations, Destination{Host: d.GetHost(), Port: int(d.GetPort()),
+		req.Destinations = append(req.Destinations, broker.Destination{Host: d.GetHost(), Port: int(d.GetPort()),
 			PathPrefix: d.GetPathPrefix(), Methods: d.GetMethods()})
 	}
 	iss, err := s.Broker.Issue(ctx, req)
@@ -57,9 +61,9 @@ func (s *Server) IssueHandle(ctx context.Context, r *brokerv1.IssueHandleRequest
 }
 
 // RevokeInvocation implements BrokerService.
-func (s *Server) RevokeInvocation(ctx context.Context, r *brokerv1.RevokeInvocationRequest) (*brokerv1.RevokeResponse, error) {
+func (s *Service) RevokeInvocation(ctx context.Context, r *brokerv1.RevokeInvocationRequest) (*brokerv1.RevokeResponse, error) {
 	if r.GetInvocationId() == "" {
-		return nil, statusOf(ErrBadRequest)
+		return nil, statusOf(broker.ErrBadRequest)
 	}
 	end, err := s.Broker.EndInvocation(ctx, r.GetInvocationId())
 	if err != nil {
@@ -73,9 +77,9 @@ func (s *Server) RevokeInvocation(ctx context.Context, r *brokerv1.RevokeInvocat
 }
 
 // RevokePlugin implements BrokerService.
-func (s *Server) RevokePlugin(ctx context.Context, r *brokerv1.RevokePluginRequest) (*brokerv1.RevokeResponse, error) {
+func (s *Service) RevokePlugin(ctx context.Context, r *brokerv1.RevokePluginRequest) (*brokerv1.RevokeResponse, error) {
 	if r.GetPluginId() == "" {
-		return nil, statusOf(ErrBadRequest)
+		return nil, statusOf(broker.ErrBadRequest)
 	}
 	n, err := s.Broker.RevokePlugin(ctx, r.GetPluginId())
 	if err != nil {
@@ -85,11 +89,11 @@ func (s *Server) RevokePlugin(ctx context.Context, r *brokerv1.RevokePluginReque
 }
 
 // MintToken implements BrokerService.
-func (s *Server) MintToken(_ context.Context, r *brokerv1.MintTokenRequest) (*brokerv1.MintTokenResponse, error) {
+func (s *Service) MintToken(_ context.Context, r *brokerv1.MintTokenRequest) (*brokerv1.MintTokenResponse, error) {
 	if s.Tokens == nil {
 		return nil, status.Error(codes.Unimplemented, "token issuer is not configured")
 	}
-	req := TokenRequest{
+	req := broker.TokenRequest{
 		Binding:  tokens.Binding{UserID: r.GetUserId(), ExecutaToolID: r.GetExecutaToolId(), ToolInvokeID: r.GetToolInvokeId()},
 		Deadline: timeOf(r.GetDeadline()), MaxTokensPerCall: int(r.GetMaxTokensPerCall()),
 		MaxCallsPerInvoke: int(r.GetMaxCallsPerInvoke()), AppID: r.GetAppId(), AppSlug: r.GetAppSlug(),
@@ -102,18 +106,18 @@ func (s *Server) MintToken(_ context.Context, r *brokerv1.MintTokenRequest) (*br
 	default:
 		return nil, status.Error(codes.InvalidArgument, "bad_request: kind must be sampling or storage")
 	}
-	t, err := MintWith(s.Tokens, req)
+	t, err := broker.MintWith(s.Tokens, req)
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	s.Broker.metrics.Minted(req.Audience)
+	s.Broker.Metrics().Minted(req.Audience)
 	return &brokerv1.MintTokenResponse{Token: t.Raw, ExpiresAt: timestamppb.New(t.ExpiresAt), Jti: t.ID}, nil
 }
 
 // Status implements BrokerService.
-func (s *Server) Status(ctx context.Context, _ *brokerv1.StatusRequest) (*brokerv1.StatusResponse, error) {
+func (s *Service) Status(ctx context.Context, _ *brokerv1.StatusRequest) (*brokerv1.StatusResponse, error) {
 	resp := &brokerv1.StatusResponse{Version: s.Version, StoreType: s.StoreType,
-		StoreOk: s.Broker.Ping(ctx) == nil, Intents: s.Broker.intentNames()}
+		StoreOk: s.Broker.Ping(ctx) == nil, Intents: s.Broker.IntentNames()}
 	if s.Ring != nil {
 		if k := s.Ring.Active(); k != nil {
 			resp.SigningKid = k.ID
@@ -124,8 +128,8 @@ func (s *Server) Status(ctx context.Context, _ *brokerv1.StatusRequest) (*broker
 
 // fail logs an internal error (the caller is not told its detail) and
 // returns the status for err.
-func (s *Server) fail(err error) error {
-	if _, code := reasonOf(err); code == codes.Internal && s.Log != nil {
+func (s *Service) fail(err error) error {
+	if _, code := broker.Reason(err); code == codes.Internal && s.Log != nil {
 		s.Log.Error("broker API call failed", "err", err)
 	}
 	return statusOf(err)
@@ -134,7 +138,7 @@ func (s *Server) fail(err error) error {
 // statusOf turns an error into a status whose message starts with the
 // reason code. Internal errors are not described to the caller.
 func statusOf(err error) error {
-	reason, code := reasonOf(err)
+	reason, code := broker.Reason(err)
 	if code == codes.Internal {
 		return status.Error(code, "error: internal broker error")
 	}

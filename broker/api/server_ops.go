@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -7,31 +7,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
 
-// Explainer says what the egress proxy would decide for a request under a
-// grant, sending nothing (proxy.Server implements it).
-type Explainer interface {
-	Explain(ctx context.Context, g *Grant, method, rawURL string) Explanation
-}
-
-// Explanation is the proxy's decision path for one request.
-type Explanation struct {
-	Allowed bool
-	Code    string // the denial code, when not allowed
-	Steps   []ExplainStep
-}
-
-// ExplainStep is one check and its verdict.
-type ExplainStep struct {
-	Check  string
-	OK     bool
-	Detail string
-}
-
 // InspectHandle implements BrokerService.
-func (s *Server) InspectHandle(ctx context.Context, r *brokerv1.InspectHandleRequest) (*brokerv1.InspectHandleResponse, error) {
+func (s *Service) InspectHandle(ctx context.Context, r *brokerv1.InspectHandleRequest) (*brokerv1.InspectHandleResponse, error) {
 	in, err := s.Broker.Inspect(ctx, r.GetFingerprint())
 	if err != nil {
 		return nil, s.fail(err)
@@ -55,7 +36,7 @@ func (s *Server) InspectHandle(ctx context.Context, r *brokerv1.InspectHandleReq
 }
 
 // RevokeHandle implements BrokerService.
-func (s *Server) RevokeHandle(ctx context.Context, r *brokerv1.RevokeHandleRequest) (*brokerv1.RevokeResponse, error) {
+func (s *Service) RevokeHandle(ctx context.Context, r *brokerv1.RevokeHandleRequest) (*brokerv1.RevokeResponse, error) {
 	n, err := s.Broker.RevokeHandle(ctx, r.GetFingerprint())
 	if err != nil {
 		return nil, s.fail(err)
@@ -66,12 +47,12 @@ func (s *Server) RevokeHandle(ctx context.Context, r *brokerv1.RevokeHandleReque
 // Explain implements BrokerService: the handle (by fingerprint) or an
 // intent (as a handle issued with its own destinations would be), then
 // the proxy's checks for the request.
-func (s *Server) Explain(ctx context.Context, r *brokerv1.ExplainRequest) (*brokerv1.ExplainResponse, error) {
+func (s *Service) Explain(ctx context.Context, r *brokerv1.ExplainRequest) (*brokerv1.ExplainResponse, error) {
 	if s.Explainer == nil {
 		return nil, status.Error(codes.Unimplemented, "explain: no egress proxy in this process")
 	}
 	resp := &brokerv1.ExplainResponse{}
-	var g *Grant
+	var g *broker.Grant
 	switch {
 	case r.GetFingerprint() != "":
 		in, err := s.Broker.Inspect(ctx, r.GetFingerprint())
@@ -95,13 +76,13 @@ func (s *Server) Explain(ctx context.Context, r *brokerv1.ExplainRequest) (*brok
 	case r.GetIntent() != "":
 		in, ok := s.Broker.Intent(r.GetIntent())
 		if !ok {
-			return nil, s.fail(ErrIntentUnknown)
+			return nil, s.fail(broker.ErrIntentUnknown)
 		}
-		g = &Grant{PluginID: "(explain)", InvocationID: "(explain)", Intent: r.GetIntent(), Class: in.Class, Destinations: in.Destinations}
+		g = &broker.Grant{PluginID: "(explain)", InvocationID: "(explain)", Intent: r.GetIntent(), Class: in.Class, Destinations: in.Destinations}
 		resp.Steps = append(resp.Steps, &brokerv1.ExplainStep{Check: "intent", Ok: true,
 			Detail: "as a handle issued for " + r.GetIntent() + " with the intent's destinations would be"})
 	default:
-		return nil, s.fail(ErrBadRequest)
+		return nil, s.fail(broker.ErrBadRequest)
 	}
 	ex := s.Explainer.Explain(ctx, g, r.GetMethod(), r.GetUrl())
 	resp.Allowed, resp.Code = ex.Allowed, ex.Code

@@ -1,4 +1,4 @@
-package broker
+package lease
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/airlock-dev/airlock/broker"
 )
 
-// Leases serves the intents bound to a leased secret (source vault_lease):
+// Manager serves the intents bound to a leased secret (source vault_lease):
 // a Vault path whose answer carries a lease, such as a RabbitMQ or
 // database role's creds, or a PKI role with generate_lease.
 //
@@ -30,23 +32,23 @@ import (
 //
 // The lease id and the credentials are sealed (AES-256-GCM, bound to the
 // record's key) in the store; logs, metrics and audit lines carry the
-// lease's fingerprint only (LeaseFingerprint).
+// lease's fingerprint only.
 //
 // # Concurrency
 //
 // Safe for concurrent use. Run does the renewals, deadline revocations and
 // revocation retries until its context ends.
-type Leases struct {
+type Manager struct {
 	vault     *vaultapi.Client
-	store     LeaseStore
+	store     broker.LeaseStore
 	seal      *sealer
-	cfg       LeasesConfig
+	cfg       broker.LeasesConfig
 	names     []string // the leased intents
-	intents   map[string]Intent
+	intents   map[string]broker.Intent
 	tombstone time.Duration // how long an ended lease's record refuses a new claim
 	now       func() time.Time
 	log       *slog.Logger
-	metrics   *LeaseMetrics
+	metrics   *metrics
 	// OnAuthError is called when Vault refuses the token (403); may be nil.
 	onAuthError func()
 
@@ -55,6 +57,8 @@ type Leases struct {
 	held    map[string]*heldLease    // records in use on this replica
 	tracked map[string]*trackedLease // obtained here and live, or being revoked by this replica
 }
+
+var _ broker.LeasedSecrets = (*Manager)(nil)
 
 // heldLease is an open record: what a request needs.
 type heldLease struct {
@@ -81,18 +85,18 @@ type trackedLease struct {
 	raw      []byte    // revoking: the owed record in the store (nil: none holds it)
 }
 
-// LeaseOptions configure NewLeases.
-type LeaseOptions struct {
+// Options configure New.
+type Options struct {
 	Now         func() time.Time
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // nil: no metrics
 	OnAuthError func()
 }
 
-// NewLeases returns the lease manager for cfg's leased intents (cfg after
+// New returns the lease manager for cfg's leased intents (cfg after
 // WithDefaults and Validate), reading Vault with vc and agreeing with the
 // other replicas through store. The caller runs Run.
-func NewLeases(cfg Config, vc *vaultapi.Client, store LeaseStore, opts LeaseOptions) (*Leases, error) {
+func New(cfg broker.Config, vc *vaultapi.Client, store broker.LeaseStore, opts Options) (*Manager, error) {
 	lc := cfg.Leases.WithDefaults()
 	seal, err := newSealer(lc.SealKeyFile)
 	if err != nil {
@@ -104,14 +108,14 @@ func NewLeases(cfg Config, vc *vaultapi.Client, store LeaseStore, opts LeaseOpti
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Leases{vault: vc, store: store, seal: seal, cfg: lc, names: cfg.leased(), intents: map[string]Intent{},
+	l := &Manager{vault: vc, store: store, seal: seal, cfg: lc, names: cfg.LeasedIntents(), intents: map[string]broker.Intent{},
 		tombstone: cfg.MaxHandleLifetime + cfg.ExpiredRetention, now: opts.Now, log: opts.Logger,
 		onAuthError: opts.OnAuthError, held: map[string]*heldLease{}, tracked: map[string]*trackedLease{}}
 	for _, n := range l.names {
 		l.intents[n] = cfg.Intents[n]
 	}
 	if opts.Registerer != nil {
-		l.metrics = NewLeaseMetrics(opts.Registerer)
+		l.metrics = newMetrics(opts.Registerer)
 		l.metrics.register(opts.Registerer, l)
 	}
 	return l, nil
@@ -119,7 +123,7 @@ func NewLeases(cfg Config, vc *vaultapi.Client, store LeaseStore, opts LeaseOpti
 
 // Outstanding is how many leases this replica obtained and has not seen
 // revoked, plus the revocations it still owes.
-func (l *Leases) Outstanding() int {
+func (l *Manager) Outstanding() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.tracked)
@@ -127,7 +131,7 @@ func (l *Leases) Outstanding() int {
 
 // Failing is how many revocations used all their attempts while the
 // lease is still alive at Vault.
-func (l *Leases) Failing() int {
+func (l *Manager) Failing() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -141,16 +145,15 @@ func (l *Leases) Failing() int {
 
 // Check is a readiness check: it fails while FailingWarning revocations
 // or more are failing.
-func (l *Leases) Check(context.Context) error {
+func (l *Manager) Check(context.Context) error {
 	if n := l.Failing(); n >= l.cfg.FailingWarning {
 		return fmt.Errorf("%d lease revocations are failing; the leases die at their Vault TTL", n)
 	}
 	return nil
 }
 
-// get returns the fields of g's invocation's lease of its intent and the
-// lease's fingerprint, obtaining the lease at the first use.
-func (l *Leases) get(ctx context.Context, g *Grant) (map[string]string, string, error) {
+// Fields implements LeasedSecrets.
+func (l *Manager) Fields(ctx context.Context, g *broker.Grant) (map[string]string, string, error) {
 	key := leaseKey(g.InvocationID, g.Intent)
 	l.mu.Lock()
 	h := l.held[key]
@@ -159,7 +162,7 @@ func (l *Leases) get(ctx context.Context, g *Grant) (map[string]string, string, 
 		// One obtain per key on this replica; it outlives a caller that
 		// leaves, so the lease it makes is recorded (and revoked later).
 		v, err, _ := l.sf.Do(key, func() (any, error) {
-			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultReadTimeout)
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broker.DefaultReadTimeout)
 			defer cancel()
 			return l.acquire(octx, key, g)
 		})
@@ -174,7 +177,7 @@ func (l *Leases) get(ctx context.Context, g *Grant) (map[string]string, string, 
 
 // acquire adopts the invocation's lease from the store, or obtains one
 // and claims the key for it.
-func (l *Leases) acquire(ctx context.Context, key string, g *Grant) (*heldLease, error) {
+func (l *Manager) acquire(ctx context.Context, key string, g *broker.Grant) (*heldLease, error) {
 	raw, err := l.store.LoadLease(ctx, key)
 	if err != nil {
 		return nil, err
@@ -190,7 +193,7 @@ func (l *Leases) acquire(ctx context.Context, key string, g *Grant) (*heldLease,
 		return nil, err
 	}
 	now := l.now()
-	fp := LeaseFingerprint(s.LeaseID)
+	fp := fingerprint(s.LeaseID)
 	sec := leaseSecret{ID: s.LeaseID, Data: stringFields(s.Data)}
 	sealed, err := l.seal.seal(key, sec)
 	if err != nil {
@@ -222,22 +225,22 @@ func (l *Leases) acquire(ctx context.Context, key string, g *Grant) (*heldLease,
 }
 
 // adopt opens a stored record for use on this replica.
-func (l *Leases) adopt(key string, raw []byte) (*heldLease, error) {
+func (l *Manager) adopt(key string, raw []byte) (*heldLease, error) {
 	rec, err := decodeLease(raw)
 	if err != nil {
 		return nil, err
 	}
 	if rec.State != leaseActive {
-		return nil, ErrLeaseEnded
+		return nil, broker.ErrLeaseEnded
 	}
 	sec, err := l.seal.open(key, rec.Sealed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLeaseUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", broker.ErrLeaseUnavailable, err)
 	}
 	return l.hold(key, rec, raw, sec), nil
 }
 
-func (l *Leases) hold(key string, rec leaseRecord, raw []byte, sec leaseSecret) *heldLease {
+func (l *Manager) hold(key string, rec leaseRecord, raw []byte, sec leaseSecret) *heldLease {
 	h := &heldLease{rec: rec, raw: raw, sec: sec}
 	l.mu.Lock()
 	l.held[key] = h
@@ -247,14 +250,14 @@ func (l *Leases) hold(key string, rec leaseRecord, raw []byte, sec leaseSecret) 
 
 // recordTTL keeps a record until its invocation's handles have expired
 // and been forgotten, and at least as long as a tombstone.
-func (l *Leases) recordTTL(rec leaseRecord) time.Duration {
+func (l *Manager) recordTTL(rec leaseRecord) time.Duration {
 	return max(rec.Deadline.Sub(l.now()), 0) + l.tombstone
 }
 
 // obtain asks Vault for a lease on in's path.
-func (l *Leases) obtain(ctx context.Context, in Intent) (*vaultapi.Secret, error) {
+func (l *Manager) obtain(ctx context.Context, in broker.Intent) (*vaultapi.Secret, error) {
 	if l.vault == nil {
-		return nil, fmt.Errorf("%w: no Vault is configured", ErrLeaseUnavailable)
+		return nil, fmt.Errorf("%w: no Vault is configured", broker.ErrLeaseUnavailable)
 	}
 	path := in.Secret.Mount + "/" + in.Secret.Path
 	var s *vaultapi.Secret
@@ -272,21 +275,21 @@ func (l *Leases) obtain(ctx context.Context, in Intent) (*vaultapi.Secret, error
 		return nil, l.vaultError(err)
 	}
 	if s == nil || s.LeaseID == "" {
-		return nil, fmt.Errorf("%w: the path answered without a lease", ErrLeaseUnavailable)
+		return nil, fmt.Errorf("%w: the path answered without a lease", broker.ErrLeaseUnavailable)
 	}
 	return s, nil
 }
 
 // vaultError keeps the kind of a Vault failure, never what Vault sent.
-func (l *Leases) vaultError(err error) error {
+func (l *Manager) vaultError(err error) error {
 	var re *vaultapi.ResponseError
 	if errors.As(err, &re) {
 		if re.StatusCode == http.StatusForbidden && l.onAuthError != nil {
 			l.onAuthError()
 		}
-		return fmt.Errorf("%w: Vault answered %d", ErrLeaseUnavailable, re.StatusCode)
+		return fmt.Errorf("%w: Vault answered %d", broker.ErrLeaseUnavailable, re.StatusCode)
 	}
-	return fmt.Errorf("%w: %s", ErrLeaseUnavailable, transportError(err))
+	return fmt.Errorf("%w: %s", broker.ErrLeaseUnavailable, broker.VaultTransportError(err))
 }
 
 // stringFields keeps the string fields of a Vault answer.

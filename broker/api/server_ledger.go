@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
 
@@ -18,32 +19,32 @@ import (
 // BrokerService on the same listeners and with the same authentication.
 type ledgerServer struct {
 	brokerv1.UnimplementedLedgerServiceServer
-	s *Server
+	s *Service
 }
 
-func (l *ledgerServer) ledger() (Ledger, error) {
+func (l *ledgerServer) ledger() (broker.Ledger, error) {
 	if led := l.s.Broker.Ledger(); led != nil {
 		return led, nil
 	}
 	return nil, status.Error(codes.Unimplemented, "this broker's handle store keeps no ledger")
 }
 
-func spendToProto(s Spend) *brokerv1.LedgerSpend {
+func spendToProto(s broker.Spend) *brokerv1.LedgerSpend {
 	return &brokerv1.LedgerSpend{Calls: s.Calls, CostMicros: s.CostMicros, EgressRequests: s.EgressRequests,
 		EgressBytes: s.EgressBytes, Tokens: s.Tokens}
 }
 
-func spendFromProto(p *brokerv1.LedgerSpend) Spend {
-	return Spend{Calls: p.GetCalls(), CostMicros: p.GetCostMicros(), EgressRequests: p.GetEgressRequests(),
+func spendFromProto(p *brokerv1.LedgerSpend) broker.Spend {
+	return broker.Spend{Calls: p.GetCalls(), CostMicros: p.GetCostMicros(), EgressRequests: p.GetEgressRequests(),
 		EgressBytes: p.GetEgressBytes(), Tokens: p.GetTokens()}
 }
 
-func violationToProto(v Violation) *brokerv1.LedgerViolation {
+func violationToProto(v broker.Violation) *brokerv1.LedgerViolation {
 	return &brokerv1.LedgerViolation{InvocationId: v.InvocationID, PluginId: v.PluginID, Kind: v.Kind, At: timestamppb.New(v.At)}
 }
 
-func violationFromProto(p *brokerv1.LedgerViolation) Violation {
-	return Violation{InvocationID: p.GetInvocationId(), PluginID: p.GetPluginId(), Kind: p.GetKind(), At: timeOf(p.GetAt())}
+func violationFromProto(p *brokerv1.LedgerViolation) broker.Violation {
+	return broker.Violation{InvocationID: p.GetInvocationId(), PluginID: p.GetPluginId(), Kind: p.GetKind(), At: timeOf(p.GetAt())}
 }
 
 // decodeRecord decodes a record's JSON strictly.
@@ -51,7 +52,7 @@ func decodeRecord(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: the record is not valid JSON for its type", ErrBadRequest)
+		return fmt.Errorf("%w: the record is not valid JSON for its type", broker.ErrBadRequest)
 	}
 	return nil
 }
@@ -62,12 +63,12 @@ func (l *ledgerServer) Charge(ctx context.Context, r *brokerv1.LedgerChargeReque
 	if err != nil {
 		return nil, err
 	}
-	lines := make([]BudgetLine, len(r.GetLines()))
+	lines := make([]broker.BudgetLine, len(r.GetLines()))
 	for i, p := range r.GetLines() {
-		lines[i] = BudgetLine{Key: p.GetKey(), Limits: spendFromProto(p.GetLimits())}
+		lines[i] = broker.BudgetLine{Key: p.GetKey(), Limits: spendFromProto(p.GetLimits())}
 	}
 	err = led.Charge(ctx, lines, spendFromProto(r.GetAdd()))
-	var be *BudgetExhaustedError
+	var be *broker.BudgetExhaustedError
 	if errors.As(err, &be) {
 		return &brokerv1.LedgerChargeResponse{Exhausted: &brokerv1.LedgerBudgetExhausted{Key: be.Key, Dimension: be.Dimension,
 			Limit: be.Limit, Spent: be.Spent}}, nil
@@ -109,14 +110,14 @@ func (l *ledgerServer) ListViolations(ctx context.Context, r *brokerv1.LedgerLis
 	if err != nil {
 		return nil, err
 	}
-	var vs []Violation
+	var vs []broker.Violation
 	switch {
 	case r.GetInvocationId() != "" && r.GetPluginId() == "":
 		vs, err = led.Violations(ctx, r.GetInvocationId())
 	case r.GetPluginId() != "" && r.GetInvocationId() == "":
 		vs, err = led.PluginViolations(ctx, r.GetPluginId(), timeOf(r.GetSince()))
 	default:
-		return nil, statusOf(fmt.Errorf("%w: exactly one of invocation_id and plugin_id", ErrBadRequest))
+		return nil, statusOf(fmt.Errorf("%w: exactly one of invocation_id and plugin_id", broker.ErrBadRequest))
 	}
 	if err != nil {
 		return nil, l.s.fail(err)
@@ -134,7 +135,7 @@ func (l *ledgerServer) PutAccessGrant(ctx context.Context, r *brokerv1.LedgerPut
 	if err != nil {
 		return nil, err
 	}
-	var g AccessGrant
+	var g broker.AccessGrant
 	if err := decodeRecord(r.GetGrantJson(), &g); err != nil {
 		return nil, statusOf(err)
 	}
@@ -189,7 +190,7 @@ func (l *ledgerServer) RevokeAccessGrant(ctx context.Context, r *brokerv1.Ledger
 		return nil, err
 	}
 	if r.GetId() == "" || r.GetBy() == "" || r.GetAt() == nil {
-		return nil, statusOf(fmt.Errorf("%w: id, by and at are required", ErrBadRequest))
+		return nil, statusOf(fmt.Errorf("%w: id, by and at are required", broker.ErrBadRequest))
 	}
 	live, err := led.RevokeAccessGrant(ctx, r.GetId(), r.GetBy(), r.GetAt().AsTime())
 	if err != nil {
@@ -204,7 +205,7 @@ func (l *ledgerServer) PutApproval(ctx context.Context, r *brokerv1.LedgerPutApp
 	if err != nil {
 		return nil, err
 	}
-	var a Approval
+	var a broker.Approval
 	if err := decodeRecord(r.GetApprovalJson(), &a); err != nil {
 		return nil, statusOf(err)
 	}
@@ -227,7 +228,7 @@ func (l *ledgerServer) GetApproval(ctx context.Context, r *brokerv1.LedgerGetReq
 	return l.approvalResponse(a)
 }
 
-func (l *ledgerServer) approvalResponse(a *Approval) (*brokerv1.LedgerApprovalResponse, error) {
+func (l *ledgerServer) approvalResponse(a *broker.Approval) (*brokerv1.LedgerApprovalResponse, error) {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return nil, l.s.fail(err)
@@ -263,7 +264,7 @@ func (l *ledgerServer) DecideApproval(ctx context.Context, r *brokerv1.LedgerDec
 		return nil, err
 	}
 	if r.GetAt() == nil {
-		return nil, statusOf(fmt.Errorf("%w: at is required", ErrBadRequest))
+		return nil, statusOf(fmt.Errorf("%w: at is required", broker.ErrBadRequest))
 	}
 	a, err := led.DecideApproval(ctx, r.GetId(), r.GetApprover(), r.GetApprove(), r.GetAt().AsTime())
 	if err != nil {

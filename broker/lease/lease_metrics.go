@@ -1,20 +1,20 @@
-package broker
+package lease
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// LeaseMetrics are the leased secrets' metrics. A nil *LeaseMetrics
+// metrics are the leased secrets' metrics. A nil *metrics
 // records nothing. Labels are configured intent names and fixed results.
-type LeaseMetrics struct {
+type metrics struct {
 	obtained    *prometheus.CounterVec
 	errors      *prometheus.CounterVec
 	revocations *prometheus.CounterVec
 	renewals    *prometheus.CounterVec
 }
 
-// NewLeaseMetrics registers the lease metrics with reg; outstanding and
+// newMetrics registers the lease metrics with reg; outstanding and
 // failing are read from l when scraped.
-func NewLeaseMetrics(reg prometheus.Registerer) *LeaseMetrics {
-	m := &LeaseMetrics{
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		obtained: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_broker_leases_obtained_total", Help: "Leases obtained from Vault at a first use, by intent.",
 		}, []string{"intent"}),
@@ -36,7 +36,7 @@ func NewLeaseMetrics(reg prometheus.Registerer) *LeaseMetrics {
 }
 
 // register adds the gauges that read l.
-func (m *LeaseMetrics) register(reg prometheus.Registerer, l *Leases) {
+func (m *metrics) register(reg prometheus.Registerer, l *Manager) {
 	if reg == nil {
 		return
 	}
@@ -50,7 +50,7 @@ func (m *LeaseMetrics) register(reg prometheus.Registerer, l *Leases) {
 	}, func() float64 { return float64(l.Failing()) }))
 }
 
-func (m *LeaseMetrics) obtain(intent string, err error) {
+func (m *metrics) obtain(intent string, err error) {
 	if m == nil {
 		return
 	}
@@ -61,13 +61,13 @@ func (m *LeaseMetrics) obtain(intent string, err error) {
 	m.obtained.WithLabelValues(intent).Inc()
 }
 
-func (m *LeaseMetrics) revocation(result string) {
+func (m *metrics) revocation(result string) {
 	if m != nil {
 		m.revocations.WithLabelValues(result).Inc()
 	}
 }
 
-func (m *LeaseMetrics) renewal(err error) {
+func (m *metrics) renewal(err error) {
 	if m == nil {
 		return
 	}

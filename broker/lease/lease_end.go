@@ -1,4 +1,4 @@
-package broker
+package lease
 
 import (
 	"context"
@@ -6,16 +6,9 @@ import (
 	"math"
 	"strings"
 	"time"
-)
 
-// LeaseEnd reports one lease an invocation's end revoked.
-type LeaseEnd struct {
-	Intent      string
-	Fingerprint string
-	// Revoked: Vault confirmed the revocation; otherwise it is retried in
-	// the background (and the lease dies at its TTL at the latest).
-	Revoked bool
-}
+	"github.com/airlock-dev/airlock/broker"
+)
 
 // End ends the invocation's leases, on every replica: each record is
 // swapped for a tombstone (so no replica claims a new lease for the
@@ -23,8 +16,8 @@ type LeaseEnd struct {
 // Vault (sys/leases/revoke, synchronous: when it returns, the secrets
 // engine has deleted the credential). A failed revocation is retried in
 // the background with backoff.
-func (l *Leases) End(ctx context.Context, invocationID string) ([]LeaseEnd, error) {
-	var out []LeaseEnd
+func (l *Manager) End(ctx context.Context, invocationID string) ([]broker.LeaseEnd, error) {
+	var out []broker.LeaseEnd
 	var errs []error
 	for _, name := range l.names {
 		end, err := l.endKey(ctx, leaseKey(invocationID, name), name)
@@ -38,7 +31,7 @@ func (l *Leases) End(ctx context.Context, invocationID string) ([]LeaseEnd, erro
 	return out, errors.Join(errs...)
 }
 
-func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, error) {
+func (l *Manager) endKey(ctx context.Context, key, intent string) (*broker.LeaseEnd, error) {
 	// The record is swapped for one that says the lease is ended and its
 	// revocation owed, keeping the sealed lease id, so that no replica
 	// claims a new lease for the invocation and any replica can finish
@@ -108,14 +101,14 @@ func (l *Leases) endKey(ctx context.Context, key, intent string) (*LeaseEnd, err
 	t := &trackedLease{tk: key, key: key, intent: intent, id: sec.ID, fp: rec.Fingerprint, expires: rec.ExpiresAt,
 		deadline: rec.Deadline, revoking: true, raw: raw}
 	ok := l.attempt(ctx, t)
-	return &LeaseEnd{Intent: intent, Fingerprint: rec.Fingerprint, Revoked: ok}, nil
+	return &broker.LeaseEnd{Intent: intent, Fingerprint: rec.Fingerprint, Revoked: ok}, nil
 }
 
 // settle records in the store that the lease under key is revoked (or
 // dead at Vault): the owed record raw becomes a plain tombstone, and the
 // key leaves the deadline list. A record changed meanwhile (another
 // replica settled it) is left alone.
-func (l *Leases) settle(ctx context.Context, key string, raw []byte) {
+func (l *Manager) settle(ctx context.Context, key string, raw []byte) {
 	if raw == nil {
 		return
 	}
@@ -131,7 +124,7 @@ func (l *Leases) settle(ctx context.Context, key string, raw []byte) {
 
 // revokeLater revokes a lease no record holds (the loser of a claim race)
 // from the background loop, at once.
-func (l *Leases) revokeLater(key, intent, id, fp string, expires time.Time) {
+func (l *Manager) revokeLater(key, intent, id, fp string, expires time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Keyed apart from the record's own key, which the winner's lease
@@ -143,7 +136,7 @@ func (l *Leases) revokeLater(key, intent, id, fp string, expires time.Time) {
 // background retries, and, when a record holds it, listed in the store
 // as due at the next try, for any replica to retry should this one be
 // gone. It reports whether Vault confirmed.
-func (l *Leases) attempt(ctx context.Context, t *trackedLease) bool {
+func (l *Manager) attempt(ctx context.Context, t *trackedLease) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.RevokeTimeout)
 	err := l.revoke(rctx, t.id)
 	cancel()
@@ -183,9 +176,9 @@ func (l *Leases) attempt(ctx context.Context, t *trackedLease) bool {
 	return false
 }
 
-func (l *Leases) revoke(ctx context.Context, id string) error {
+func (l *Manager) revoke(ctx context.Context, id string) error {
 	if l.vault == nil {
-		return ErrLeaseUnavailable
+		return broker.ErrLeaseUnavailable
 	}
 	if err := l.vault.Sys().RevokeWithContext(ctx, id); err != nil {
 		return l.vaultError(err)
@@ -196,7 +189,7 @@ func (l *Leases) revoke(ctx context.Context, id string) error {
 // maybeRenew renews h's lease when it expires within RenewBefore and the
 // invocation is to outlive it. A failed renewal does not fail the request:
 // the lease serves until it expires.
-func (l *Leases) maybeRenew(ctx context.Context, key string, h *heldLease) {
+func (l *Manager) maybeRenew(ctx context.Context, key string, h *heldLease) {
 	now := l.now()
 	if !h.rec.Renewable || h.rec.ExpiresAt.Sub(now) > l.cfg.RenewBefore || !h.rec.Deadline.After(h.rec.ExpiresAt) {
 		return
@@ -208,7 +201,7 @@ func (l *Leases) maybeRenew(ctx context.Context, key string, h *heldLease) {
 	})
 }
 
-func (l *Leases) renew(ctx context.Context, key string, h *heldLease) error {
+func (l *Manager) renew(ctx context.Context, key string, h *heldLease) error {
 	now := l.now()
 	inc := int(math.Ceil(h.rec.Deadline.Sub(now).Seconds()))
 	s, err := l.vault.Sys().RenewWithContext(ctx, h.sec.ID, inc)
@@ -243,7 +236,7 @@ func (l *Leases) renew(ctx context.Context, key string, h *heldLease) error {
 
 // Start runs Run in the background until the returned stop is called;
 // stop returns once Run has.
-func (l *Leases) Start() (stop func()) {
+func (l *Manager) Start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { l.Run(ctx); close(done) }()
@@ -254,7 +247,7 @@ func (l *Leases) Start() (stop func()) {
 // no End (a host that died mid-invocation), and retries revocations, every
 // CheckInterval until ctx ends; then it tries each owed revocation once
 // more.
-func (l *Leases) Run(ctx context.Context) {
+func (l *Manager) Run(ctx context.Context) {
 	tick := time.NewTicker(l.cfg.CheckInterval)
 	defer tick.Stop()
 	for {
@@ -268,7 +261,7 @@ func (l *Leases) Run(ctx context.Context) {
 	}
 }
 
-func (l *Leases) sweep(ctx context.Context, final bool) {
+func (l *Manager) sweep(ctx context.Context, final bool) {
 	now := l.now()
 	l.mu.Lock()
 	var due, dead []*trackedLease
@@ -313,7 +306,7 @@ const maxDuePerSweep = 64
 // sweepDue ends the leases whose invocation's deadline passed with no
 // end, whichever replica obtained them (it may be gone): the store lists
 // them by deadline, and the swap in endKey lets only one replica revoke.
-func (l *Leases) sweepDue(ctx context.Context, now time.Time) {
+func (l *Manager) sweepDue(ctx context.Context, now time.Time) {
 	keys, err := l.store.DueLeases(ctx, now, maxDuePerSweep)
 	if err != nil {
 		return
@@ -338,7 +331,7 @@ const leaseRecheck = 10 * time.Second
 // checkDue reports whether the obtained lease t needs a check now: its
 // deadline passed, its renewal window opened, or leaseRecheck went by.
 // The caller holds l.mu.
-func (l *Leases) checkDue(t *trackedLease, now time.Time) bool {
+func (l *Manager) checkDue(t *trackedLease, now time.Time) bool {
 	if !now.Before(t.deadline) || t.expires.Sub(now) <= l.cfg.RenewBefore || now.Sub(t.checked) >= leaseRecheck {
 		t.checked = now
 		return true
@@ -348,7 +341,7 @@ func (l *Leases) checkDue(t *trackedLease, now time.Time) bool {
 
 // check looks after a lease this replica obtained: forgotten when another
 // replica ended it, ended at its deadline, renewed in time.
-func (l *Leases) check(ctx context.Context, t *trackedLease, now time.Time) {
+func (l *Manager) check(ctx context.Context, t *trackedLease, now time.Time) {
 	raw, err := l.store.LoadLease(ctx, t.key)
 	if err != nil {
 		return

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -14,20 +14,20 @@ import (
 // concurrency bound wait briefly or are refused, so memory stays bounded
 // however many requests arrive at once.
 const (
-	// MaxRequestBytes is the largest request message decoded. The largest
+	// maxRequestBytes is the largest request message decoded. The largest
 	// legitimate request, an IssueHandleRequest with every field and list
 	// at the bounds Issue enforces (MaxDestinations destinations of
 	// MaxDestinationBytes with MaxMethods methods, MaxDestinations pass
 	// intents, identifiers of MaxIDBytes), is about 100 KiB.
-	MaxRequestBytes = 128 << 10
-	// MaxHeaderListBytes bounds a call's metadata (the HTTP/2 header list).
-	MaxHeaderListBytes = 16 << 10
-	// MaxConcurrentCalls is how many calls run at once on a Server (over
+	maxRequestBytes = 128 << 10
+	// maxHeaderListBytes bounds a call's metadata (the HTTP/2 header list).
+	maxHeaderListBytes = 16 << 10
+	// maxConcurrentCalls is how many calls run at once on a Service (over
 	// all its listeners and connections), and how many streams one
 	// connection may open. As many more may wait for a slot, until their
 	// deadline; beyond that a call fails at once with ResourceExhausted
 	// ("busy").
-	MaxConcurrentCalls = 64
+	maxConcurrentCalls = 64
 )
 
 // callLimit bounds the calls running (run) and waiting (wait) at once.
@@ -38,14 +38,14 @@ type callLimit struct {
 // ServerOptions are the options every gRPC server serving s must be built
 // with: message, metadata and concurrency bounds shared by all of s's
 // listeners.
-func (s *Server) ServerOptions() []grpc.ServerOption {
+func (s *Service) ServerOptions() []grpc.ServerOption {
 	s.limitOnce.Do(func() {
-		s.limit = &callLimit{run: make(chan struct{}, MaxConcurrentCalls), wait: make(chan struct{}, MaxConcurrentCalls)}
+		s.limit = &callLimit{run: make(chan struct{}, maxConcurrentCalls), wait: make(chan struct{}, maxConcurrentCalls)}
 	})
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRequestBytes),
-		grpc.MaxHeaderListSize(MaxHeaderListBytes),
-		grpc.MaxConcurrentStreams(MaxConcurrentCalls),
+		grpc.MaxRecvMsgSize(maxRequestBytes),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.MaxConcurrentStreams(maxConcurrentCalls),
 		grpc.ForceServerCodecV2(newBoundedCodec()),
 		grpc.ChainUnaryInterceptor(s.limit.unary),
 	}

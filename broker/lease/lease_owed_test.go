@@ -1,4 +1,4 @@
-package broker
+package lease
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -17,10 +18,10 @@ func TestLeaseOwedRevocationFinishedByOtherReplica(t *testing.T) {
 	v := testenv.NewVault(t)
 	mount := newMount(t, v)
 	rs := testenv.Redis(t)
-	lc := LeasesConfig{SealKeyFile: sealKeyFile(t), CheckInterval: 20 * time.Millisecond,
+	lc := broker.LeasesConfig{SealKeyFile: sealKeyFile(t), CheckInterval: 20 * time.Millisecond,
 		RevokeBackoff: 10 * time.Millisecond, RevokeTimeout: 2 * time.Second}
-	store := func() Store {
-		st, err := NewRedisStore(RedisConfig{Address: rs.Addr, KeyPrefix: "lease-owed:", LocalCache: -1}, time.Minute, time.Hour)
+	store := func() broker.Store {
+		st, err := broker.NewRedisStore(broker.RedisConfig{Address: rs.Addr, KeyPrefix: "lease-owed:", LocalCache: -1}, time.Minute, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,15 +30,15 @@ func TestLeaseOwedRevocationFinishedByOtherReplica(t *testing.T) {
 	}
 	// The owing replica: its loop never runs (it dies after the end).
 	cfg := leaseConfig(mount, lc)
-	cfg.Store = StoreConfig{Type: StoreRedis, Redis: RedisConfig{Address: rs.Addr}}
+	cfg.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: rs.Addr}}
 	cfg = cfg.WithDefaults()
 	st := store()
-	dying, err := NewLeases(cfg, v.Client(t), st.(LeaseStore), LeaseOptions{})
+	dying, err := New(cfg, v.Client(t), st.(broker.LeaseStore), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := New(cfg, st, nil, Options{Leases: dying})
-	g := &Grant{PluginID: "p", InvocationID: "inv-owed", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
+	db := broker.New(cfg, st, nil, broker.Options{Leases: dying})
+	g := &broker.Grant{PluginID: "p", InvocationID: "inv-owed", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
 	if _, err := db.Secret(ctx, g, false); err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +55,10 @@ func TestLeaseOwedRevocationFinishedByOtherReplica(t *testing.T) {
 	waitFor(t, "another replica to finish the owed revocation", func() bool {
 		return len(v.Leases(t, mount+"/issue/leaf/")) == 0
 	})
-	if st, err := other.leases.State(ctx, "inv-owed", "cert"); err != nil || st.State != LeaseStateEnded {
+	if st, err := other.leases.State(ctx, "inv-owed", "cert"); err != nil || st.State != broker.LeaseStateEnded {
 		t.Fatalf("lease state: %+v %v", st, err)
 	}
-	if _, err := other.b.Secret(ctx, g, false); !errors.Is(err, ErrLeaseEnded) {
+	if _, err := other.b.Secret(ctx, g, false); !errors.Is(err, broker.ErrLeaseEnded) {
 		t.Fatalf("a use after the end: %v; want ErrLeaseEnded", err)
 	}
 }
@@ -70,12 +71,12 @@ func TestRedisOwedEndEndsLeases(t *testing.T) {
 	ctx := context.Background()
 	rs := testenv.Redis(t)
 	link := testenv.NewRelay(t, rs.Addr)
-	st, err := NewRedisStore(RedisConfig{Address: link.Addr, KeyPrefix: "lease-owed-end:", LocalCache: -1}, time.Minute, time.Hour)
+	st, err := broker.NewRedisStore(broker.RedisConfig{Address: link.Addr, KeyPrefix: "lease-owed-end:", LocalCache: -1}, time.Minute, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := newLeaseFixture(t, nil, "pki-none", st, LeasesConfig{SealKeyFile: sealKeyFile(t)})
+	f := newLeaseFixture(t, nil, "pki-none", st, broker.LeasesConfig{SealKeyFile: sealKeyFile(t)})
 	f.issue(t, "inv-end", "cert", time.Now().Add(time.Hour))
 	link.Cut()
 	end, err := f.b.EndInvocation(ctx, "inv-end")
@@ -83,8 +84,12 @@ func TestRedisOwedEndEndsLeases(t *testing.T) {
 		t.Fatalf("the end with the store down: %+v %v; want owed", end, err)
 	}
 	link.Restore()
-	waitFor(t, "the owed end lands", func() bool { f.b.retryOwed(ctx); return f.b.Owed() == 0 })
-	if s, err := f.leases.State(ctx, "inv-end", "cert"); err != nil || s.State != LeaseStateEnded {
+	rctx, cancel := context.WithCancel(ctx)
+	retried := make(chan struct{})
+	go func() { f.b.RunOwed(rctx); close(retried) }()
+	defer func() { cancel(); <-retried }()
+	waitFor(t, "the owed end lands", func() bool { return f.b.Owed() == 0 })
+	if s, err := f.leases.State(ctx, "inv-end", "cert"); err != nil || s.State != broker.LeaseStateEnded {
 		t.Fatalf("the invocation's lease record after the owed end landed: %+v %v; want ended", s, err)
 	}
 }

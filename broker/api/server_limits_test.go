@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/internal/brokertest"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
@@ -26,7 +28,7 @@ import (
 // serveAPIOf serves srv on a unix socket with its bounds (no token check:
 // the bounds are under test) and returns a dialer of raw client
 // connections (closed at cleanup).
-func serveAPIOf(t *testing.T, srv *Server) func() brokerv1.BrokerServiceClient {
+func serveAPIOf(t *testing.T, srv *Service) func() brokerv1.BrokerServiceClient {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
 	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{GID: peerauth.NoGroup})
@@ -51,24 +53,24 @@ func serveAPIOf(t *testing.T, srv *Server) func() brokerv1.BrokerServiceClient {
 // largestIssue is an IssueHandleRequest with every list and field at the
 // bounds Issue accepts.
 func largestIssue(deadline time.Time) *brokerv1.IssueHandleRequest {
-	r := &brokerv1.IssueHandleRequest{PluginId: strings.Repeat("p", MaxIDBytes), InvocationId: strings.Repeat("i", MaxIDBytes),
+	r := &brokerv1.IssueHandleRequest{PluginId: strings.Repeat("p", broker.MaxIDBytes), InvocationId: strings.Repeat("i", broker.MaxIDBytes),
 		Intent: "example.read", Deadline: timestamppb.New(deadline),
-		RunId: strings.Repeat("r", MaxIDBytes), AccessGrantId: strings.Repeat("g", MaxIDBytes), OnViolation: OnViolationQuarantine}
-	for i := 0; i < MaxBudgetLines; i++ {
-		r.Budget = append(r.Budget, &brokerv1.HandleBudgetLine{Key: strings.Repeat("k", MaxBudgetKey-1) + string(rune('0'+i)), Calls: math.MaxInt64,
+		RunId: strings.Repeat("r", broker.MaxIDBytes), AccessGrantId: strings.Repeat("g", broker.MaxIDBytes), OnViolation: broker.OnViolationQuarantine}
+	for i := 0; i < broker.MaxBudgetLines; i++ {
+		r.Budget = append(r.Budget, &brokerv1.HandleBudgetLine{Key: strings.Repeat("k", broker.MaxBudgetKey-1) + string(rune('0'+i)), Calls: math.MaxInt64,
 			CostMicros: math.MaxInt64, EgressRequests: math.MaxInt64, EgressBytes: math.MaxInt64, Tokens: math.MaxInt64})
 	}
-	for i := 0; i < MaxResidency; i++ {
-		r.Residency = append(r.Residency, strings.Repeat("z", maxRegionBytes))
+	for i := 0; i < broker.MaxResidency; i++ {
+		r.Residency = append(r.Residency, strings.Repeat("z", broker.MaxRegionBytes))
 	}
-	methods := make([]string, MaxMethods)
+	methods := make([]string, broker.MaxMethods)
 	for i := range methods {
-		methods[i] = strings.Repeat("M", MaxMethodBytes-2) + string(rune('A'+i/10)) + string(rune('A'+i%10))
+		methods[i] = strings.Repeat("M", broker.MaxMethodBytes-2) + string(rune('A'+i/10)) + string(rune('A'+i%10))
 	}
 	host := "api.example.com"
-	for i := 0; i < MaxDestinations; i++ {
+	for i := 0; i < broker.MaxDestinations; i++ {
 		r.Destinations = append(r.Destinations, &brokerv1.Destination{Host: host, Port: 65535,
-			PathPrefix: "/" + strings.Repeat("a", MaxDestinationBytes-len(host)-1), Methods: methods})
+			PathPrefix: "/" + strings.Repeat("a", broker.MaxDestinationBytes-len(host)-1), Methods: methods})
 	}
 	return r
 }
@@ -80,21 +82,19 @@ func largestIssue(deadline time.Time) *brokerv1.IssueHandleRequest {
 // 1 MiB of metadata was accepted.
 func TestAPIRefusesOversizedRequests(t *testing.T) {
 	f := newMemFixture(t)
-	f.b.now = time.Now
-	f.store.now = time.Now
-	api := serveAPIOf(t, &Server{Broker: f.b})()
+	api := serveAPIOf(t, &Service{Broker: f.b})()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	largest := largestIssue(time.Now().Add(time.Minute))
-	for _, in := range []string{strings.Repeat("x", MaxIDBytes)} {
-		for i := 0; i < MaxDestinations; i++ {
+	for _, in := range []string{strings.Repeat("x", broker.MaxIDBytes)} {
+		for i := 0; i < broker.MaxDestinations; i++ {
 			largest.PassIntents = append(largest.PassIntents, in)
 		}
 	}
-	largest.Renew = strings.Repeat("r", MaxIDBytes)
-	if n := proto.Size(largest); n > MaxRequestBytes {
-		t.Fatalf("the largest legitimate request is %d bytes, over MaxRequestBytes %d", n, MaxRequestBytes)
+	largest.Renew = strings.Repeat("r", broker.MaxIDBytes)
+	if n := proto.Size(largest); n > maxRequestBytes {
+		t.Fatalf("the largest legitimate request is %d bytes, over maxRequestBytes %d", n, maxRequestBytes)
 	}
 	// Issued, it needs no pass fields, and no residency its intent (which
 	// names no region) is outside.
@@ -132,11 +132,11 @@ func TestIssueWireCounts(t *testing.T) {
 		t.Fatalf("the largest legitimate request: %v", err)
 	}
 	for name, r := range map[string]*brokerv1.IssueHandleRequest{
-		"65 destinations": {Destinations: make([]*brokerv1.Destination, MaxDestinations+1)},
-		"65 pass intents": {PassIntents: make([]string, MaxDestinations+1)},
-		"17 methods":      {Destinations: []*brokerv1.Destination{{Methods: make([]string, MaxMethods+1)}}},
-		"9 budget lines":  {Budget: make([]*brokerv1.HandleBudgetLine, MaxBudgetLines+1)},
-		"33 regions":      {Residency: make([]string, MaxResidency+1)},
+		"65 destinations": {Destinations: make([]*brokerv1.Destination, broker.MaxDestinations+1)},
+		"65 pass intents": {PassIntents: make([]string, broker.MaxDestinations+1)},
+		"17 methods":      {Destinations: []*brokerv1.Destination{{Methods: make([]string, broker.MaxMethods+1)}}},
+		"9 budget lines":  {Budget: make([]*brokerv1.HandleBudgetLine, broker.MaxBudgetLines+1)},
+		"33 regions":      {Residency: make([]string, broker.MaxResidency+1)},
 	} {
 		for i := range r.Destinations {
 			if r.Destinations[i] == nil {
@@ -150,7 +150,7 @@ func TestIssueWireCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkIssueWire(b); !errors.Is(err, ErrBadRequest) {
+		if err := checkIssueWire(b); !errors.Is(err, broker.ErrBadRequest) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -158,12 +158,12 @@ func TestIssueWireCounts(t *testing.T) {
 
 // gatedStore holds every Put until released, counting how many run at once.
 type gatedStore struct {
-	*MemoryStore
+	*broker.MemoryStore
 	gate          chan struct{}
 	running, peak atomic.Int64
 }
 
-func (g *gatedStore) Put(ctx context.Context, k HandleKey, gr *Grant, max int) error {
+func (g *gatedStore) Put(ctx context.Context, k broker.HandleKey, gr *broker.Grant, max int) error {
 	n := g.running.Add(1)
 	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
 	}
@@ -173,14 +173,13 @@ func (g *gatedStore) Put(ctx context.Context, k HandleKey, gr *Grant, max int) e
 }
 
 // Many parallel calls over several connections: at most
-// MaxConcurrentCalls run at once, as many wait, and the rest are refused
+// maxConcurrentCalls run at once, as many wait, and the rest are refused
 // at once with ResourceExhausted. On the old code every call ran at once.
 func TestAPIConcurrencyBound(t *testing.T) {
 	f := newMemFixture(t)
 	gs := &gatedStore{MemoryStore: f.store, gate: make(chan struct{})}
-	f.store.now = time.Now
-	b := New(f.cfg, gs, nil, Options{})
-	dial := serveAPIOf(t, &Server{Broker: b})
+	b := broker.New(f.cfg, gs, nil, broker.Options{})
+	dial := serveAPIOf(t, &Service{Broker: b})
 	const conns, perConn = 8, 40
 	const calls = conns * perConn
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -208,17 +207,17 @@ func TestAPIConcurrencyBound(t *testing.T) {
 			}()
 		}
 	}
-	// Every call is running, refused, or (at most MaxConcurrentCalls of
+	// Every call is running, refused, or (at most maxConcurrentCalls of
 	// them) waiting.
-	waitUntil(t, "every call is placed", func() bool {
-		return gs.running.Load()+busy.Load() >= calls-MaxConcurrentCalls
+	brokertest.WaitFor(t, "every call is placed", func() bool {
+		return gs.running.Load()+busy.Load() >= calls-maxConcurrentCalls
 	})
 	close(gs.gate)
 	wg.Wait()
-	if p := gs.peak.Load(); p > MaxConcurrentCalls {
-		t.Fatalf("%d calls ran at once, bound %d", p, MaxConcurrentCalls)
+	if p := gs.peak.Load(); p > maxConcurrentCalls {
+		t.Fatalf("%d calls ran at once, bound %d", p, maxConcurrentCalls)
 	}
-	if ok.Load()+busy.Load() != calls || ok.Load() < MaxConcurrentCalls {
+	if ok.Load()+busy.Load() != calls || ok.Load() < maxConcurrentCalls {
 		t.Fatalf("%d served, %d refused as busy, %d other, of %d", ok.Load(), busy.Load(), other.Load(), calls)
 	}
 	t.Logf("%d calls: at most %d at once, %d served, %d refused as busy", calls, gs.peak.Load(), ok.Load(), busy.Load())
@@ -231,7 +230,7 @@ func FuzzIssueWire(f *testing.F) {
 	for _, r := range []*brokerv1.IssueHandleRequest{
 		largestIssue(time.Unix(0, 0)),
 		{Destinations: make([]*brokerv1.Destination, 0), PassIntents: []string{"a", "b"}},
-		{Destinations: []*brokerv1.Destination{{Host: "h", Methods: make([]string, MaxMethods+1)}}},
+		{Destinations: []*brokerv1.Destination{{Host: "h", Methods: make([]string, broker.MaxMethods+1)}}},
 	} {
 		b, err := proto.Marshal(r)
 		if err != nil {
@@ -245,9 +244,9 @@ func FuzzIssueWire(f *testing.F) {
 		if proto.Unmarshal(b, &r) != nil {
 			return
 		}
-		over := len(r.Destinations) > MaxDestinations || len(r.PassIntents) > MaxDestinations
+		over := len(r.Destinations) > broker.MaxDestinations || len(r.PassIntents) > broker.MaxDestinations
 		for _, d := range r.Destinations {
-			over = over || len(d.Methods) > MaxMethods
+			over = over || len(d.Methods) > broker.MaxMethods
 		}
 		if over != (err != nil) {
 			t.Fatalf("decoded %d destinations, %d pass intents; wire check: %v", len(r.Destinations), len(r.PassIntents), err)

@@ -1,4 +1,4 @@
-package broker
+package lease
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -14,27 +15,10 @@ import (
 // invocation (Vault issues, the store records), the end (Vault revokes),
 // and the steady state (every later request of the invocation).
 
-func BenchmarkSecretStaticKV(b *testing.B) {
-	v := testenv.Vault(b)
-	putSecret(b, v.Client(b), "bench-static/api", map[string]any{"token": "static-value"})
-	br := vaultBroker(b, v.Client(b), "bench-static", nil)
-	g := &Grant{PluginID: "p", InvocationID: "inv", Intent: "api", ExpiresAt: time.Now().Add(time.Hour)}
-	ctx := context.Background()
-	if _, err := br.Secret(ctx, g, false); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := br.Secret(ctx, g, false); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkLeaseSteadyState(b *testing.B) {
 	v := testenv.Vault(b)
-	f := newLeaseFixture(b, v.Client(b), newMount(b, v), nil, LeasesConfig{})
-	g := &Grant{PluginID: "p", InvocationID: "inv-steady", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
+	f := newLeaseFixture(b, v.Client(b), newMount(b, v), nil, broker.LeasesConfig{})
+	g := &broker.Grant{PluginID: "p", InvocationID: "inv-steady", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
 	ctx := context.Background()
 	if _, err := f.b.Secret(ctx, g, false); err != nil {
 		b.Fatal(err)
@@ -63,13 +47,13 @@ func BenchmarkLeaseEnd(b *testing.B) {
 
 func benchLease(b *testing.B, timeEnd bool) {
 	v := testenv.Vault(b)
-	f := newLeaseFixture(b, v.Client(b), newMount(b, v), nil, LeasesConfig{})
+	f := newLeaseFixture(b, v.Client(b), newMount(b, v), nil, broker.LeasesConfig{})
 	ctx := context.Background()
 	n := 0
 	for b.Loop() {
 		n++
 		inv := "inv-" + strconv.Itoa(n)
-		g := &Grant{PluginID: "p", InvocationID: inv, Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
+		g := &broker.Grant{PluginID: "p", InvocationID: inv, Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
 		if timeEnd {
 			b.StopTimer()
 		}

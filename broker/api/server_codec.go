@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
 
@@ -49,29 +50,29 @@ func checkIssueWire(b []byte) error {
 		}
 		switch num {
 		case issueDestinationsField:
-			if dests++; dests > MaxDestinations {
-				return fmt.Errorf("%w: destinations: at most %d", ErrBadRequest, MaxDestinations)
+			if dests++; dests > broker.MaxDestinations {
+				return fmt.Errorf("%w: destinations: at most %d", broker.ErrBadRequest, broker.MaxDestinations)
 			}
 			methods := 0
 			return eachField(val, func(num protowire.Number, typ protowire.Type, _ []byte) error {
 				if num == destinationMethodsField && typ == protowire.BytesType {
-					if methods++; methods > MaxMethods {
-						return fmt.Errorf("%w: destinations[%d]: at most %d methods", ErrBadRequest, dests-1, MaxMethods)
+					if methods++; methods > broker.MaxMethods {
+						return fmt.Errorf("%w: destinations[%d]: at most %d methods", broker.ErrBadRequest, dests-1, broker.MaxMethods)
 					}
 				}
 				return nil
 			})
 		case issuePassIntentsField:
-			if intents++; intents > MaxDestinations {
-				return fmt.Errorf("%w: pass intents: at most %d", ErrBadRequest, MaxDestinations)
+			if intents++; intents > broker.MaxDestinations {
+				return fmt.Errorf("%w: pass intents: at most %d", broker.ErrBadRequest, broker.MaxDestinations)
 			}
 		case issueBudgetField:
-			if budget++; budget > MaxBudgetLines {
-				return fmt.Errorf("%w: budget: at most %d lines", ErrBadRequest, MaxBudgetLines)
+			if budget++; budget > broker.MaxBudgetLines {
+				return fmt.Errorf("%w: budget: at most %d lines", broker.ErrBadRequest, broker.MaxBudgetLines)
 			}
 		case issueResidencyField:
-			if residency++; residency > MaxResidency {
-				return fmt.Errorf("%w: residency: at most %d regions", ErrBadRequest, MaxResidency)
+			if residency++; residency > broker.MaxResidency {
+				return fmt.Errorf("%w: residency: at most %d regions", broker.ErrBadRequest, broker.MaxResidency)
 			}
 		}
 		return nil

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/airlock-dev/airlock/broker"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 )
 
 // Client implements Ledger over the broker API's LedgerService: a host
 // whose broker is airlock serve keeps its grants, approvals and spend in
 // serve's handle store, shared with every replica.
-var _ Ledger = (*Client)(nil)
+var _ broker.Ledger = (*Client)(nil)
 
 func (c *Client) ledger() brokerv1.LedgerServiceClient {
 	return brokerv1.NewLedgerServiceClient(c.conn)
@@ -22,7 +23,7 @@ func (c *Client) ledger() brokerv1.LedgerServiceClient {
 
 // Charge implements Ledger: an exhausted budget comes back as the
 // *BudgetExhaustedError the store returned.
-func (c *Client) Charge(ctx context.Context, lines []BudgetLine, add Spend) error {
+func (c *Client) Charge(ctx context.Context, lines []broker.BudgetLine, add broker.Spend) error {
 	r := &brokerv1.LedgerChargeRequest{Add: spendToProto(add)}
 	for _, l := range lines {
 		r.Lines = append(r.Lines, &brokerv1.LedgerBudgetLine{Key: l.Key, Limits: spendToProto(l.Limits)})
@@ -32,22 +33,22 @@ func (c *Client) Charge(ctx context.Context, lines []BudgetLine, add Spend) erro
 		return errorFromStatus(err)
 	}
 	if e := resp.GetExhausted(); e != nil {
-		return &BudgetExhaustedError{Key: e.GetKey(), Dimension: e.GetDimension(), Limit: e.GetLimit(), Spent: e.GetSpent()}
+		return &broker.BudgetExhaustedError{Key: e.GetKey(), Dimension: e.GetDimension(), Limit: e.GetLimit(), Spent: e.GetSpent()}
 	}
 	return nil
 }
 
 // Spent implements Ledger.
-func (c *Client) Spent(ctx context.Context, key string) (Spend, error) {
+func (c *Client) Spent(ctx context.Context, key string) (broker.Spend, error) {
 	resp, err := c.ledger().Spent(ctx, &brokerv1.LedgerSpentRequest{Key: key})
 	if err != nil {
-		return Spend{}, errorFromStatus(err)
+		return broker.Spend{}, errorFromStatus(err)
 	}
 	return spendFromProto(resp.GetSpent()), nil
 }
 
 // RecordViolation implements Ledger.
-func (c *Client) RecordViolation(ctx context.Context, v Violation) error {
+func (c *Client) RecordViolation(ctx context.Context, v broker.Violation) error {
 	_, err := c.ledger().RecordViolation(ctx, &brokerv1.LedgerRecordViolationRequest{Violation: violationToProto(v)})
 	if err != nil {
 		return errorFromStatus(err)
@@ -56,21 +57,21 @@ func (c *Client) RecordViolation(ctx context.Context, v Violation) error {
 }
 
 // Violations implements Ledger.
-func (c *Client) Violations(ctx context.Context, invocationID string) ([]Violation, error) {
+func (c *Client) Violations(ctx context.Context, invocationID string) ([]broker.Violation, error) {
 	return c.violations(ctx, &brokerv1.LedgerListViolationsRequest{InvocationId: invocationID})
 }
 
 // PluginViolations implements Ledger.
-func (c *Client) PluginViolations(ctx context.Context, pluginID string, since time.Time) ([]Violation, error) {
+func (c *Client) PluginViolations(ctx context.Context, pluginID string, since time.Time) ([]broker.Violation, error) {
 	return c.violations(ctx, &brokerv1.LedgerListViolationsRequest{PluginId: pluginID, Since: timestamppb.New(since)})
 }
 
-func (c *Client) violations(ctx context.Context, r *brokerv1.LedgerListViolationsRequest) ([]Violation, error) {
+func (c *Client) violations(ctx context.Context, r *brokerv1.LedgerListViolationsRequest) ([]broker.Violation, error) {
 	resp, err := c.ledger().ListViolations(ctx, r)
 	if err != nil {
 		return nil, errorFromStatus(err)
 	}
-	var out []Violation
+	var out []broker.Violation
 	for _, v := range resp.GetViolations() {
 		out = append(out, violationFromProto(v))
 	}
@@ -78,7 +79,7 @@ func (c *Client) violations(ctx context.Context, r *brokerv1.LedgerListViolation
 }
 
 // PutAccessGrant implements Ledger.
-func (c *Client) PutAccessGrant(ctx context.Context, g *AccessGrant) error {
+func (c *Client) PutAccessGrant(ctx context.Context, g *broker.AccessGrant) error {
 	b, err := json.Marshal(g)
 	if err != nil {
 		return fmt.Errorf("encode access grant: %w", err)
@@ -90,12 +91,12 @@ func (c *Client) PutAccessGrant(ctx context.Context, g *AccessGrant) error {
 }
 
 // GetAccessGrant implements Ledger.
-func (c *Client) GetAccessGrant(ctx context.Context, id string) (*AccessGrant, error) {
+func (c *Client) GetAccessGrant(ctx context.Context, id string) (*broker.AccessGrant, error) {
 	resp, err := c.ledger().GetAccessGrant(ctx, &brokerv1.LedgerGetRequest{Id: id})
 	if err != nil {
 		return nil, errorFromStatus(err)
 	}
-	g := &AccessGrant{}
+	g := &broker.AccessGrant{}
 	if err := json.Unmarshal(resp.GetGrantJson(), g); err != nil {
 		return nil, fmt.Errorf("broker: access grant record: %w", err)
 	}
@@ -103,14 +104,14 @@ func (c *Client) GetAccessGrant(ctx context.Context, id string) (*AccessGrant, e
 }
 
 // ListAccessGrants implements Ledger.
-func (c *Client) ListAccessGrants(ctx context.Context) ([]*AccessGrant, error) {
+func (c *Client) ListAccessGrants(ctx context.Context) ([]*broker.AccessGrant, error) {
 	resp, err := c.ledger().ListAccessGrants(ctx, &brokerv1.LedgerListRequest{})
 	if err != nil {
 		return nil, errorFromStatus(err)
 	}
-	out := make([]*AccessGrant, 0, len(resp.GetGrantsJson()))
+	out := make([]*broker.AccessGrant, 0, len(resp.GetGrantsJson()))
 	for _, b := range resp.GetGrantsJson() {
-		g := &AccessGrant{}
+		g := &broker.AccessGrant{}
 		if err := json.Unmarshal(b, g); err != nil {
 			return nil, fmt.Errorf("broker: access grant record: %w", err)
 		}
@@ -129,7 +130,7 @@ func (c *Client) RevokeAccessGrant(ctx context.Context, id, by string, at time.T
 }
 
 // PutApproval implements Ledger.
-func (c *Client) PutApproval(ctx context.Context, a *Approval) error {
+func (c *Client) PutApproval(ctx context.Context, a *broker.Approval) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("encode approval: %w", err)
@@ -141,7 +142,7 @@ func (c *Client) PutApproval(ctx context.Context, a *Approval) error {
 }
 
 // GetApproval implements Ledger.
-func (c *Client) GetApproval(ctx context.Context, id string) (*Approval, error) {
+func (c *Client) GetApproval(ctx context.Context, id string) (*broker.Approval, error) {
 	resp, err := c.ledger().GetApproval(ctx, &brokerv1.LedgerGetRequest{Id: id})
 	if err != nil {
 		return nil, errorFromStatus(err)
@@ -149,8 +150,8 @@ func (c *Client) GetApproval(ctx context.Context, id string) (*Approval, error) 
 	return approvalFromJSON(resp.GetApprovalJson())
 }
 
-func approvalFromJSON(b []byte) (*Approval, error) {
-	a := &Approval{}
+func approvalFromJSON(b []byte) (*broker.Approval, error) {
+	a := &broker.Approval{}
 	if err := json.Unmarshal(b, a); err != nil {
 		return nil, fmt.Errorf("broker: approval record: %w", err)
 	}
@@ -158,12 +159,12 @@ func approvalFromJSON(b []byte) (*Approval, error) {
 }
 
 // ListApprovals implements Ledger.
-func (c *Client) ListApprovals(ctx context.Context) ([]*Approval, error) {
+func (c *Client) ListApprovals(ctx context.Context) ([]*broker.Approval, error) {
 	resp, err := c.ledger().ListApprovals(ctx, &brokerv1.LedgerListRequest{})
 	if err != nil {
 		return nil, errorFromStatus(err)
 	}
-	out := make([]*Approval, 0, len(resp.GetApprovalsJson()))
+	out := make([]*broker.Approval, 0, len(resp.GetApprovalsJson()))
 	for _, b := range resp.GetApprovalsJson() {
 		a, err := approvalFromJSON(b)
 		if err != nil {
@@ -175,7 +176,7 @@ func (c *Client) ListApprovals(ctx context.Context) ([]*Approval, error) {
 }
 
 // DecideApproval implements Ledger.
-func (c *Client) DecideApproval(ctx context.Context, id, approver string, approve bool, at time.Time) (*Approval, error) {
+func (c *Client) DecideApproval(ctx context.Context, id, approver string, approve bool, at time.Time) (*broker.Approval, error) {
 	resp, err := c.ledger().DecideApproval(ctx, &brokerv1.LedgerDecideApprovalRequest{Id: id, Approver: approver,
 		Approve: approve, At: timestamppb.New(at)})
 	if err != nil {

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/tokens"
@@ -31,9 +32,6 @@ type apiFixture struct {
 func startAPI(t *testing.T, allowed []int) *apiFixture {
 	t.Helper()
 	f := newMemFixture(t)
-	f.clk = nil // the API test runs on real time
-	f.b.now = time.Now
-	f.store.now = time.Now
 	ring, err := tokens.NewRing(context.Background(), &tokens.MemorySource{}, tokens.RingOptions{Retention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +43,9 @@ func startAPI(t *testing.T, allowed []int) *apiFixture {
 func TestAPIOverUnixSocket(t *testing.T) {
 	ctx := context.Background()
 	f := startAPI(t, nil)
-	var api API = f.client
-	iss, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv", Intent: "example.read",
-		Destinations: []Destination{{Host: "api.example.com", PathPrefix: "/v1/", Methods: []string{"GET"}}},
+	var api broker.API = f.client
+	iss, err := api.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "inv", Intent: "example.read",
+		Destinations: []broker.Destination{{Host: "api.example.com", PathPrefix: "/v1/", Methods: []string{"GET"}}},
 		Deadline:     time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatalf("Issue over gRPC: %v", err)
@@ -59,7 +57,7 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	if n, err := api.RevokeInvocation(ctx, "inv"); err != nil || n != 1 {
 		t.Fatalf("revoke: %d %v", n, err)
 	}
-	if _, err := f.mem.b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
+	if _, err := f.mem.b.Resolve(ctx, iss.Handle); !errors.Is(err, broker.ErrHandleRevoked) {
 		t.Fatalf("after revoke over gRPC: %v", err)
 	}
 	if n, err := api.RevokePlugin(ctx, "p"); err != nil || n != 0 {
@@ -68,46 +66,46 @@ func TestAPIOverUnixSocket(t *testing.T) {
 
 	// A plugin pass over the API: from an intent's binding, without a
 	// deadline (the broker caps it).
-	pass, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "pass-p", Pass: true, PassIntents: []string{"example.bound"}})
+	pass, err := api.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "pass-p", Pass: true, PassIntents: []string{"example.bound"}})
 	if err != nil {
 		t.Fatalf("pass over gRPC: %v", err)
 	}
 	if g, err := f.mem.b.Resolve(ctx, pass.Handle); err != nil || !g.Pass || g.Destinations[0].Host != "api.example.com" {
 		t.Fatalf("pass grant %+v, %v", g, err)
 	}
-	renew := func(plugin string) (Issued, error) {
-		return api.Issue(ctx, IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
+	renew := func(plugin string) (broker.Issued, error) {
+		return api.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: "pass-renew", Pass: true, Renew: pass.Handle})
 	}
 	if got, err := renew("p"); err != nil || got.Handle != pass.Handle || got.ExpiresAt.Before(pass.ExpiresAt) {
 		t.Fatalf("renewal over gRPC: %+v %v", got, err)
 	}
-	if _, err := renew("q"); !errors.Is(err, ErrHandleUnknown) || strings.Contains(err.Error(), pass.Handle) {
+	if _, err := renew("q"); !errors.Is(err, broker.ErrHandleUnknown) || strings.Contains(err.Error(), pass.Handle) {
 		t.Fatalf("renewing another plugin's pass over gRPC: %v", err)
 	}
 	if _, err := api.RevokePlugin(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := renew("p"); !errors.Is(err, ErrHandleRevoked) {
+	if _, err := renew("p"); !errors.Is(err, broker.ErrHandleRevoked) {
 		t.Fatalf("renewing a revoked pass over gRPC: %v", err)
 	}
 
 	// Errors keep their identity across the socket, without echoing input.
-	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "secret-sauce",
+	_, err = api.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "secret-sauce",
 		Destinations: apiDest, Deadline: time.Now().Add(time.Minute)})
-	if !errors.Is(err, ErrIntentUnknown) || strings.Contains(err.Error(), "secret-sauce") {
+	if !errors.Is(err, broker.ErrIntentUnknown) || strings.Contains(err.Error(), "secret-sauce") {
 		t.Fatalf("unknown intent: %v", err)
 	}
-	_, err = api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.write",
+	_, err = api.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.write",
 		Destinations: apiDest, Deadline: time.Now().Add(time.Minute), DryRun: true})
-	if !errors.Is(err, ErrDryRunWrite) {
+	if !errors.Is(err, broker.ErrDryRunWrite) {
 		t.Fatalf("dry run write: %v", err)
 	}
-	if _, err := api.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.read", Destinations: apiDest}); !errors.Is(err, ErrDeadlinePassed) {
+	if _, err := api.Issue(ctx, broker.IssueRequest{PluginID: "p", InvocationID: "i2", Intent: "example.read", Destinations: apiDest}); !errors.Is(err, broker.ErrDeadlinePassed) {
 		t.Fatalf("no deadline: %v", err)
 	}
 
 	// Tokens minted over the API verify with the ring's keys.
-	tok, err := f.client.MintToken(ctx, TokenRequest{Audience: tokens.AudienceStorage,
+	tok, err := f.client.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceStorage,
 		Binding:  tokens.Binding{UserID: "u", ExecutaToolID: "t", ToolInvokeID: "i"},
 		Deadline: time.Now().Add(time.Minute), AppID: "a", AppSlug: "s"})
 	if err != nil {
@@ -118,8 +116,8 @@ func TestAPIOverUnixSocket(t *testing.T) {
 	if err != nil || !c.HasScope(tokens.ScopeApp) || c.ID != tok.ID {
 		t.Fatalf("minted storage token: %+v %v", c, err)
 	}
-	if _, err := f.client.MintToken(ctx, TokenRequest{Audience: tokens.AudienceSampling,
-		Binding: tokens.Binding{UserID: "u", ExecutaToolID: "t", ToolInvokeID: "i"}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, ErrBadRequest) {
+	if _, err := f.client.MintToken(ctx, broker.TokenRequest{Audience: tokens.AudienceSampling,
+		Binding: tokens.Binding{UserID: "u", ExecutaToolID: "t", ToolInvokeID: "i"}, Deadline: time.Now().Add(time.Minute)}); !errors.Is(err, broker.ErrBadRequest) {
 		t.Fatalf("sampling token without caps: %v", err)
 	}
 	st, err := f.client.Status(ctx)
@@ -133,7 +131,7 @@ func TestAPIRefusesUnlistedUID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := f.client.Status(ctx)
-	if !errors.Is(err, ErrBrokerUnavailable) {
+	if !errors.Is(err, broker.ErrBrokerUnavailable) {
 		t.Fatalf("unlisted uid: %v, want ErrBrokerUnavailable", err)
 	}
 }
@@ -143,18 +141,18 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	defer cancel()
 	ca := testenv.NewCA(t)
 	certFile, keyFile := testenv.WriteKeyPair(t, ca.Issue(t, "127.0.0.1"))
-	creds, err := TCPCredentials(TCPConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.PEMFile})
+	creds, err := TCPCredentials(broker.TCPConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.PEMFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(t.TempDir(), DefaultTokenFile)
+	tokenFile := filepath.Join(t.TempDir(), broker.DefaultTokenFile)
 	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newMemFixture(t)
 	g := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(creds)}, AuthOptions(tok, nil)...)...)
-	(&Server{Broker: f.b}).Register(g)
+	(&Service{Broker: f.b}).Register(g)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +184,7 @@ func TestAPIOverMutualTLS(t *testing.T) {
 	wrongToken, _ := Dial(l.Addr().String(), DialOptions{TokenFile: other,
 		TLS: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS13}})
 	defer wrongToken.Close()
-	if _, err := wrongToken.Status(ctx); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := wrongToken.Status(ctx); !errors.Is(err, broker.ErrUnauthenticated) {
 		t.Fatalf("a certificate with another token: %v, want ErrUnauthenticated", err)
 	}
 	if _, err := Dial(l.Addr().String(), DialOptions{TokenFile: tokenFile}); err == nil {
@@ -196,19 +194,19 @@ func TestAPIOverMutualTLS(t *testing.T) {
 
 // serveAPI serves b's API on a unix socket (peers with the allowed uids)
 // and returns a client of it; both stop at cleanup.
-func serveAPI(t *testing.T, b *Broker, ring *tokens.Ring, allowed []int) *Client {
+func serveAPI(t *testing.T, b *broker.Broker, ring *tokens.Ring, allowed []int) *Client {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "run", "broker.sock")
 	l, err := peerauth.ListenUnix(sock, peerauth.UnixOptions{AllowedUIDs: allowed, GID: peerauth.NoGroup})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(filepath.Dir(sock), DefaultTokenFile)
+	tokenFile := filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile)
 	tok, err := peerauth.EnsureToken("broker.api.token_file", tokenFile, peerauth.NoGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{Broker: b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}
+	srv := &Service{Broker: b, Tokens: tokens.NewIssuer(ring, tokens.IssuerOptions{}), Ring: ring, StoreType: "memory", Version: "test"}
 	g := grpc.NewServer(append(AuthOptions(tok, nil), srv.ServerOptions()...)...)
 	srv.Register(g)
 	go g.Serve(l)
@@ -234,7 +232,7 @@ func TestAuthRefusalNamesCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := peerauth.EnsureToken("broker.api.token_file", filepath.Join(filepath.Dir(sock), DefaultTokenFile), peerauth.NoGroup)
+	tok, err := peerauth.EnsureToken("broker.api.token_file", filepath.Join(filepath.Dir(sock), broker.DefaultTokenFile), peerauth.NoGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +240,7 @@ func TestAuthRefusalNamesCaller(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	f := newMemFixture(t)
 	g := grpc.NewServer(AuthOptions(tok, log)...)
-	(&Server{Broker: f.b}).Register(g)
+	(&Service{Broker: f.b}).Register(g)
 	go g.Serve(l)
 	defer g.Stop()
 	other := filepath.Join(t.TempDir(), "other.token")
@@ -259,7 +257,7 @@ func TestAuthRefusalNamesCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := refusalCount(t, reg, "broker API")
-	if _, err := c.Status(ctx); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := c.Status(ctx); !errors.Is(err, broker.ErrUnauthenticated) {
 		t.Fatalf("wrong token: %v, want ErrUnauthenticated", err)
 	}
 	var line struct {

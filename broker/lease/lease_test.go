@@ -1,4 +1,4 @@
-package broker
+package lease
 
 import (
 	"bytes"
@@ -15,37 +15,41 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/internal/brokertest"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // leaseFixture is one broker replica whose intent "cert" is a leased PKI
 // certificate.
 type leaseFixture struct {
-	b      *Broker
-	leases *Leases
-	store  Store
+	b      *broker.Broker
+	leases *Manager
+	store  broker.Store
 	mount  string
 }
 
+var leaseDest = []broker.Destination{{Host: "api.example.com"}}
+
 // leaseConfig binds "cert" to mount's issue/leaf path.
-func leaseConfig(mount string, lc LeasesConfig) Config {
-	return Config{Leases: lc, Intents: map[string]Intent{
-		"cert": {Class: ClassWrite, Secret: SecretRef{Source: SourceVaultLease, Mount: mount, Path: "issue/leaf",
+func leaseConfig(mount string, lc broker.LeasesConfig) broker.Config {
+	return broker.Config{Leases: lc, Intents: map[string]broker.Intent{
+		"cert": {Class: broker.ClassWrite, Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "issue/leaf",
 			Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}, Field: "certificate"},
-			Inject: Inject{Kind: &HeaderInject{Name: "X-Cert", Template: "{{secret}}"}}},
-		"static": {Class: ClassRead, Secret: SecretRef{Source: SourceFile, Path: "example/api", Field: "token"},
-			Inject: Inject{Kind: &HeaderInject{Name: "X-Key", Template: "{{secret}}"}}},
+			Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "X-Cert", Template: "{{secret}}"}}},
+		"static": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "example/api", Field: "token"},
+			Inject: broker.Inject{Kind: &broker.HeaderInject{Name: "X-Key", Template: "{{secret}}"}}},
 	}}
 }
 
 // newLeaseFixture builds a replica on store (a fresh memory store when
 // nil) reading Vault with vc; its Run loop stops at cleanup.
-func newLeaseFixture(tb testing.TB, vc *vaultapi.Client, mount string, store Store, lc LeasesConfig) *leaseFixture {
+func newLeaseFixture(tb testing.TB, vc *vaultapi.Client, mount string, store broker.Store, lc broker.LeasesConfig) *leaseFixture {
 	tb.Helper()
 	cfg := leaseConfig(mount, lc)
-	cfg.Secrets.File = writeSecrets(tb, "example/api: {token: s3cr3t-value}\n")
-	if _, ok := store.(*RedisStore); ok {
-		cfg.Store.Type = StoreRedis
+	cfg.Secrets.File = brokertest.WriteSecrets(tb, "example/api: {token: s3cr3t-value}\n")
+	if _, ok := store.(*broker.RedisStore); ok {
+		cfg.Store.Type = broker.StoreRedis
 		cfg.Store.Redis.Address = "127.0.0.1:1" // not dialled: the store is given
 	}
 	cfg = cfg.WithDefaults()
@@ -53,21 +57,21 @@ func newLeaseFixture(tb testing.TB, vc *vaultapi.Client, mount string, store Sto
 		tb.Fatalf("config: %v", err)
 	}
 	if store == nil {
-		store = NewMemoryStore(1000, cfg.ExpiredRetention, cfg.MaxHandleLifetime, nil)
+		store = broker.NewMemoryStore(1000, cfg.ExpiredRetention, cfg.MaxHandleLifetime, nil)
 	}
-	l, err := NewLeases(cfg, vc, store.(LeaseStore), LeaseOptions{})
+	l, err := New(cfg, vc, store.(broker.LeaseStore), Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(l.Start())
-	cache := NewSecretCache(map[string]SecretSource{SourceFile: &FileSource{Path: cfg.Secrets.File}}, time.Minute, 0, nil, nil)
-	return &leaseFixture{b: New(cfg, store, cache, Options{Leases: l}), leases: l, store: store, mount: mount}
+	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: cfg.Secrets.File}}, time.Minute, 0, nil, nil)
+	return &leaseFixture{b: broker.New(cfg, store, cache, broker.Options{Leases: l}), leases: l, store: store, mount: mount}
 }
 
-func (f *leaseFixture) issue(tb testing.TB, inv, intent string, deadline time.Time) *Grant {
+func (f *leaseFixture) issue(tb testing.TB, inv, intent string, deadline time.Time) *broker.Grant {
 	tb.Helper()
-	iss, err := f.b.Issue(context.Background(), IssueRequest{PluginID: "p", InvocationID: inv, Intent: intent,
-		Destinations: apiDest, Deadline: deadline})
+	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "p", InvocationID: inv, Intent: intent,
+		Destinations: leaseDest, Deadline: deadline})
 	if err != nil {
 		tb.Fatalf("issue: %v", err)
 	}
@@ -78,16 +82,7 @@ func (f *leaseFixture) issue(tb testing.TB, inv, intent string, deadline time.Ti
 	return g
 }
 
-// waitFor polls cond until it holds, failing after a minute (a bound for
-// a loaded machine, not a timing assertion).
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for limit := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(limit) {
-			tb.Fatalf("still waiting for %s", what)
-		}
-	}
-}
+var waitFor = brokertest.WaitFor
 
 func newMount(tb testing.TB, v *testenv.VaultServer) string {
 	tb.Helper()
@@ -103,7 +98,7 @@ func TestLeaseFirstUseSharedRevoked(t *testing.T) {
 	ctx := context.Background()
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
-	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{})
+	f := newLeaseFixture(t, v.Client(t), mount, nil, broker.LeasesConfig{})
 	deadline := time.Now().Add(time.Hour)
 	g1 := f.issue(t, "inv-1", "cert", deadline)
 	g2 := f.issue(t, "inv-1", "cert", deadline)
@@ -137,7 +132,7 @@ func TestLeaseFirstUseSharedRevoked(t *testing.T) {
 	if n := len(v.Leases(t, mount+"/issue/leaf/")); n != 1 {
 		t.Fatalf("Vault holds %d leases after inv-1 ended; want 1", n)
 	}
-	if _, _, err := f.leases.get(ctx, g1); !errors.Is(err, ErrLeaseEnded) {
+	if _, _, err := f.leases.Fields(ctx, g1); !errors.Is(err, broker.ErrLeaseEnded) {
 		t.Fatalf("use after the end: %v, want ErrLeaseEnded", err)
 	}
 	if got := f.leases.Outstanding(); got != 1 {
@@ -155,7 +150,7 @@ func TestLeaseDeadlineWithoutEnd(t *testing.T) {
 	ctx := context.Background()
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
-	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{CheckInterval: 20 * time.Millisecond})
+	f := newLeaseFixture(t, v.Client(t), mount, nil, broker.LeasesConfig{CheckInterval: 20 * time.Millisecond})
 	g := f.issue(t, "inv-deadline", "cert", time.Now().Add(2*time.Second))
 	if _, err := f.b.Secret(ctx, g, false); err != nil {
 		t.Fatal(err)
@@ -175,13 +170,13 @@ func TestLeaseVaultUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newLeaseFixture(t, vc, "pki", nil, LeasesConfig{})
+	f := newLeaseFixture(t, vc, "pki", nil, broker.LeasesConfig{})
 	g := f.issue(t, "inv-down", "cert", time.Now().Add(time.Hour))
 	_, err = f.b.Secret(context.Background(), g, false)
-	if !errors.Is(err, ErrLeaseUnavailable) {
+	if !errors.Is(err, broker.ErrLeaseUnavailable) {
 		t.Fatalf("err = %v, want ErrLeaseUnavailable", err)
 	}
-	if raw, _ := f.store.(LeaseStore).LoadLease(context.Background(), leaseKey("inv-down", "cert")); raw != nil {
+	if raw, _ := f.store.(broker.LeaseStore).LoadLease(context.Background(), leaseKey("inv-down", "cert")); raw != nil {
 		t.Fatal("a failed first use left a lease record")
 	}
 }
@@ -193,7 +188,7 @@ func TestLeaseRevocationRetried(t *testing.T) {
 	ctx := context.Background()
 	v := testenv.NewVault(t)
 	mount := newMount(t, v)
-	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{CheckInterval: 20 * time.Millisecond,
+	f := newLeaseFixture(t, v.Client(t), mount, nil, broker.LeasesConfig{CheckInterval: 20 * time.Millisecond,
 		RevokeAttempts: 2, RevokeBackoff: 10 * time.Millisecond, RevokeTimeout: 2 * time.Second})
 	g := f.issue(t, "inv-retry", "cert", time.Now().Add(time.Hour))
 	if _, err := f.b.Secret(ctx, g, false); err != nil {
@@ -225,10 +220,10 @@ func TestLeaseTwoReplicasRace(t *testing.T) {
 	mount := newMount(t, v)
 	rs := testenv.Redis(t)
 	keyFile := sealKeyFile(t)
-	lc := LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
+	lc := broker.LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
 	var replicas []*leaseFixture
 	for range 2 {
-		st, err := NewRedisStore(RedisConfig{Address: rs.Addr, KeyPrefix: "lease-race:", LocalCache: -1}, time.Minute, time.Hour)
+		st, err := broker.NewRedisStore(broker.RedisConfig{Address: rs.Addr, KeyPrefix: "lease-race:", LocalCache: -1}, time.Minute, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +234,7 @@ func TestLeaseTwoReplicasRace(t *testing.T) {
 		inv := "inv-race-" + string(rune('a'+round))
 		g := replicas[0].issue(t, inv, "cert", time.Now().Add(time.Hour))
 		var wg sync.WaitGroup
-		got := make([]Secret, 2)
+		got := make([]broker.Secret, 2)
 		errs := make([]error, 2)
 		for i, r := range replicas {
 			wg.Add(1)
@@ -265,7 +260,7 @@ func TestLeaseTwoReplicasRace(t *testing.T) {
 		replicas[0].leases.mu.Lock()
 		delete(replicas[0].leases.held, leaseKey(inv, "cert")) // as after a restart: read the store
 		replicas[0].leases.mu.Unlock()
-		if _, _, err := replicas[0].leases.get(ctx, g); !errors.Is(err, ErrLeaseEnded) {
+		if _, _, err := replicas[0].leases.Fields(ctx, g); !errors.Is(err, broker.ErrLeaseEnded) {
 			t.Fatalf("round %d: use on the other replica after the end: %v", round, err)
 		}
 	}
@@ -280,13 +275,13 @@ func TestLeaseRecordSealed(t *testing.T) {
 	ctx := context.Background()
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
-	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{})
+	f := newLeaseFixture(t, v.Client(t), mount, nil, broker.LeasesConfig{})
 	g := f.issue(t, "inv-sealed", "cert", time.Now().Add(time.Hour))
 	s, err := f.b.Secret(ctx, g, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := f.store.(LeaseStore).LoadLease(ctx, leaseKey("inv-sealed", "cert"))
+	raw, err := f.store.(broker.LeaseStore).LoadLease(ctx, leaseKey("inv-sealed", "cert"))
 	if err != nil || raw == nil {
 		t.Fatalf("record: %v", err)
 	}
@@ -299,56 +294,12 @@ func TestLeaseRecordSealed(t *testing.T) {
 			t.Fatalf("the stored record shows a secret part (%d bytes)", len(needle))
 		}
 	}
-	if s.Lease != LeaseFingerprint(mount+"/issue/leaf/"+ids[0]) {
+	if s.Lease != fingerprint(mount+"/issue/leaf/"+ids[0]) {
 		t.Fatal("the fingerprint is not the lease id's")
 	}
 }
 
 func containsBytes(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
-
-// Over the broker API (airlock host → airlock serve): the end of an
-// invocation names the leases it revoked (for the outcome evidence), and
-// inspecting a handle shows its invocation's lease: none before the first
-// use, active, then ended, by fingerprint.
-func TestLeaseOverAPI(t *testing.T) {
-	ctx := context.Background()
-	v := testenv.Vault(t)
-	mount := newMount(t, v)
-	f := newLeaseFixture(t, v.Client(t), mount, nil, LeasesConfig{})
-	c := serveAPI(t, f.b, nil, []int{os.Getuid()})
-	iss, err := c.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-api", Intent: "cert", Destinations: apiDest,
-		Deadline: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := c.Inspect(ctx, iss.Fingerprint)
-	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateNone {
-		t.Fatalf("inspect before the first use: %+v, %v", in.Lease, err)
-	}
-	g, err := f.b.Resolve(ctx, iss.Handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := f.b.Secret(ctx, g, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err = c.Inspect(ctx, iss.Fingerprint)
-	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateActive || in.Lease.Fingerprint != s.Lease || in.Lease.ExpiresAt.IsZero() {
-		t.Fatalf("inspect in use: %+v, %v", in.Lease, err)
-	}
-	end, err := c.EndInvocation(ctx, "inv-api")
-	if err != nil || end.Handles != 1 || len(end.Leases) != 1 {
-		t.Fatalf("end: %+v, %v", end, err)
-	}
-	if l := end.Leases[0]; l.Intent != "cert" || l.Fingerprint != s.Lease || !l.Revoked {
-		t.Fatalf("lease end: %+v", l)
-	}
-	in, err = c.Inspect(ctx, iss.Fingerprint)
-	if err != nil || in.Lease == nil || in.Lease.State != LeaseStateEnded || in.Lease.Fingerprint != s.Lease {
-		t.Fatalf("inspect after the end: %+v, %v", in.Lease, err)
-	}
-}
 
 // The replica that obtained a lease dies and the host never ends the
 // invocation: another replica on the same Redis ends the lease at the
@@ -359,9 +310,9 @@ func TestLeaseDeadlineOtherReplica(t *testing.T) {
 	mount := newMount(t, v)
 	rs := testenv.Redis(t)
 	keyFile := sealKeyFile(t)
-	lc := LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
-	store := func() Store {
-		st, err := NewRedisStore(RedisConfig{Address: rs.Addr, KeyPrefix: "lease-dead:", LocalCache: -1}, time.Minute, time.Hour)
+	lc := broker.LeasesConfig{SealKeyFile: keyFile, CheckInterval: 20 * time.Millisecond}
+	store := func() broker.Store {
+		st, err := broker.NewRedisStore(broker.RedisConfig{Address: rs.Addr, KeyPrefix: "lease-dead:", LocalCache: -1}, time.Minute, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,15 +322,15 @@ func TestLeaseDeadlineOtherReplica(t *testing.T) {
 	// The obtaining replica: its loop never runs (it died after the
 	// first use).
 	deadCfg := leaseConfig(mount, lc)
-	deadCfg.Store = StoreConfig{Type: StoreRedis, Redis: RedisConfig{Address: rs.Addr}}
+	deadCfg.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: rs.Addr}}
 	deadCfg = deadCfg.WithDefaults()
 	deadStore := store()
-	dead, err := NewLeases(deadCfg, v.Client(t), deadStore.(LeaseStore), LeaseOptions{})
+	dead, err := New(deadCfg, v.Client(t), deadStore.(broker.LeaseStore), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := New(deadCfg, deadStore, nil, Options{Leases: dead})
-	g := &Grant{PluginID: "p", InvocationID: "inv-orphan", Intent: "cert", ExpiresAt: time.Now().Add(2 * time.Second)}
+	db := broker.New(deadCfg, deadStore, nil, broker.Options{Leases: dead})
+	g := &broker.Grant{PluginID: "p", InvocationID: "inv-orphan", Intent: "cert", ExpiresAt: time.Now().Add(2 * time.Second)}
 	if _, err := db.Secret(ctx, g, false); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +341,7 @@ func TestLeaseDeadlineOtherReplica(t *testing.T) {
 	waitFor(t, "the surviving replica to revoke the orphaned lease", func() bool {
 		return len(v.Leases(t, mount+"/issue/leaf/")) == 0
 	})
-	if st, err := survivor.leases.State(ctx, "inv-orphan", "cert"); err != nil || st.State != LeaseStateEnded {
+	if st, err := survivor.leases.State(ctx, "inv-orphan", "cert"); err != nil || st.State != broker.LeaseStateEnded {
 		t.Fatalf("lease state: %+v %v", st, err)
 	}
 }
@@ -401,16 +352,16 @@ func TestLeaseMetrics(t *testing.T) {
 	ctx := context.Background()
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
-	cfg := leaseConfig(mount, LeasesConfig{})
-	cfg.Secrets.File = writeSecrets(t, "example/api: {token: x}\n")
+	cfg := leaseConfig(mount, broker.LeasesConfig{})
+	cfg.Secrets.File = brokertest.WriteSecrets(t, "example/api: {token: x}\n")
 	cfg = cfg.WithDefaults()
 	reg := prometheus.NewRegistry()
-	store := NewMemoryStore(100, time.Minute, time.Hour, nil)
-	l, err := NewLeases(cfg, v.Client(t), store, LeaseOptions{Registerer: reg})
+	store := broker.NewMemoryStore(100, time.Minute, time.Hour, nil)
+	l, err := New(cfg, v.Client(t), store, Options{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := New(cfg, store, nil, Options{Leases: l})
+	b := broker.New(cfg, store, nil, broker.Options{Leases: l})
 	gauge := func(name string) float64 {
 		t.Helper()
 		mfs, err := reg.Gather()
@@ -425,7 +376,7 @@ func TestLeaseMetrics(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	g := &Grant{PluginID: "p", InvocationID: "inv-metrics", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
+	g := &broker.Grant{PluginID: "p", InvocationID: "inv-metrics", Intent: "cert", ExpiresAt: time.Now().Add(time.Hour)}
 	if _, err := b.Secret(ctx, g, false); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,4 @@
+package broker
+
+// Test helpers the external tests (package broker_test) share.
+var NewLedgerStore = newLedgerStore
