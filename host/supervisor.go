@@ -262,17 +262,13 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			fault = ErrProbeFailed
 		}
 		// Kill returns before the process is gone; what the host opened
-		// for it is freed once it is.
+		// for it is freed once it is. Its handles and pass were revoked
+		// by the exit itself (the launch layer owns that).
 		select {
 		case <-rt.Exited():
 		case <-h.ctx.Done():
 		}
 		rt.Release()
-		if h.opts.Broker != nil {
-			if _, err := h.opts.Broker.RevokePlugin(context.Background(), e.name); err != nil {
-				log.Error("revoke the handles of an exited plugin", "err", err)
-			}
-		}
 		if fault == nil {
 			// An Executa plugin that ended cleanly: it starts cold on the
 			// next call (the lifecycle's Stopped state).

@@ -53,7 +53,7 @@ sys.stdout.write(urllib.request.urlopen(req, timeout=20).read().decode())`, url,
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, _ := io.ReadAll(p.Stdout)
+				out, _ := io.ReadAll(p.Stdout())
 				<-p.Exited()
 				if err := p.Err(); err != nil || !strings.Contains(string(out), "T-1") {
 					t.Fatalf("%s: %v\n%s\n%s", name, err, out, logs.String())

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/executa"
@@ -345,6 +346,11 @@ func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 	_ = json.Unmarshal(out.Data, &data)
 	if !strings.HasPrefix(data.Handle, "alh_") || strings.Contains(string(b), data.Handle) {
 		t.Fatal("the plugin got no handle, or the evidence holds it")
+	}
+	// The handle delivered for a credential is dead once the call ends
+	// (the invoke path ends the invocation).
+	if _, err := f.b.Resolve(context.Background(), data.Handle); !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("the call's handle after the call: %v, want revoked", err)
 	}
 
 	deny := newTestHost(t, f, func(o *host.Options) { o.Policy = &policy.Policy{Version: "v1", Default: "deny"} })

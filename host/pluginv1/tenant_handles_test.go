@@ -81,7 +81,7 @@ func TestTenantCannotUseAnotherPluginsHandle(t *testing.T) {
 						Status int    `json:"status"`
 						Error  string `json:"error"`
 					}{}
-					sc := bufio.NewScanner(p.Stdout)
+					sc := bufio.NewScanner(p.Stdout())
 					for sc.Scan() {
 						var r struct {
 							As     string `json:"as"`
