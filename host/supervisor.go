@@ -60,6 +60,9 @@ func (o Options) withDefaults() Options {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	o.Restart = o.Restart.withDefaults()
 	if o.Log == nil {
 		o.Log = discardLogger()
@@ -231,7 +234,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			e.mu.Unlock()
 			continue
 		}
-		started := time.Now()
+		started := h.opts.Now()
 		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health, e.healthyAt = rt, false, "ok", time.Time{} })
 		report(nil)
 		h.metrics.setUp(e, true)
@@ -252,7 +255,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			e.set(StateShutdown, func(e *entry) { e.rt = nil })
 			return
 		}
-		uptime := time.Since(started)
+		uptime := h.opts.Now().Sub(started)
 		e.mu.Lock()
 		e.backoff.Ran(healthyUptime(started, e.healthyAt))
 		e.mu.Unlock()
@@ -370,7 +373,7 @@ func (h *Host) watch(e *entry, rt Runtime) why {
 			e.mu.Lock()
 			e.health = health
 			if health == "ok" {
-				e.healthyAt = time.Now()
+				e.healthyAt = h.opts.Now()
 			}
 			e.mu.Unlock()
 		}
