@@ -32,12 +32,19 @@
 //   - one registry: every plugin by name, with its kind, state, pid,
 //     restarts and last failure (Status, GET /v1/plugins);
 //   - one supervisor per plugin (Add): launch, watch the exit and probe
-//     health, and on a crash revoke the plugin's handles, record
-//     lifecycle.crash, release what the host held for the dead process and
-//     relaunch with backoff and a budget that resets; a failure a restart
-//     cannot fix (Permanent, ErrManifestInvalid) marks it failed at once;
+//     health, and on a crash record lifecycle.crash, release what the
+//     host held for the dead process and relaunch with backoff and a
+//     budget that resets; a failure a restart cannot fix (Permanent,
+//     ErrManifestInvalid) marks it failed at once;
 //   - one invoke path (Invoke): prepare, policy decision, invocation.start,
-//     run, revoke the invocation's handles, invocation.outcome.
+//     run, revoke the invocation's handles (EndInvocation, the one owner of
+//     an invocation's end), invocation.outcome.
+//
+// The revocation of a plugin's handles and pass when it ends — a crash,
+// an exit, a kill, a Shutdown, the host's shutdown — is the launch
+// layer's, which started the process: its exit revokes them before
+// Exited closes, and a runtime's Shutdown revokes them before it tells
+// the plugin to stop.
 //
 // A plugin that fails is marked with its reason; the others keep serving.
 //

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
@@ -14,9 +15,12 @@ const (
 	endRetryMax   = 5 * time.Second
 )
 
-// revokeInvocation revokes the invocation's handles and leases, and
-// returns what it revoked and what is still owed, for the invocation's
-// outcome evidence:
+// EndInvocation is the one owner of an invocation's end: every end —
+// the invoke path's (Host.Invoke, for either kind of plugin) and the
+// sampling backend's own invocation of the model's credential — revokes
+// the invocation's handles and leases here, before anyone is told the
+// invocation is over. It returns what it revoked and what is still
+// owed, for the invocation's outcome evidence:
 //
 //   - handles_revoked: how many live handles the broker revoked;
 //   - handles_owed: true when the revocation is not acknowledged yet (the
@@ -27,15 +31,21 @@ const (
 //   - leases_revoked: each leased secret the end revoked, as {intent,
 //     lease_fp, revoked} (revoked false: owed; the broker retries until
 //     Vault confirms or the lease expires there).
-func revokeInvocation(ctx context.Context, opts Options, plugin, id string, deadline time.Time) map[string]any {
+//
+// A plugin's end is not an invocation's: the launch layer revokes the
+// plugin's handles and pass after every exit of its process.
+func EndInvocation(ctx context.Context, api broker.API, log *slog.Logger, plugin, id string, deadline time.Time) map[string]any {
+	if log == nil {
+		log = discardLogger()
+	}
 	ctx = context.WithoutCancel(ctx)
-	end, err := endInvocation(ctx, opts.Broker, id)
+	end, err := endInvocation(ctx, api, id)
 	owed := err != nil || end.HandlesOwed
 	if err != nil {
-		opts.Log.Error("revoke invocation handles", "plugin", plugin, "invocation", id, "err", err)
+		log.Error("revoke invocation handles", "plugin", plugin, "invocation", id, "err", err)
 	}
 	if owed {
-		go retryEnd(ctx, opts, plugin, id, deadline)
+		go retryEnd(ctx, api, log, plugin, id, deadline)
 	}
 	leases := []map[string]any{}
 	for _, l := range end.Leases {
@@ -60,21 +70,21 @@ func endInvocation(ctx context.Context, api broker.API, id string) (broker.Invoc
 // retryEnd asks the broker again to end the invocation until it
 // acknowledges the handles' revocation or they have expired. Ending is
 // idempotent: a lease already revoked is not found again.
-func retryEnd(ctx context.Context, opts Options, plugin, id string, deadline time.Time) {
+func retryEnd(ctx context.Context, api broker.API, log *slog.Logger, plugin, id string, deadline time.Time) {
 	wait := endRetryFirst
 	for attempt := 2; ; attempt++ {
 		t := time.NewTimer(wait)
 		<-t.C
 		if !time.Now().Before(deadline) {
-			opts.Log.Warn("owed revocation dropped: the invocation's handles have expired", "plugin", plugin,
+			log.Warn("owed revocation dropped: the invocation's handles have expired", "plugin", plugin,
 				"invocation", id, "attempts", attempt-1)
 			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, endRetryMax)
-		end, err := endInvocation(rctx, opts.Broker, id)
+		end, err := endInvocation(rctx, api, id)
 		cancel()
 		if err == nil && !end.HandlesOwed {
-			opts.Log.Info("owed revocation acknowledged", "plugin", plugin, "invocation", id, "attempts", attempt,
+			log.Info("owed revocation acknowledged", "plugin", plugin, "invocation", id, "attempts", attempt,
 				"handles", end.Handles)
 			return
 		}

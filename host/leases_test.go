@@ -53,7 +53,7 @@ func TestInvocationEndOwedIsRetried(t *testing.T) {
 	}
 	link.Cut()
 	opts := Options{Broker: hostSide, Log: slog.New(slog.DiscardHandler)}
-	got := revokeInvocation(ctx, opts, "p", "inv-1", iss.ExpiresAt)
+	got := EndInvocation(ctx, opts.Broker, opts.Log, "p", "inv-1", iss.ExpiresAt)
 	if got["handles_owed"] != true || got["leases_revoked"] == nil {
 		t.Fatalf("the outcome of an end with the store down: %v; want handles_owed and leases_revoked", got)
 	}
@@ -69,7 +69,7 @@ func TestInvocationEndOwedIsRetried(t *testing.T) {
 			t.Fatal("the owed revocation never landed")
 		}
 	}
-	if got := revokeInvocation(ctx, opts, "p", "inv-1", iss.ExpiresAt); got["handles_owed"] != false {
+	if got := EndInvocation(ctx, opts.Broker, opts.Log, "p", "inv-1", iss.ExpiresAt); got["handles_owed"] != false {
 		t.Fatalf("an end the store acknowledged: %v", got)
 	}
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// often a running one is probed (zero: DefaultHealthInterval).
 	Restart        RestartPolicy
 	HealthInterval time.Duration
+	// Now is the clock a run's healthy uptime is measured on (the
+	// restart budget's reset; nil: time.Now). Tests set one they advance
+	// instead of waiting.
+	Now func() time.Time
 	// StderrLevel is the level of plugin stderr lines (default info);
 	// Redactor removes credential-shaped values from them and from
 	// HostService.Log fields (nil: the built-in shapes).

@@ -73,7 +73,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	// Revoke before anyone is told the call is over.
 	outcome := map[string]any{"status": string(out.Status), "reason": out.Reason, "evidence_ids": out.EvidenceIDs}
 	if ip.opts.Broker != nil {
-		maps.Copy(outcome, revokeInvocation(ctx, ip.opts, name, id, req.Deadline))
+		maps.Copy(outcome, EndInvocation(ctx, ip.opts.Broker, ip.opts.Log, name, id, req.Deadline))
 	}
 	ip.settle(ctx, id, name, d, out, outcome)
 	if _, err := ip.opts.Record(name, "invocation.outcome", id, outcome); err != nil {

@@ -43,7 +43,8 @@ type Runtime interface {
 	// is not a fault (an Executa plugin that ended cleanly and starts cold
 	// on the next call).
 	Fault() error
-	// Shutdown cancels what is in flight, revokes the plugin's handles,
+	// Shutdown cancels what is in flight, revokes the plugin's handles
+	// and pass (through the launch layer, before the plugin is told),
 	// asks the plugin to stop and kills its process group after the grace,
 	// or at ctx's deadline when that comes first (the supervisor's one
 	// grace, part of which the calls in flight may have used).

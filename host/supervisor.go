@@ -60,6 +60,9 @@ func (o Options) withDefaults() Options {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	o.Restart = o.Restart.withDefaults()
 	if o.Log == nil {
 		o.Log = discardLogger()
@@ -231,7 +234,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			e.mu.Unlock()
 			continue
 		}
-		started := time.Now()
+		started := h.opts.Now()
 		e.set(StateRunning, func(e *entry) { e.rt, e.cold, e.health, e.healthyAt = rt, false, "ok", time.Time{} })
 		report(nil)
 		h.metrics.setUp(e, true)
@@ -252,7 +255,7 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			e.set(StateShutdown, func(e *entry) { e.rt = nil })
 			return
 		}
-		uptime := time.Since(started)
+		uptime := h.opts.Now().Sub(started)
 		e.mu.Lock()
 		e.backoff.Ran(healthyUptime(started, e.healthyAt))
 		e.mu.Unlock()
@@ -262,17 +265,13 @@ func (h *Host) supervise(e *entry, first chan<- error) {
 			fault = ErrProbeFailed
 		}
 		// Kill returns before the process is gone; what the host opened
-		// for it is freed once it is.
+		// for it is freed once it is. Its handles and pass were revoked
+		// by the exit itself (the launch layer owns that).
 		select {
 		case <-rt.Exited():
 		case <-h.ctx.Done():
 		}
 		rt.Release()
-		if h.opts.Broker != nil {
-			if _, err := h.opts.Broker.RevokePlugin(context.Background(), e.name); err != nil {
-				log.Error("revoke the handles of an exited plugin", "err", err)
-			}
-		}
 		if fault == nil {
 			// An Executa plugin that ended cleanly: it starts cold on the
 			// next call (the lifecycle's Stopped state).
@@ -374,7 +373,7 @@ func (h *Host) watch(e *entry, rt Runtime) why {
 			e.mu.Lock()
 			e.health = health
 			if health == "ok" {
-				e.healthyAt = time.Now()
+				e.healthyAt = h.opts.Now()
 			}
 			e.mu.Unlock()
 		}

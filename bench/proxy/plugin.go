@@ -77,7 +77,7 @@ func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(str
 	check(err)
 	mark, fill := cpuMeter([]int{sp.cmd.Process.Pid, upPid, -p.Pid()}) // the plugin with its sandbox's processes
 	var s sample
-	rd := bufio.NewReaderSize(p.Stdout, 1<<20)
+	rd := bufio.NewReaderSize(p.Stdout(), 1<<20)
 	for {
 		line, err := rd.ReadString('\n')
 		if err != nil {
@@ -98,7 +98,7 @@ func runPluginCell(exe string, sp serveProc, level sandbox.Level, serve func(str
 			}
 		}
 	}
-	_, _ = io.Copy(io.Discard, p.Stdout)
+	_, _ = io.Copy(io.Discard, p.Stdout())
 	<-p.Exited()
 	if err := p.Err(); err != nil {
 		check(fmt.Errorf("bench plugin (sandbox %s): %w", level, err))

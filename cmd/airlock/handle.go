@@ -75,7 +75,7 @@ func cmdHandle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // brokerDialer dials the broker API the command's flags name.
-type brokerDialer = func() (*broker.Client, error)
+type brokerDialer = func() (*brokerapi.Client, error)
 
 // handleCommands is airlock handle's table; the dialer records in socket
 // the socket it dialed (see explainRefusal).

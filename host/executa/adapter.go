@@ -89,11 +89,12 @@ func (r *runtime) Kill()                   { r.p.Kill() }
 // goroutines reading them end with it.
 func (r *runtime) Release() {}
 
-// Shutdown follows the Executa contract (stdin EOF, SIGTERM, SIGKILL).
+// Shutdown revokes the plugin's handles and pass, then follows the
+// Executa contract (stdin EOF, SIGTERM, SIGKILL).
 func (r *runtime) Shutdown(context.Context) error {
-	r.p.Shutdown()
+	err := r.p.Shutdown()
 	_ = r.record("lifecycle.shutdown", "", nil) // logged; a shutdown is not refused
-	return nil
+	return err
 }
 
 // Health maps the plugin's answer: not ready yet refuses calls; no valid

@@ -63,7 +63,7 @@ func (cs *compatServices) start(t *testing.T, cfg PluginConfig) *Process {
 	if err != nil {
 		t.Fatalf("start %s: %v", cfg.Name, err)
 	}
-	t.Cleanup(p.Shutdown)
+	t.Cleanup(func() { _ = p.Shutdown() })
 	return p
 }
 

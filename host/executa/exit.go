@@ -60,7 +60,7 @@ func (p *Process) Health(ctx context.Context) error {
 func (p *Process) Exited() <-chan struct{} { return p.proc.Exited() }
 
 // Sandbox is the sandbox level the plugin runs at.
-func (p *Process) Sandbox() string { return string(p.proc.Level) }
+func (p *Process) Sandbox() string { return string(p.proc.Level()) }
 
 // Pid is the plugin's process id.
 func (p *Process) Pid() int { return p.proc.Pid() }
@@ -87,16 +87,21 @@ func (p *Process) Fault() error {
 	}
 }
 
-// Shutdown follows the contract: close stdin, wait StdinGrace, SIGTERM
-// the process group, wait TermGrace, SIGKILL.
-func (p *Process) Shutdown() {
+// Shutdown revokes the plugin's handles and pass (the launch layer's
+// Revoke: before the plugin is told), then follows the contract: close
+// stdin, wait StdinGrace, SIGTERM the process group, wait TermGrace,
+// SIGKILL. It returns the revocation's failure, if any; the plugin is
+// stopped whatever it is.
+func (p *Process) Shutdown() error {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
+	err := p.proc.Revoke(context.Background())
 	_ = p.stdin.Close()
 	p.proc.Stop(
 		supervise.Step{Wait: p.opts.Timeouts.StdinGrace, Signal: syscall.SIGTERM},
 		supervise.Step{Wait: p.opts.Timeouts.TermGrace, Signal: syscall.SIGKILL})
+	return err
 }
 
 // Kill ends the process group at once.

@@ -65,7 +65,7 @@ func TestPresignedPUTFromStockClients(t *testing.T) {
 				// A client that never ends must not hang the suite.
 				stop := time.AfterFunc(2*time.Minute, p.Kill)
 				defer stop.Stop()
-				out, _ := io.ReadAll(p.Stdout)
+				out, _ := io.ReadAll(p.Stdout())
 				<-p.Exited()
 				etag := ""
 				for _, line := range strings.Split(string(out), "\n") {

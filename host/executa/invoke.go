@@ -74,14 +74,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	}
 	c := map[string]any{"invoke_id": invokeID}
 	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding, spend: req.SpendTokens}
+	// The invocation's handles are revoked when it ends, by the invoke
+	// path that opened it (host.EndInvocation).
 	creds, err := p.credentials(ctx, invokeID, deadline, req.Scope)
-	defer func() {
-		if p.opts.Broker != nil {
-			if _, err := p.opts.Broker.RevokeInvocation(context.WithoutCancel(ctx), invokeID); err != nil {
-				p.log.Error("revoke invoke handles", "err", err)
-			}
-		}
-	}()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/randid"
 )
 
@@ -32,6 +34,9 @@ type OpenAIBackend struct {
 	EgressProxy  string
 	// JSON says the model honours response_format.
 	JSON bool
+	// Log receives a failed revocation of a call's credential (nil:
+	// discarded).
+	Log *slog.Logger
 
 	once   sync.Once
 	client *http.Client // one for every call: connections are kept alive
@@ -92,7 +97,7 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 	if err != nil {
 		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: fmt.Errorf("sampling credential: %w", err)}
 	}
-	defer o.Broker.RevokeInvocation(context.WithoutCancel(ctx), inv) //nolint:errcheck // best effort; the handle expires anyway
+	defer host.EndInvocation(ctx, o.Broker, o.Log, plugin, inv, deadline)
 	msgs := []map[string]string{}
 	if req.SystemPrompt != "" {
 		msgs = append(msgs, map[string]string{"role": "system", "content": req.SystemPrompt})

@@ -29,7 +29,7 @@ const (
 type Process struct {
 	cfg    PluginConfig
 	opts   Options
-	proc   *launch.Process
+	proc   launch.Runner
 	stdin  io.WriteCloser
 	tmpdir string
 	log    *slog.Logger
@@ -94,8 +94,8 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", cfg.Name, err)
 	}
-	p.proc, p.tmpdir, p.stdin = proc, proc.Dir, proc.Stdin
-	stdout := proc.Stdout
+	p.proc, p.tmpdir, p.stdin = proc, proc.Dir(), proc.Stdin()
+	stdout := proc.Stdout()
 	go p.readLoop(stdout)
 	go func() {
 		<-proc.Exited()

@@ -141,7 +141,7 @@ func (f *fixture) start(t *testing.T, cfg PluginConfig, timeouts Timeouts) (*Pro
 	p, err := Start(context.Background(), cfg, Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer}, Verifier: f.verifier,
 		EgressProxy: f.proxy, Timeouts: timeouts, Sampling: f.sampling})
 	if err == nil {
-		t.Cleanup(p.Shutdown)
+		t.Cleanup(func() { _ = p.Shutdown() })
 	}
 	return p, err
 }
@@ -411,7 +411,8 @@ func TestFileTransportAndCredentialsLifetime(t *testing.T) {
 	if !errors.Is(err, ErrFileTransportRefused) {
 		t.Fatalf("a file outside the plugin's temp dir: %v", err)
 	}
-	// The handle delivered for a credential is dead once the invoke ends.
+	// A credential is delivered as a handle (revoked when the invocation
+	// ends, by the invoke path: TestExecutaCallPolicyAndEvidence).
 	r, err = p.Invoke(ctx, InvokeRequest{Tool: "handle"})
 	if err != nil {
 		t.Fatal(err)
@@ -419,9 +420,6 @@ func TestFileTransportAndCredentialsLifetime(t *testing.T) {
 	h := data(t, r)["handle"].(string)
 	if !strings.HasPrefix(h, broker.HandlePrefix) {
 		t.Fatalf("credential is not a handle: %q", h)
-	}
-	if _, err := f.b.Resolve(ctx, h); !errors.Is(err, broker.ErrHandleRevoked) {
-		t.Fatalf("handle after the invoke: %v", err)
 	}
 	// Raw delivery only by explicit opt-in.
 	raw := py("good")

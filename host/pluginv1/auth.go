@@ -91,8 +91,8 @@ func (p *Plugin) probe(ctx context.Context, socket string) error {
 
 // pluginUID is the uid the provider runs as when it has one of its own
 // (not the host's): only that uid may connect to its HostService.
-func pluginUID(proc *launch.Process) (uid int, own bool) {
-	return proc.UID, proc.UID > 0
+func pluginUID(proc launch.Runner) (uid int, own bool) {
+	return proc.UID(), proc.UID() > 0
 }
 
 // Reasons a call is refused, as logged and counted (the metric's reason

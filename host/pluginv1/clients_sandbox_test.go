@@ -27,23 +27,28 @@ func TestStockClientsInSandbox(t *testing.T) {
 	}
 	url := "https://tickets.demo.airlock.test:" + f.upPort + "/api/tickets"
 	dest := broker.Destination{Host: "tickets.demo.airlock.test", Port: mustAtoi(f.upPort), PathPrefix: "/api/"}
-	iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "client", InvocationID: "inv-clients",
-		Intent: "tickets.read", Destinations: []broker.Destination{dest}, Deadline: time.Now().Add(5 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The handle is the API key (placeholder injection), as an SDK sends it.
-	auth := "Authorization: Bearer " + iss.Handle
-	clients := map[string][]string{
-		"curl": {curl, "-sS", "--fail", "-H", auth, url},
-		"python": {testenv.Python(), "-c", `import urllib.request, sys
+	// The handle is the API key (placeholder injection), as an SDK sends
+	// it: one per process, since a plugin's handles die with its process.
+	clients := map[string]func(handle string) []string{
+		"curl": func(h string) []string {
+			return []string{curl, "-sS", "--fail", "-H", "Authorization: Bearer " + h, url}
+		},
+		"python": func(h string) []string {
+			return []string{testenv.Python(), "-c", `import urllib.request, sys
 req = urllib.request.Request(sys.argv[1], headers={"Authorization": sys.argv[2]})
-sys.stdout.write(urllib.request.urlopen(req, timeout=20).read().decode())`, url, "Bearer " + iss.Handle},
+sys.stdout.write(urllib.request.urlopen(req, timeout=20).read().decode())`, url, "Bearer " + h}
+		},
 	}
 	levels := sandbox.Detect().Levels()
 	for _, level := range levels {
-		for name, argv := range clients {
+		for name, args := range clients {
 			t.Run(string(level)+"/"+name, func(t *testing.T) {
+				iss, err := f.b.Issue(context.Background(), broker.IssueRequest{PluginID: "client", InvocationID: "inv-clients-" + string(level) + "-" + name,
+					Intent: "tickets.read", Destinations: []broker.Destination{dest}, Deadline: time.Now().Add(5 * time.Minute)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				argv := args(iss.Handle)
 				var logs testenv.SyncBuffer
 				opts := f.opts
 				opts.Sandbox = sandbox.Config{Level: level}
@@ -53,7 +58,7 @@ sys.stdout.write(urllib.request.urlopen(req, timeout=20).read().decode())`, url,
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, _ := io.ReadAll(p.Stdout)
+				out, _ := io.ReadAll(p.Stdout())
 				<-p.Exited()
 				if err := p.Err(); err != nil || !strings.Contains(string(out), "T-1") {
 					t.Fatalf("%s: %v\n%s\n%s", name, err, out, logs.String())

@@ -75,7 +75,7 @@ type Plugin struct {
 	offer    []uint32 // protocol versions offered at launch
 	version  uint32   // negotiated
 	opts     host.Options
-	proc     *launch.Process
+	proc     launch.Runner
 	conn     *grpc.ClientConn
 	client   pb.PluginServiceClient
 	host     *grpc.Server
@@ -176,7 +176,7 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 	p.mu.Lock()
 	p.uid, p.ownUID = pluginUID(proc)
 	p.mu.Unlock()
-	stdout := proc.Stdout
+	stdout := proc.Stdout()
 
 	type lineResult struct {
 		hl  HandshakeLine
@@ -220,7 +220,7 @@ func startProvider(ctx context.Context, inst Installed, opts host.Options, offer
 		return nil, err
 	}
 	p.record("lifecycle.launch", "", map[string]any{"protocol_version": line.AppVersion, "binary_sha256": inst.BinarySHA256,
-		"sandbox": string(proc.Level), "spec_version": p.specVersion, "host_spec_version": SpecVersion})
+		"sandbox": string(proc.Level()), "spec_version": p.specVersion, "host_spec_version": SpecVersion})
 	return p, nil
 }
 
@@ -375,7 +375,7 @@ func (p *Plugin) Kind() host.Kind { return host.KindPluginV1 }
 func (p *Plugin) Protocol() string { return strconv.FormatUint(uint64(p.version), 10) }
 
 // Sandbox is the sandbox level the provider runs at.
-func (p *Plugin) Sandbox() string { return string(p.proc.Level) }
+func (p *Plugin) Sandbox() string { return string(p.proc.Level()) }
 
 // Pid is the provider's process id.
 func (p *Plugin) Pid() int { return p.proc.Pid() }
@@ -417,10 +417,7 @@ func (p *Plugin) Shutdown(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	var revokeErr error
-	if p.opts.Broker != nil {
-		_, revokeErr = p.opts.Broker.RevokePlugin(context.WithoutCancel(ctx), p.inst.Name)
-	}
+	revokeErr := p.proc.Revoke(context.WithoutCancel(ctx))
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	_, _ = p.client.Shutdown(sctx, &pb.ShutdownRequest{})
 	cancel()
@@ -454,7 +451,7 @@ func (p *Plugin) cleanup() {
 // exitOf is how a provider that ended its stdout before a handshake line
 // exited (its status and stderr tail): nil when it has not exited within
 // a second (it closed stdout and runs on; the launch kills it).
-func exitOf(proc *launch.Process) error {
+func exitOf(proc launch.Runner) error {
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {

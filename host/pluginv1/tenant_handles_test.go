@@ -59,18 +59,21 @@ func TestTenantCannotUseAnotherPluginsHandle(t *testing.T) {
 	}
 	for _, level := range sandbox.Detect().Levels() {
 		t.Run(string(level), func(t *testing.T) {
-			own := issue("attacker", "inv-attacker-"+string(level))
 			opts := f.opts
 			opts.Sandbox = sandbox.Config{Level: level, ReadOnly: []string{dir}}
 			opts.ProxyServe = serve
 			lo := opts.LaunchOptions(slog.New(slog.NewTextHandler(io.Discard, nil)))
-			for name, argv := range map[string][]string{
-				"python": {testenv.Python(), script},
-				"curl": {curl, "-sS", "-o", "/dev/null", "-w", `{"as":"victim","status":%{http_code},"error":"%header{x-airlock-error}"}\n`,
-					"--proxy-header", "Proxy-Authorization: Bearer " + victim, url, "--next",
-					"-sS", "-o", "/dev/null", "-w", `{"as":"own","status":%{http_code},"error":"%header{x-airlock-error}"}\n`,
-					"--proxy-header", "Proxy-Authorization: Bearer " + own, url},
-			} {
+			for _, name := range []string{"python", "curl"} {
+				// A handle of its own per process: the attacker's handles
+				// die with each of its processes.
+				own := issue("attacker", "inv-attacker-"+string(level)+"-"+name)
+				argv := map[string][]string{
+					"python": {testenv.Python(), script},
+					"curl": {curl, "-sS", "-o", "/dev/null", "-w", `{"as":"victim","status":%{http_code},"error":"%header{x-airlock-error}"}\n`,
+						"--proxy-header", "Proxy-Authorization: Bearer " + victim, url, "--next",
+						"-sS", "-o", "/dev/null", "-w", `{"as":"own","status":%{http_code},"error":"%header{x-airlock-error}"}\n`,
+						"--proxy-header", "Proxy-Authorization: Bearer " + own, url},
+				}[name]
 				t.Run(name, func(t *testing.T) {
 					p, err := launch.Start(ctx, launch.Request{Plugin: "attacker", Path: argv[0], Args: argv[1:],
 						Env: []string{"TENANT_URL=" + url, "TENANT_VICTIM=" + victim, "TENANT_OWN=" + own}}, lo)
@@ -81,7 +84,7 @@ func TestTenantCannotUseAnotherPluginsHandle(t *testing.T) {
 						Status int    `json:"status"`
 						Error  string `json:"error"`
 					}{}
-					sc := bufio.NewScanner(p.Stdout)
+					sc := bufio.NewScanner(p.Stdout())
 					for sc.Scan() {
 						var r struct {
 							As     string `json:"as"`

@@ -63,7 +63,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		xs.opts.Sampling = b
 	case s.OpenAI != nil:
 		ob := &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
-			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy}
+			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy, Log: log}
 		xs.opts.Sampling = ob
 		xs.closers = append(xs.closers, ob.CloseIdleConnections)
 	}

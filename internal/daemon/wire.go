@@ -6,6 +6,7 @@ import (
 	stdlog "log"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,20 +171,24 @@ func newBroker(cfg *config.Config, vc *vault.Client, reg prometheus.Registerer, 
 		closer()
 		return nil, nil, nil, err
 	}
+	loops := []func(context.Context){run}
 	if leases != nil {
-		storeRun := run
-		run = func(ctx context.Context) {
-			go leases.Run(ctx)
-			storeRun(ctx)
-		}
+		loops = append(loops, leases.Run) // its final sweep runs once ctx ends
 	}
 	b := broker.New(bc, store, cache, broker.Options{Logger: log, Metrics: m, Leases: leases})
-	storeRun := run
-	run = func(ctx context.Context) {
-		go b.RunOwed(ctx) // revocations the store did not acknowledge
-		storeRun(ctx)
+	loops = append(loops, b.RunOwed) // revocations the store did not acknowledge
+	return b, func(ctx context.Context) { runAll(ctx, loops...) }, closer, nil
+}
+
+// runAll runs each loop on its own goroutine until ctx ends and returns
+// once every one has returned: a loop's last work (the lease manager's
+// final revocation sweep) is done before the caller closes what it uses.
+func runAll(ctx context.Context, loops ...func(context.Context)) {
+	var wg sync.WaitGroup
+	for _, f := range loops {
+		wg.Go(func() { f(ctx) })
 	}
-	return b, run, closer, nil
+	wg.Wait()
 }
 
 // LogRedis routes go-redis's own messages (pool dial failures) into log

@@ -26,7 +26,7 @@ func BenchmarkLaunch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				_, _ = io.Copy(io.Discard, p.Stdout)
+				_, _ = io.Copy(io.Discard, p.Stdout())
 				<-p.Exited()
 			}
 		})
@@ -75,7 +75,7 @@ func BenchmarkProxiedRequests(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_, _ = io.Copy(io.Discard, p.Stdout)
+			_, _ = io.Copy(io.Discard, p.Stdout())
 			<-p.Exited()
 			if err := p.Err(); err != nil {
 				b.Fatal(err)

@@ -29,7 +29,7 @@ func TestEscapeDisk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := bufio.NewScanner(p.Stdout)
+				out := bufio.NewScanner(p.Stdout())
 				var lines []string
 				for out.Scan() {
 					lines = append(lines, out.Text())

@@ -118,9 +118,9 @@ func fakeProxy(t testing.TB) string {
 
 // attempts reads what the attacker reports, one attempt a line, until it
 // exits.
-func attempts(p *Process) map[string]attempt {
+func attempts(p Runner) map[string]attempt {
 	got := map[string]attempt{}
-	sc := bufio.NewScanner(p.Stdout)
+	sc := bufio.NewScanner(p.Stdout())
 	for sc.Scan() {
 		var at attempt
 		if json.Unmarshal(sc.Bytes(), &at) == nil {
@@ -202,8 +202,8 @@ func escape(t *testing.T, level sandbox.Level, argv []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Level != level {
-		t.Fatalf("level %s, want %s", p.Level, level)
+	if p.Level() != level {
+		t.Fatalf("level %s, want %s", p.Level(), level)
 	}
 	got := attempts(p)
 	if err := p.Err(); err != nil {
@@ -264,7 +264,7 @@ func TestEscapeGrandchild(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+				go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 				<-p.Exited()
 				var ee *exec.ExitError
 				if err := p.Err(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -318,7 +318,7 @@ func TestEscapeLimits(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+					go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 					<-p.Exited()
 					err = p.Err()
 					if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tc.limit) {
@@ -344,7 +344,7 @@ func TestEscapeWideTree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 			<-p.Exited()
 			if err := p.Err(); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "processes") {
 				t.Fatalf("exit: %v, want the processes limit", err)
@@ -366,13 +366,13 @@ func TestEscapeChurn(t *testing.T) {
 	}
 	// The plugin's pid is its process group's, which every lineage
 	// keeps.
-	sc := bufio.NewScanner(p.Stdout)
+	sc := bufio.NewScanner(p.Stdout())
 	var at attempt
 	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &at) != nil || at.Attack != "churn" {
 		t.Fatalf("the attacker did not start churning: %q", sc.Text())
 	}
 	plugin, _ := strconv.Atoi(at.Detail)
-	go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	select {
 	case <-p.Exited():
 	case <-time.After(2 * time.Minute):

@@ -19,7 +19,7 @@ type identity struct {
 }
 
 // identityOf starts plugin name with cfg and reads who it runs as.
-func identityOf(t *testing.T, cfg sandbox.Config, name string) (identity, *Process) {
+func identityOf(t *testing.T, cfg sandbox.Config, name string) (identity, Runner) {
 	t.Helper()
 	p, err := Start(context.Background(), Request{Plugin: name, Path: filepath.Join(attackerDir, "attacker"), Args: []string{"identity"}},
 		Options{Sandbox: cfg})
@@ -27,7 +27,7 @@ func identityOf(t *testing.T, cfg sandbox.Config, name string) (identity, *Proce
 		t.Fatal(err)
 	}
 	var id identity
-	sc := bufio.NewScanner(p.Stdout)
+	sc := bufio.NewScanner(p.Stdout())
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), ":")
 		f := strings.Fields(v)
@@ -90,30 +90,30 @@ func TestEachPluginItsOwnIdentity(t *testing.T) {
 						t.Errorf("an unprivileged host's plugin: %+v, want uid %d and %d groups", id, os.Getuid(), len(mustGroups(t)))
 					}
 				}
-				if pa.UID != 0 || pb.UID != 0 {
-					t.Errorf("Process.UID %d, %d: want 0 (the host's own)", pa.UID, pb.UID)
+				if pa.UID() != 0 || pb.UID() != 0 {
+					t.Errorf("Runner.UID %d, %d: want 0 (the host's own)", pa.UID(), pb.UID())
 				}
 				return
 			}
 			for _, c := range []struct {
 				id identity
-				p  *Process
+				p  Runner
 			}{{alpha, pa}, {beta, pb}} {
-				u := c.p.UID
+				u := c.p.UID()
 				if !r.Contains(u) || !same(c.id.uids, u) || !same(c.id.gids, u) {
-					t.Errorf("the plugin runs as uids %v gids %v; Process.UID %d: want one uid and gid of %+v", c.id.uids, c.id.gids, u, r)
+					t.Errorf("the plugin runs as uids %v gids %v; Runner.UID %d: want one uid and gid of %+v", c.id.uids, c.id.gids, u, r)
 				}
 				if len(c.id.groups) != 0 {
 					t.Errorf("the plugin has supplementary groups %v: want none", c.id.groups)
 				}
 			}
-			if pa.UID == pb.UID {
-				t.Errorf("alpha and beta both run as uid %d", pa.UID)
+			if pa.UID() == pb.UID() {
+				t.Errorf("alpha and beta both run as uid %d", pa.UID())
 			}
 			// The same plugin started again (a restart by its
 			// supervisor) is the same user.
-			if again, _ := identityOf(t, cfg, "alpha"); again.uids[0] != pa.UID {
-				t.Errorf("alpha again: uid %d, was %d", again.uids[0], pa.UID)
+			if again, _ := identityOf(t, cfg, "alpha"); again.uids[0] != pa.UID() {
+				t.Errorf("alpha again: uid %d, was %d", again.uids[0], pa.UID())
 			}
 		})
 	}

@@ -1,9 +1,10 @@
 // Package launch is the one place that starts a plugin process, of either
 // kind: its private directory, environment, intercept CA copy and proxy
 // pass, its sandbox and limits, its supervision, and — after every exit,
-// whatever the cause — the revocation of its pass and the end of its
-// relays. The runtimes (plugin/v1, Executa) only speak their protocol
-// over the pipes and sockets a Process gives them.
+// whatever the cause — the revocation of every handle the plugin holds
+// and of its pass, and the end of its relays. The runtimes (plugin/v1,
+// Executa) only speak their protocol over the pipes and sockets of the
+// Runner that Start returns, and see the process through it alone.
 //
 // # Security
 //
@@ -23,7 +24,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/egressenv"
@@ -88,19 +88,15 @@ type Request struct {
 	Dirs []string
 }
 
-// Process is a started plugin process.
-type Process struct {
+// process is a started local plugin process: the Runner Start returns.
+type process struct {
 	*supervise.Proc
-	// Dir is the private directory (TMPDIR); removed after the exit.
-	Dir string
-	// Level is the sandbox level the plugin got.
-	Level sandbox.Level
-	// UID is the plugin's own uid and gid (a root host gives every
-	// plugin one: SO_PEERCRED of its connections names it); 0 when it
-	// runs as the host's uid.
-	UID    int
-	Stdin  io.WriteCloser // nil unless Request.Stdin
-	Stdout io.ReadCloser
+	dir    string
+	level  sandbox.Level
+	uid    int
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	creds  *credentials
 
 	keeper egressenv.Keeper
 }
@@ -108,14 +104,14 @@ type Process struct {
 // ErrLimit: the sandbox killed the plugin for reaching a limit.
 var ErrLimit = errors.New("the plugin reached a sandbox limit")
 
-// PassErr is nil while the plugin's pass is kept (or it has none). For
-// a health probe it renews the pass first (egressenv.Keeper.Verify), so
-// a revoked pass fails the next probe.
-func (p *Process) PassErr(ctx context.Context) error { return p.keeper.Verify(ctx) }
+// PassErr renews the pass first (egressenv.Keeper.Verify).
+func (p *process) PassErr(ctx context.Context) error { return p.keeper.Verify(ctx) }
 
 // Start starts req. On error nothing is left running and the private
-// directory is gone.
-func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) {
+// directory is gone. From its start the process owns its credentials:
+// after every exit its handles and its pass are revoked before Exited
+// closes.
+func Start(ctx context.Context, req Request, o Options) (_ Runner, err error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -132,14 +128,14 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{Dir: dir, Level: level}
+	creds := &credentials{broker: o.Broker, plugin: req.Plugin, log: log}
+	p := &process{dir: dir, level: level, creds: creds}
 	pass := broker.Issued{}
-	passInv := ""
 	owned := true // the directory and pass are ours to clean up on error
 	defer func() {
 		if err != nil && owned {
 			os.RemoveAll(dir)
-			revokePass(o.Broker, passInv, log)
+			creds.revokePass()
 		}
 	}()
 	var caFile string
@@ -148,7 +144,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 			return nil, fmt.Errorf("installing the intercept CA certificate for the plugin: %w", err)
 		}
 		if o.Broker != nil && (len(req.PassDests) > 0 || len(req.PassIntents) > 0) {
-			if pass, passInv, err = egressenv.Pass(ctx, o.Broker, req.Plugin, req.PassDests, req.PassIntents, log); err != nil {
+			if pass, creds.passInv, err = egressenv.Pass(ctx, o.Broker, req.Plugin, req.PassDests, req.PassIntents, log); err != nil {
 				return nil, err
 			}
 		}
@@ -198,7 +194,7 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 		return nil, err
 	}
 	if ownUID {
-		p.UID = uid
+		p.uid = uid
 		for _, s := range req.Sockets {
 			if err := chownTree(s, uid); err != nil {
 				return nil, fmt.Errorf("handing the plugin its sockets: %w", err)
@@ -225,14 +221,14 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 			stdoutW.Close()
 			return nil, err
 		}
-		cmd.Stdin, p.Stdin = r, w
+		cmd.Stdin, p.stdin = r, w
 		closers = append(closers, r)
 	}
 	popts := supervise.ProcOptions{Dirs: append([]string{dir}, req.Dirs...), CloseAfterStart: closers,
 		Stderr: supervise.NewLineLog(log, o.StderrLevel, o.Redactor),
 		AfterExit: func(exitErr error) error {
 			e := box.Wait()
-			revokePass(o.Broker, passInv, log)
+			creds.ended()
 			if e.Limit != "" {
 				log.Error("the sandbox killed the plugin: it reached a limit", "limit", e.Limit, "detail", e.Detail)
 				return fmt.Errorf("%w (%s): %s", ErrLimit, e.Limit, e.Detail)
@@ -245,14 +241,14 @@ func Start(ctx context.Context, req Request, o Options) (_ *Process, err error) 
 	proc, err := supervise.Start(cmd, popts)
 	if err != nil {
 		stdout.Close()
-		if p.Stdin != nil {
-			p.Stdin.Close()
+		if p.stdin != nil {
+			p.stdin.Close()
 		}
 		box.Wait()
 		return nil, fmt.Errorf("start %s: %w", req.Plugin, err)
 	}
 	// From here the directory and the pass die with the process.
-	p.Proc, p.Stdout = proc, stdout
+	p.Proc, p.stdout = proc, stdout
 	owned = false
 	if err := box.Start(ctx); err != nil {
 		proc.Kill()
@@ -279,19 +275,6 @@ func NoProxy(addrs ...string) string {
 		}
 	}
 	return strings.Join(hosts, ",")
-}
-
-// revokePass revokes a plugin process's pass after its exit (or a failed
-// start), so that it dies with the process rather than at pass_ttl.
-func revokePass(b broker.API, inv string, log *slog.Logger) {
-	if b == nil || inv == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := b.RevokeInvocation(ctx, inv); err != nil {
-		log.Warn("revoking the exited plugin's proxy pass failed: it dies at broker.pass_ttl", "err", err)
-	}
 }
 
 // chownTree hands dir and what it holds to uid.

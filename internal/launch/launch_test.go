@@ -36,16 +36,16 @@ func TestEnvironmentAndPassRevokedAfterExit(t *testing.T) {
 				t.Fatal(err)
 			}
 			vars := map[string]string{}
-			sc := bufio.NewScanner(p.Stdout)
+			sc := bufio.NewScanner(p.Stdout())
 			for sc.Scan() {
 				k, v, _ := strings.Cut(sc.Text(), "=")
 				vars[k] = v
 			}
 			<-p.Exited()
-			caCopy := filepath.Join(p.Dir, egressenv.CAName)
+			caCopy := filepath.Join(p.Dir(), egressenv.CAName)
 			pass := strings.TrimSuffix(strings.TrimPrefix(vars["HTTPS_PROXY"], "http://airlock:"), "@127.0.0.1:8899")
 			for k, want := range map[string]string{"PLUGIN_SETTING": "1", "HTTP_PROXY": "http://127.0.0.1:8899",
-				"SSL_CERT_FILE": caCopy, "NODE_EXTRA_CA_CERTS": caCopy, "NO_PROXY": "127.0.0.1", "TMPDIR": p.Dir} {
+				"SSL_CERT_FILE": caCopy, "NODE_EXTRA_CA_CERTS": caCopy, "NO_PROXY": "127.0.0.1", "TMPDIR": p.Dir()} {
 				if vars[k] != want {
 					t.Errorf("%s=%q, want %q", k, vars[k], want)
 				}
@@ -53,7 +53,7 @@ func TestEnvironmentAndPassRevokedAfterExit(t *testing.T) {
 			if !broker.LooksLikeHandle(pass) || strings.Contains(vars["HTTP_PROXY"], pass) {
 				t.Fatalf("the pass is not in HTTPS_PROXY alone: %v", vars)
 			}
-			if _, err := os.Stat(p.Dir); !os.IsNotExist(err) {
+			if _, err := os.Stat(p.Dir()); !os.IsNotExist(err) {
 				t.Errorf("the private directory outlived the process: %v", err)
 			}
 			if _, err := b.Resolve(context.Background(), pass); !errors.Is(err, broker.ErrHandleRevoked) {

@@ -42,7 +42,7 @@ func TestPriorityIsThePluginsOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() { _, _ = io.Copy(io.Discard, p.Stdout) }()
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 			t.Cleanup(func() { p.Kill(); <-p.Exited() })
 			plugin := strconv.Itoa(testenv.Descendant(t, p.Pid(), "attacker"))
 			if got := niceOf(t, "/proc/"+plugin+"/stat"); got != nice {

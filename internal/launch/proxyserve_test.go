@@ -30,7 +30,7 @@ func TestProxyServeNamesThePlugin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _ = io.Copy(io.Discard, p.Stdout)
+			_, _ = io.Copy(io.Discard, p.Stdout())
 			<-p.Exited()
 			mu.Lock()
 			defer mu.Unlock()

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/executa"
@@ -210,13 +212,46 @@ func TestChildrenDieWithPlugin(t *testing.T) {
 	}
 }
 
+// probeClock is the host's clock of healthy uptime, advanced by the test.
+// After the plugin is running, the supervisor reads it only when a
+// health probe passes: the first read after an advance is that probe.
+type probeClock struct {
+	*testenv.Clock
+	mu   sync.Mutex
+	read chan struct{} // closed at the next read
+}
+
+func (c *probeClock) Now() time.Time {
+	c.mu.Lock()
+	read := c.read
+	c.read = nil
+	c.mu.Unlock()
+	if read != nil {
+		defer close(read)
+	}
+	return c.Clock.Now()
+}
+
+// advance moves the clock by d; the channel closes when a probe has
+// passed at the new time.
+func (c *probeClock) advance(d time.Duration) <-chan struct{} {
+	c.Advance(d)
+	read := make(chan struct{})
+	c.mu.Lock()
+	c.read = read
+	c.mu.Unlock()
+	return read
+}
+
 // The restart budget counts consecutive failures: crashes spaced by more
 // than ResetAfter of healthy uptime never exhaust it; quick ones do.
 func TestRestartBudgetResets(t *testing.T) {
 	f := newHostFixture(t)
+	clock := &probeClock{Clock: testenv.NewClock()}
 	h := newTestHost(t, f, func(o *host.Options) {
 		o.Restart = host.RestartPolicy{Base: 20 * time.Millisecond, Max: 50 * time.Millisecond, Budget: 2, ResetAfter: 1500 * time.Millisecond}
 		o.HealthInterval = 100 * time.Millisecond // healthy uptime is uptime up to a passed probe
+		o.Now = clock.Now
 	})
 	if err := AddProvider(h, f.inst); err != nil {
 		t.Fatal(err)
@@ -229,7 +264,7 @@ func TestRestartBudgetResets(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		waitState(t, h, f.inst.Name, "running", func(s host.Status) bool { return s.State == host.StateRunning })
-		time.Sleep(1700 * time.Millisecond) // healthy uptime past ResetAfter
+		<-clock.advance(1700 * time.Millisecond) // healthy uptime past ResetAfter
 		crash()
 	}
 	s := waitState(t, h, f.inst.Name, "running again", func(s host.Status) bool { return s.State == host.StateRunning })
@@ -345,6 +380,11 @@ func TestExecutaCallPolicyAndEvidence(t *testing.T) {
 	_ = json.Unmarshal(out.Data, &data)
 	if !strings.HasPrefix(data.Handle, "alh_") || strings.Contains(string(b), data.Handle) {
 		t.Fatal("the plugin got no handle, or the evidence holds it")
+	}
+	// The handle delivered for a credential is dead once the call ends
+	// (the invoke path ends the invocation).
+	if _, err := f.b.Resolve(context.Background(), data.Handle); !errors.Is(err, broker.ErrHandleRevoked) {
+		t.Fatalf("the call's handle after the call: %v, want revoked", err)
 	}
 
 	deny := newTestHost(t, f, func(o *host.Options) { o.Policy = &policy.Policy{Version: "v1", Default: "deny"} })
