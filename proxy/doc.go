@@ -40,8 +40,9 @@
 // bytes, so the fast path never accepts what the slow one refuses. The
 // upstream's response head is read the same way, falling back to
 // http.ReadResponse. Every place the proxy reads or writes HTTP by hand
-// (both fast paths, the Host header, header names, the head's length) has
-// a differential fuzz target against net/http. Each request then takes
+// (both fast paths, the Host header, header names, the head's length, the
+// response written to the client, the request written upstream) has a
+// differential fuzz target against net/http. Each request then takes
 // the proxy's own path (forward.go): the checks and injection (prepare),
 // the trip upstream (exchange), the response relayed with its trailers;
 // proxy headers are stripped by the proxy itself, redirects are passed
