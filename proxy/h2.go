@@ -3,10 +3,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,9 +193,20 @@ func (x *exchange) cutShort() *denial {
 // roundTrip sends req upstream for the credential cred: on an
 // HTTP/2-capable transport of that credential's when it came as HTTP/2
 // (h2pool.go), on the HTTP/1.1 pool otherwise.
-func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, error) {
+//
+// It also returns the class of the address the request went to (or the
+// refused one's), for the audit line.
+func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, addrClass, error) {
 	if req.ProtoMajor != 2 {
-		return s.up.RoundTrip(req, cred)
+		resp, err := s.up.RoundTrip(req, cred)
+		if err != nil {
+			return nil, refusedClass(err), err
+		}
+		class := addrUnknown
+		if b, ok := resp.Body.(*upBody); ok {
+			class = b.pc.class
+		}
+		return resp, class, nil
 	}
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
@@ -211,5 +224,24 @@ func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, err
 		// HTTP/1.1 fallback the absolute form of the same target).
 		req.URL.Opaque = "//" + req.URL.Host + req.URL.Opaque
 	}
-	return s.h2.transport(cred).RoundTrip(req)
+	// The HTTP/2 transport pools its connections out of sight: the
+	// connection a stream took is classified when the stream gets it.
+	var class addrClass
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }}))
+	resp, err := s.h2.transport(cred).RoundTrip(req)
+	if err != nil {
+		return nil, refusedClass(err), err
+	}
+	return resp, class, nil
+}
+
+// refusedClass is the class of the address a dial refused, if that is
+// why err happened.
+func refusedClass(err error) addrClass {
+	var na *errAddressNotAllowed
+	if errors.As(err, &na) {
+		return na.class
+	}
+	return addrUnknown
 }
