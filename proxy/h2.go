@@ -150,7 +150,7 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		d = hc.t.adopt(r)
 	}
 	if d != nil {
-		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: hc.c.cs.plugin, Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.ctx), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
 	handle, _ := extractHandle(r)

@@ -162,7 +162,14 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 	}
 	inner := newClientConn(c.cs, tc, context.WithValue(c.ctx, tunnelKey{}, t))
 	t.outer = c
-	inner.tunnel = t
+	inner.outer = c
+	inner.admit = func(req *http.Request) *http.Response {
+		if d := t.adopt(req); d != nil {
+			return s.refuseWith(&auditRecord{start: time.Now(), Plugin: connPlugin(inner.ctx), Method: req.Method, Host: t.host, Port: t.port,
+				Mode: modeIntercept}, d, 0)
+		}
+		return nil
+	}
 	inner.serve()
 }
 

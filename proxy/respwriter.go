@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,15 +47,6 @@ type clientBodyError struct{ err error }
 
 func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
 func (e *clientBodyError) Unwrap() error { return e.err }
-
-// bodyDenial is the answer for a request body that could not be read.
-func bodyDenial(err error) *denial {
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		return deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
-	}
-	return deny(CodeBadRequest, "the request body is malformed or was cut short").withReason(err.Error())
-}
 
 func (b *reqBody) Close() error { b.closed = true; return nil }
 
@@ -317,7 +307,7 @@ func (w *respWriter) finish() {
 		w.err = w.c.bw.Flush()
 	}
 	if w.err != nil {
-		w.c.cs.s.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
+		w.c.cs.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
 	}
 }
 
