@@ -208,6 +208,12 @@ func appendHeader(b []byte, k, v string) []byte {
 	return append(b, "\r\n"...)
 }
 
+// splitsHead reports the bytes that would end a header line or a head
+// if written in a value: CR, LF and NUL. A byte test, not
+// strings.ContainsAny, which builds its set on every call: this runs on
+// every injected and written header.
+func splitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
+
 func appendHeaderValue(b []byte, v string) []byte {
 	start := 0
 	for i := 0; i < len(v); i++ {
