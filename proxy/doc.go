@@ -36,7 +36,9 @@
 // of the proxy only through its seams (clientloop.go) — a log, a
 // callback that audits and answers what the loop refuses before any
 // handler sees it, named by the loop's own reasons, and a tunnel
-// connection's admit callback (intercept.go). A plain head already whole in the
+// connection's admit callback (intercept.go). The handlers that take a
+// connection over (a CONNECT tunnel, HTTP/2 inside it, a WebSocket) do
+// so through the loop's takeover methods only (takeover.go). A plain head already whole in the
 // connection's buffer — HTTP/1.1, CRLF lines, token names, one Host, no
 // Transfer-Encoding, at most one Content-Length — is read by the proxy's
 // own parser (headparse.go, headfast.go), which copies the head once and
@@ -110,8 +112,6 @@
 // read and write. Each file is one step or one processor (SigV4, OAuth2,
 // HMAC, the intercept CA); splitting those into packages would export
 // the exchange and let a path skip a check. The HTTP/1.1 loop and the
-// upstream client share no exchange (the loop's seams are above); the
-// loop is not yet a package of its own only because the CONNECT, HTTP/2
-// tunnel and WebSocket handlers take its connection over (intercept.go,
-// h2.go, websocket.go).
+// upstream client share no exchange (the loop's seams are above), and
+// are the next to move into a package of their own.
 package proxy

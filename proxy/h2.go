@@ -46,12 +46,11 @@ type h2Conn struct {
 
 // serveH2 serves the HTTP/2 connection on tc until it closes.
 func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
-	t.outer = c
 	hc := &h2Conn{s: s, t: t, tc: tc, c: c}
-	c.idle.Store(true)
-	if c.cs.shutting.Load() {
+	if !c.setIdle() {
 		return
 	}
+	readHeaderTimeout, idleTimeout := c.timeouts()
 	maxStreams := s.cfg.Limits.PerPluginConcurrency
 	if maxStreams <= 0 {
 		maxStreams = 100
@@ -62,10 +61,10 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 	var connDone sync.Once
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(hc.serveStream),
-		IdleTimeout:       c.cs.idleTimeout,
-		ReadHeaderTimeout: c.cs.readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: readHeaderTimeout,
 		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.ctx, tunnelKey{}, t) },
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.context(), tunnelKey{}, t) },
 		ErrorLog:          log.New(io.Discard, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: 1 << 20},
 		ConnState: func(_ net.Conn, st http.ConnState) {
@@ -76,12 +75,12 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		},
 	}
 	// The connection context ends when a shutdown's grace is over.
-	stop := context.AfterFunc(c.ctx, func() { _ = tc.Close() })
+	stop := context.AfterFunc(c.context(), func() { _ = tc.Close() })
 	defer stop()
 	// Once the CONNECT's credential is gone the tunnel takes no new
 	// stream (GOAWAY); its open streams end on their own watch with a
 	// status that says why.
-	wctx, unwatch := s.watchCredentials(c.ctx, t.cred)
+	wctx, unwatch := s.watchCredentials(c.context(), t.cred)
 	defer unwatch()
 	goaway := make(chan struct{})
 	stopGoAway := context.AfterFunc(wctx, func() {
@@ -135,13 +134,10 @@ func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 // serveStream serves one HTTP/2 stream.
 func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 	hc.active.Add(1)
-	hc.c.idle.Store(false)
+	hc.c.setBusy()
 	defer func() {
-		if hc.active.Add(-1) == 0 {
-			hc.c.idle.Store(true)
-			if hc.c.cs.shutting.Load() {
-				_ = hc.tc.Close()
-			}
+		if hc.active.Add(-1) == 0 && !hc.c.setIdle() {
+			_ = hc.tc.Close()
 		}
 	}()
 	s := hc.s
@@ -150,7 +146,7 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		d = hc.t.adopt(r)
 	}
 	if d != nil {
-		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.ctx), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.context()), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
 	handle, _ := extractHandle(r)
