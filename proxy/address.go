@@ -61,21 +61,59 @@ func mustPrefixes(ss ...string) []netip.Prefix {
 	return out
 }
 
-// classifyAddr returns "" for an address the proxy may dial, or the name
-// of the special-purpose range that forbids it.
-func classifyAddr(a netip.Addr) string {
+// addrClass is what the address policy made of an address: allowed by
+// default (public unicast), allowed by the operator (allow_cidrs), or
+// refused and why. The audit line (addr_class) and the metric
+// airlock_proxy_upstream_addresses_total record it, so an operator can
+// tell the requests an allow_cidrs exception let through from the rest.
+type addrClass uint8
+
+const (
+	addrUnknown            addrClass = iota // no address was judged (refused earlier, or a reused HTTP/2 or WebSocket connection)
+	addrAllowDefault                        // ordinary public unicast
+	addrAllowConfigured                     // in allow_cidrs
+	addrDenySpecialPurpose                  // in a special-purpose range (deniedPrefixes)
+	addrDenyInvalid                         // invalid, or carrying a zone
+	addrDenySelf                            // the proxy's own listener
+	numAddrClasses
+)
+
+// String is the class as the audit line and the metric's label name it.
+func (c addrClass) String() string {
+	switch c {
+	case addrAllowDefault:
+		return "allow.default"
+	case addrAllowConfigured:
+		return "allow.configured"
+	case addrDenySpecialPurpose:
+		return "deny.special_purpose"
+	case addrDenyInvalid:
+		return "deny.invalid"
+	case addrDenySelf:
+		return "deny.self"
+	}
+	return ""
+}
+
+// allowed reports whether an address of class c may be dialled.
+func (c addrClass) allowed() bool { return c == addrAllowDefault || c == addrAllowConfigured }
+
+// classifyAddr classifies a by the special-purpose registries alone
+// (allow_cidrs and the proxy's own listeners are the policy's, check):
+// addrAllowDefault, or a refusing class and the range that forbids it.
+func classifyAddr(a netip.Addr) (addrClass, string) {
 	if !a.IsValid() {
-		return "invalid"
+		return addrDenyInvalid, "invalid"
 	}
 	if a.Zone() != "" {
-		return "zoned"
+		return addrDenyInvalid, "zoned"
 	}
 	for _, p := range deniedPrefixes {
 		if p.Contains(a) {
-			return p.String()
+			return addrDenySpecialPurpose, p.String()
 		}
 	}
-	return ""
+	return addrAllowDefault, ""
 }
 
 // addressPolicy decides whether an address may be dialled.
@@ -120,19 +158,19 @@ func (p *addressPolicy) removeSelf(ap netip.AddrPort) {
 // reasonSelf is check's answer for the proxy's own listener.
 const reasonSelf = "proxy's own listener"
 
-// check returns "" if ap may be dialled, else the reason. It runs once per
-// new upstream connection, not per request.
-func (p *addressPolicy) check(ap netip.AddrPort) string {
+// check classifies ap; for a class that refuses it, the reason too. It
+// runs once per new upstream connection, not per request.
+func (p *addressPolicy) check(ap netip.AddrPort) (addrClass, string) {
 	a := ap.Addr().Unmap()
 	p.mu.RLock()
 	self := p.selfPorts[ap.Port()] > 0
 	p.mu.RUnlock()
 	if self && p.isLocal(a) {
-		return reasonSelf
+		return addrDenySelf, reasonSelf
 	}
 	for _, allowed := range p.allow {
 		if allowed.Contains(a) {
-			return ""
+			return addrAllowConfigured, ""
 		}
 	}
 	// An IPv4-mapped address (Go's resolver returns /etc/hosts answers

@@ -20,37 +20,40 @@ func TestClassifyAddr(t *testing.T) {
 		"fe80::1", "febf::1", "fec0::1", "ff02::1", "ff0e::1",
 	}
 	for _, s := range denied {
-		if reason := classifyAddr(netip.MustParseAddr(s)); reason == "" {
-			t.Errorf("%s: allowed, want denied", s)
+		if class, reason := classifyAddr(netip.MustParseAddr(s)); class != addrDenySpecialPurpose || reason == "" {
+			t.Errorf("%s: %s %q, want %s and a range", s, class, reason, addrDenySpecialPurpose)
 		}
 	}
 	public := []string{"8.8.8.8", "1.1.1.1", "93.184.216.34", "11.0.0.1", "100.63.255.255", "100.128.0.1", "172.15.255.255",
 		"172.32.0.1", "192.0.1.1", "192.169.0.1", "198.17.255.255", "198.20.0.1", "223.255.255.255",
 		"2606:4700:4700::1111", "2001:4860:4860::8888", "2a00:1450:4001:80b::200e", "2001:200::1"}
 	for _, s := range public {
-		if reason := classifyAddr(netip.MustParseAddr(s)); reason != "" {
-			t.Errorf("%s: denied as %s, want allowed", s, reason)
+		if class, reason := classifyAddr(netip.MustParseAddr(s)); class != addrAllowDefault || reason != "" {
+			t.Errorf("%s: %s %q, want %s", s, class, reason, addrAllowDefault)
 		}
 	}
-	if classifyAddr(netip.MustParseAddr("fe80::1%eth0")) == "" {
-		t.Error("zoned address allowed")
+	if class, _ := classifyAddr(netip.MustParseAddr("fe80::1%eth0")); class != addrDenyInvalid {
+		t.Errorf("zoned address: %s, want %s", class, addrDenyInvalid)
 	}
 }
 
 func TestAddressPolicy(t *testing.T) {
 	p := &addressPolicy{allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		selfPorts: map[uint16]int{8899: 1, 9464: 1}}
-	for ap, wantOK := range map[string]bool{
-		"127.0.0.1:443":          true,  // allowed by allow_cidrs
-		"[::ffff:127.0.0.1]:443": true,  // the same address, mapped
-		"127.0.0.1:8899":         false, // the proxy itself, even when allowed
-		"127.0.0.1:9464":         false, // a listener on 0.0.0.0:9464
-		"10.0.0.1:443":           false, // not in allow_cidrs
-		"[::1]:443":              false,
-		"8.8.8.8:443":            true,
+	// Each class distinct: an allow_cidrs exception is not a default
+	// allow (the audit line and the metric tell them apart).
+	for ap, want := range map[string]addrClass{
+		"127.0.0.1:443":          addrAllowConfigured,    // allowed by allow_cidrs
+		"[::ffff:127.0.0.1]:443": addrAllowConfigured,    // the same address, mapped
+		"127.0.0.1:8899":         addrDenySelf,           // the proxy itself, even when allowed
+		"127.0.0.1:9464":         addrDenySelf,           // a listener on 0.0.0.0:9464
+		"10.0.0.1:443":           addrDenySpecialPurpose, // not in allow_cidrs
+		"[::1]:443":              addrDenySpecialPurpose,
+		"8.8.8.8:443":            addrAllowDefault,
 	} {
-		if got := p.check(netip.MustParseAddrPort(ap)) == ""; got != wantOK {
-			t.Errorf("%s: allowed=%v, want %v", ap, got, wantOK)
+		got, reason := p.check(netip.MustParseAddrPort(ap))
+		if got != want || got.allowed() != (reason == "") {
+			t.Errorf("%s: %s %q, want %s", ap, got, reason, want)
 		}
 	}
 	d := &dialer{policy: &addressPolicy{}}
@@ -76,7 +79,7 @@ func TestMappedAddressJudgedAsV4(t *testing.T) {
 		"[::ffff:192.0.2.7]:443":      "", // allow_cidrs, mapped or not
 		"192.0.2.7:443":               "",
 	} {
-		if got := p.check(netip.MustParseAddrPort(ap)); got != want {
+		if _, got := p.check(netip.MustParseAddrPort(ap)); got != want {
 			t.Errorf("%s: %q, want %q", ap, got, want)
 		}
 	}

@@ -40,6 +40,9 @@ type auditRecord struct {
 	// token came from the cache (hit) or a fetch (miss).
 	Processor  string
 	TokenCache string
+	// AddrClass is what the address policy made of the upstream
+	// address the request went to, or of the one it refused.
+	AddrClass addrClass
 	// Lease is the fingerprint of the invocation's lease the secret came
 	// with (source vault_lease); empty for a static secret.
 	Lease string
@@ -115,6 +118,6 @@ func (a *auditRecord) log(l *slog.Logger) {
 		slog.Int("secret_version", a.Version), slog.String("decision", a.decision()), slog.String("code", a.Code),
 		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
 		slog.String("processor", a.Processor), slog.String("token_cache", a.TokenCache),
-		slog.String("lease_fp", a.Lease),
+		slog.String("lease_fp", a.Lease), slog.String("addr_class", a.AddrClass.String()),
 	)
 }

@@ -91,6 +91,8 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.TokenCache)
 	b = append(b, `,"lease_fp":`...)
 	b = jsonenc.AppendString(b, a.Lease)
+	b = append(b, `,"addr_class":`...)
+	b = jsonenc.AppendString(b, a.AddrClass.String())
 	return append(b, "}\n"...)
 }
 

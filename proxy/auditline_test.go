@@ -39,6 +39,7 @@ type auditJSON struct {
 	Processor  string    `json:"processor"`
 	TokenCache string    `json:"token_cache"`
 	Lease      string    `json:"lease_fp"`
+	AddrClass  string    `json:"addr_class"`
 }
 
 func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
@@ -50,7 +51,8 @@ func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
 		Intent: a.Intent, HandleFP: a.HandleFP, Mode: a.Mode, Method: a.Method, Host: a.Host, Port: a.Port, Path: a.Path,
 		Status: a.Status, Bytes: a.BytesOut, UpstreamMS: a.UpstreamMS, TotalMS: a.totalMS(), Version: a.Version,
 		Decision: a.decision(), Code: a.Code, Reason: a.Reason, Redactions: a.Redactions, Retried: a.Retried,
-		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease})
+		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease,
+		AddrClass: a.AddrClass.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,8 @@ func escapingRecord() *auditRecord {
 		HandleFP: "ab12", Mode: modeIntercept, Method: "GET", Host: "api.example.com", Port: 8443,
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
-		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp"}
+		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp",
+		AddrClass: addrAllowConfigured}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for

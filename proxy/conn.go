@@ -32,7 +32,10 @@ import (
 // refused and the connection closed (RFC 9112 §6.1), and the raw Host
 // header must agree with an absolute-form target (net/http discards it).
 //
-// Handlers run as http.Handlers (Server.ServeHTTP); the ResponseWriter
+// The loop reaches the rest of the proxy only through its connServer's
+// seams (listener.go) and a tunnel connection's admit callback.
+//
+// The ResponseWriter
 // below frames responses with Content-Length when the
 // handler set it, chunked otherwise (close-delimited for HTTP/1.0), and
 // supports Flush and trailers. A client that disconnects while its
@@ -58,9 +61,14 @@ type clientConn struct {
 	// head collects the bytes read while parsing a request head, for the
 	// checks http.ReadRequest does not allow (it drops the Host header).
 	head []byte
-	// tunnel is set for the TLS connection inside a CONNECT (intercept.go);
-	// such a connection is not tracked on its own: its CONNECT's is.
-	tunnel *tunnel
+	// outer is set for the TLS connection inside a CONNECT tunnel
+	// (intercept.go), to the connection the CONNECT came on: such a
+	// connection is not tracked on its own, outer is.
+	outer *clientConn
+	// admit, when set, vets each request read on c before the handler
+	// sees it: nil lets it through, anything else is the answer to the
+	// refusal (already audited), after which the connection closes.
+	admit func(*http.Request) *http.Response
 	// watch is the hangup watch of the request being served; a
 	// WebSocket pauses it when it takes the connection (websocket.go).
 	watch *hangupWatch
@@ -122,7 +130,7 @@ func (c *clientConn) serve() {
 	answered := false // a response was sent, so closing must not reset it away
 	defer func() {
 		if v := recover(); v != nil {
-			c.cs.s.log.Error("proxy: panic serving a client connection", "panic", v, "stack", string(debug.Stack()))
+			c.cs.log.Error("proxy: panic serving a client connection", "panic", v, "stack", string(debug.Stack()))
 		} else if answered {
 			c.lingerClose()
 		}
@@ -131,7 +139,7 @@ func (c *clientConn) serve() {
 		brPool.Put(c.br)
 		c.bw.Reset(nil)
 		bwPool.Put(c.bw)
-		if c.tunnel == nil {
+		if c.outer == nil {
 			c.cs.untrack(c)
 		}
 	}()
@@ -161,8 +169,8 @@ func (c *clientConn) serve() {
 		first = false
 		req, code, reason := c.readRequest()
 		if req == nil {
-			if code != "" {
-				c.refuse(&auditRecord{start: time.Now(), Plugin: c.cs.plugin, Mode: c.mode()}, deny(code, refuseDetail[code]).withReason(reason), 0)
+			if code != refuseNone {
+				c.refuse(refusal{code: code, reason: reason})
 				answered = true
 			}
 			return
@@ -173,14 +181,6 @@ func (c *clientConn) serve() {
 			return
 		}
 	}
-}
-
-// mode is the audit mode of the requests read on c.
-func (c *clientConn) mode() string {
-	if c.tunnel != nil {
-		return modeIntercept
-	}
-	return modePlain
 }
 
 // skipStrayCRLF drops up to four buffered CR or LF bytes: some old
@@ -217,9 +217,9 @@ func (c *clientConn) lingerClose() {
 
 // readRequestSlow is readRequest (headfast.go) by http.ReadRequest, for
 // every head the fast path does not read, and the checks it does not do.
-// On failure it returns a denial code to answer with, or "" when the
-// client is gone or timed out.
-func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
+// On failure it returns why to refuse it, or refuseNone when the client
+// is gone or timed out.
+func (c *clientConn) readRequestSlow() (*http.Request, refuseCode, string) {
 	buffered := peekBuffered(c.br)
 	if !headComplete(buffered) {
 		// More reads to come: they must end by read_header_timeout.
@@ -244,18 +244,18 @@ func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
 		var ne net.Error
 		switch {
 		case tooLarge || errors.Is(err, errHeadTooLarge):
-			return nil, CodeHeadersTooLarge, "request head larger than max_header_bytes"
+			return nil, refuseHeadTooLarge, "request head larger than max_header_bytes"
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 			errors.As(err, &ne) && ne.Timeout():
-			return nil, "", ""
+			return nil, refuseNone, ""
 		case strings.Contains(err.Error(), "unsupported transfer encoding"):
-			return nil, CodeBadRequest, "unsupported transfer encoding"
+			return nil, refuseBadRequest, "unsupported transfer encoding"
 		}
 		var oe *net.OpError
 		if errors.As(err, &oe) {
-			return nil, "", ""
+			return nil, refuseNone, ""
 		}
-		return nil, CodeBadRequest, "malformed request head"
+		return nil, refuseBadRequest, "malformed request head"
 	}
 	if req.Body != http.NoBody {
 		// The body is read while the request goes upstream, with no
@@ -264,7 +264,7 @@ func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
 		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 	if req.ProtoMajor != 1 {
-		return nil, CodeBadRequest, "not an HTTP/1.x request"
+		return nil, refuseBadRequest, "not an HTTP/1.x request"
 	}
 	hosts, hasCL := scanHead(c.head)
 	if cap(c.head) > 16<<10 {
@@ -272,21 +272,21 @@ func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
 	}
 	switch {
 	case len(hosts) > 1:
-		return nil, CodeBadRequest, "more than one Host header"
+		return nil, refuseBadRequest, "more than one Host header"
 	case len(hosts) == 0 && req.ProtoAtLeast(1, 1) && req.Method != http.MethodConnect:
-		return nil, CodeBadRequest, "missing required Host header"
+		return nil, refuseBadRequest, "missing required Host header"
 	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
-		return nil, CodeBadRequest, "malformed Host header"
+		return nil, refuseBadRequest, "malformed Host header"
 	case hasCL && len(req.TransferEncoding) > 0:
-		return nil, CodeBadRequest, "both Transfer-Encoding and Content-Length"
+		return nil, refuseBadRequest, "both Transfer-Encoding and Content-Length"
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, CodeBadRequest, "invalid header name"
+			return nil, refuseBadRequest, "invalid header name"
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, CodeInvalidHeader, "header " + strconv.Quote(k) + " holds a control character"
+				return nil, refuseInvalidHeader, "header " + strconv.Quote(k) + " holds a control character"
 			}
 		}
 	}
@@ -297,7 +297,7 @@ func (c *clientConn) readRequestSlow() (*http.Request, string, string) {
 	req.RemoteAddr = c.remote
 	// The request gets its context (c.ctx's child) in watchHangup: one
 	// copy of the Request, not two.
-	return req, "", ""
+	return req, refuseNone, ""
 }
 
 // headComplete reports whether b holds the end of a request head.
@@ -397,25 +397,38 @@ func asciiEqualFold(b []byte, s string) bool {
 	return true
 }
 
-// refuse answers what could not be served with d, with status in place
-// of d's when it is not 0; the connection closes after it.
-func (c *clientConn) refuse(a *auditRecord, d *denial, status int) {
-	a.Status = status
-	c.cs.s.finish(a, d)
-	resp := d.response(nil)
-	if status != 0 {
-		resp.StatusCode, resp.Status = status, strconv.Itoa(status)+" "+http.StatusText(status)
-	}
+// refuseCode is why the loop refused what it read; the proxy names it
+// with its own denial code (clientloop.go).
+type refuseCode uint8
+
+const (
+	refuseNone          refuseCode = iota // not refused: the client is gone or timed out
+	refuseBadRequest                      // a head net/http's server or the smuggling checks refuse
+	refuseHeadTooLarge                    // a head over max_header_bytes
+	refuseInvalidHeader                   // a header value with a control character
+	refuseExpectation                     // an Expect other than 100-continue (417)
+)
+
+// refusal is what the loop refused before any handler saw it.
+type refusal struct {
+	code   refuseCode
+	reason string        // for the audit line: which check, never a value the client sent
+	req    *http.Request // the request refused; nil when its head could not be read
+}
+
+// refuse has the connServer's callback audit r and answer it; the
+// connection closes after it.
+func (c *clientConn) refuse(r refusal) {
+	c.writeRefusal(c.cs.refuse(c.ctx, r))
+}
+
+// writeRefusal writes resp, the answer to a refusal, with Connection:
+// close.
+func (c *clientConn) writeRefusal(resp *http.Response) {
 	resp.Header.Set("Connection", "close")
 	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_ = resp.Write(c.bw)
 	_ = c.bw.Flush()
-}
-
-var refuseDetail = map[string]string{
-	CodeBadRequest:      "the proxy could not parse the request (HTTP/1.1, one Host header, no Transfer-Encoding with Content-Length)",
-	CodeHeadersTooLarge: "the request headers are larger than the proxy allows",
-	CodeInvalidHeader:   "a header holds a control character",
 }
 
 // serveRequest runs the handler for req and reports whether the
@@ -431,9 +444,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	var ec *expectContinue
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			a := &auditRecord{start: time.Now(), Plugin: c.cs.plugin, Method: req.Method, Host: req.URL.Hostname(), Mode: c.mode()}
-			c.refuse(a, deny(CodeBadRequest, "only the 100-continue expectation is supported").withReason("Expect: "+ex),
-				http.StatusExpectationFailed)
+			c.refuse(refusal{code: refuseExpectation, reason: "Expect: " + ex, req: req})
 			return false
 		}
 		req.Header.Del("Expect")
@@ -451,15 +462,15 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 			}
 		}
 	}
-	if c.tunnel != nil {
-		if d := c.tunnel.adopt(req); d != nil {
-			c.refuse(&auditRecord{start: time.Now(), Plugin: c.cs.plugin, Method: req.Method, Host: c.tunnel.host, Port: c.tunnel.port, Mode: modeIntercept}, d, 0)
+	if c.admit != nil {
+		if resp := c.admit(req); resp != nil {
+			c.writeRefusal(resp)
 			return false
 		}
 	}
 	req, watch := c.watchHangup(req, body)
 	c.watch = watch
-	c.cs.s.ServeHTTP(w, req)
+	c.cs.handler.ServeHTTP(w, req)
 	if watch.stop() {
 		return false
 	}

@@ -36,7 +36,10 @@ func (p *pinnedResolver) LookupNetIP(ctx context.Context, network, host string) 
 
 // errAddressNotAllowed is returned by the dialer; the proxy answers 403
 // (proxy_self_dial when the address is the proxy's own listener).
-type errAddressNotAllowed struct{ reason string }
+type errAddressNotAllowed struct {
+	class  addrClass
+	reason string
+}
 
 func (e *errAddressNotAllowed) Error() string { return "address not allowed: " + e.reason }
 
@@ -53,28 +56,65 @@ type dialer struct {
 }
 
 func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, portStr, err := net.SplitHostPort(addr)
+	c, _, err := d.dial(ctx, network, addr)
+	return c, err
+}
+
+// dialClassed is DialContext for a transport that pools connections out
+// of the proxy's sight (HTTP/2): the connection carries its address's
+// class, which classOf reads back.
+func (d *dialer) dialClassed(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, class, err := d.dial(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
+	return &classedConn{Conn: c, class: class}, nil
+}
+
+// classedConn is a dialled connection with its address's class.
+type classedConn struct {
+	net.Conn
+	class addrClass
+}
+
+// classOf is the class of the address c (a dialClassed connection, or
+// TLS over one) was dialled to; addrUnknown for any other.
+func classOf(c net.Conn) addrClass {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*classedConn); ok {
+		return cc.class
+	}
+	return addrUnknown
+}
+
+// dial connects to addr and returns the class of the address it
+// connected to (allow.default or allow.configured).
+func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, addrClass, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, addrUnknown, err
+	}
 	port, err := net.LookupPort(network, portStr)
 	if err != nil {
-		return nil, err
+		return nil, addrUnknown, err
 	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
 	} else if addrs, err = d.resolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return nil, err
+		return nil, addrUnknown, err
 	}
 	nd := &net.Dialer{Timeout: d.timeout, KeepAlive: 30 * time.Second, Control: d.control}
 	var firstErr error
 	for _, a := range addrs {
 		// IPv4-mapped answers are v4 addresses: checked and dialled as v4.
 		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
-		if reason := d.policy.check(ap); reason != "" {
+		class, reason := d.policy.check(ap)
+		if !class.allowed() {
 			if firstErr == nil {
-				firstErr = &errAddressNotAllowed{reason: reason}
+				firstErr = &errAddressNotAllowed{class: class, reason: reason}
 			}
 			continue
 		}
@@ -86,7 +126,7 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		}
 		c, err := connect(ctx, nd, network, ap.String())
 		if err == nil {
-			return c, nil
+			return c, class, nil
 		}
 		if firstErr == nil || isNotAllowed(firstErr) && !isNotAllowed(err) {
 			firstErr = err
@@ -95,17 +135,17 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if firstErr == nil {
 		firstErr = fmt.Errorf("no address for host")
 	}
-	return nil, firstErr
+	return nil, addrUnknown, firstErr
 }
 
 // control re-checks the literal address right before connect(2).
 func (d *dialer) control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return &errAddressNotAllowed{reason: "unparseable address"}
+		return &errAddressNotAllowed{class: addrDenyInvalid, reason: "unparseable address"}
 	}
-	if reason := d.policy.check(ap); reason != "" {
-		return &errAddressNotAllowed{reason: reason}
+	if class, reason := d.policy.check(ap); !class.allowed() {
+		return &errAddressNotAllowed{class: class, reason: reason}
 	}
 	return nil
 }

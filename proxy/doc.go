@@ -29,9 +29,16 @@
 // # Design
 //
 // Client connections are served by the proxy's own HTTP/1.1 loop
-// (conn.go, respwriter.go, listener.go): requests are held to net/http's
-// server checks plus the proxy's own against smuggling; a response is
-// framed as net/http frames it. A plain head already whole in the
+// (conn.go, respwriter.go, listener.go, hangup.go): requests are held to
+// net/http's server checks plus the proxy's own against smuggling; a
+// response is framed as net/http frames it. The loop knows nothing of
+// the checks: it runs the Server as an http.Handler and reaches the rest
+// of the proxy only through its seams (clientloop.go) — a log, a
+// callback that audits and answers what the loop refuses before any
+// handler sees it, named by the loop's own reasons, and a tunnel
+// connection's admit callback (intercept.go). The handlers that take a
+// connection over (a CONNECT tunnel, HTTP/2 inside it, a WebSocket) do
+// so through the loop's takeover methods only (takeover.go). A plain head already whole in the
 // connection's buffer — HTTP/1.1, CRLF lines, token names, one Host, no
 // Transfer-Encoding, at most one Content-Length — is read by the proxy's
 // own parser (headparse.go, headfast.go), which copies the head once and
@@ -40,8 +47,9 @@
 // bytes, so the fast path never accepts what the slow one refuses. The
 // upstream's response head is read the same way, falling back to
 // http.ReadResponse. Every place the proxy reads or writes HTTP by hand
-// (both fast paths, the Host header, header names, the head's length) has
-// a differential fuzz target against net/http. Each request then takes
+// (both fast paths, the Host header, header names, the head's length, the
+// response written to the client, the request written upstream) has a
+// differential fuzz target against net/http. Each request then takes
 // the proxy's own path (forward.go): the checks and injection (prepare),
 // the trip upstream (exchange), the response relayed with its trailers;
 // proxy headers are stripped by the proxy itself, redirects are passed
@@ -98,8 +106,12 @@
 // The package is well over 1,500 lines because every request, plain or
 // inside an intercepted tunnel, must pass one sequence of checks —
 // target, destination, handle, rate limit, injection, SSRF-safe dial,
-// audit — and those steps share the per-request exchange. Each file is
-// one step or one processor (SigV4, OAuth2, HMAC, the intercept CA);
-// splitting them into packages would export the exchange and let a path
-// skip a check.
+// echo guard, audit — and those steps share the per-request exchange
+// (exchange.go), which the checks, the injection kinds and processors,
+// the echo guard, the gRPC and WebSocket guards and the audit record all
+// read and write. Each file is one step or one processor (SigV4, OAuth2,
+// HMAC, the intercept CA); splitting those into packages would export
+// the exchange and let a path skip a check. The HTTP/1.1 loop and the
+// upstream client share no exchange (the loop's seams are above), and
+// are the next to move into a package of their own.
 package proxy

@@ -60,15 +60,16 @@ type exchange struct {
 func (x *exchange) send(req *http.Request) *http.Response {
 	t0 := time.Now()
 	x.ctx, x.sent = req.Context(), true
-	resp, err := x.s.roundTrip(req, x.credential())
+	resp, class, err := x.s.roundTrip(req, x.credential())
 	x.judgeToken(resp, err)
 	if err == nil && (x.canRetry || x.tokenRetry) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-		if retried, rerr, ok := x.retry(req, resp); ok {
-			resp, err = retried, rerr
+		if retried, rclass, rerr, ok := x.retry(req, resp); ok {
+			resp, class, err = retried, rclass, rerr
 			x.judgeToken(resp, err)
 		}
 	}
 	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	x.audit.AddrClass = class
 	if err != nil {
 		d := upstreamDenial(err)
 		if cut := x.bodyHandleCut(); cut != nil {
@@ -124,12 +125,12 @@ func (x *exchange) judgeToken(resp *http.Response, err error) {
 // the secret, the request is sent once more with it; a token processor's
 // request refused with 401 is sent once more with a fresh access token.
 // A retry that cannot be prepared keeps the first answer.
-func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response, error, bool) {
+func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response, addrClass, error, bool) {
 	fresh, err := x.s.broker.Secret(req.Context(), x.grant, true)
 	rotated := err == nil && (fresh.Version != x.secret.Version || fresh.Value != x.secret.Value)
 	tokenRefused := x.tokenRetry && resp.StatusCode == http.StatusUnauthorized
 	if !(rotated && x.canRetry || tokenRefused) {
-		return nil, nil, false
+		return nil, addrUnknown, nil, false
 	}
 	if !rotated {
 		fresh = x.secret
@@ -141,7 +142,7 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 	}
 	forms, d := x.inj.inject(next, x.intent.Inject.Kind, fresh, x.handle)
 	if d != nil {
-		return nil, nil, false
+		return nil, addrUnknown, nil, false
 	}
 	if x.replay != nil {
 		next.Body = io.NopCloser(bytes.NewReader(x.replay))
@@ -155,15 +156,15 @@ func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response
 			// No new token (the refresh is backing off): the first
 			// answer stands.
 			x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs))
-			return nil, nil, false
+			return nil, addrUnknown, nil, false
 		}
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse
 	resp.Body.Close()
-	r2, err := x.s.roundTrip(next, x.credential())
+	r2, class, err := x.s.roundTrip(next, x.credential())
 	x.forms = newEchoForms(slices.Concat(x.forms.strs, prev.strs)) // guard against both versions
 	x.audit.Version, x.audit.Retried = fresh.Version, true
-	return r2, err, true
+	return r2, class, err, true
 }
 
 // release gives the request's concurrency slot back (once).
@@ -243,7 +244,7 @@ func upstreamDenial(err error) *denial {
 	case errors.As(err, &bodyErr), errors.As(err, &tooLarge):
 		// Reading the client's body failed while it was sent on.
 		return bodyDenial(err)
-	case errors.As(err, &na) && na.reason == reasonSelf:
+	case errors.As(err, &na) && na.class == addrDenySelf:
 		return deny(CodeSelfDial, "the destination is the proxy itself (an address of this machine on one of the proxy's ports)").withReason(na.reason)
 	case errors.As(err, &na):
 		return deny(CodeAddressNotAllowed, "the destination resolves to an address the proxy may not dial").withReason(na.reason)

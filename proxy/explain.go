@@ -85,7 +85,7 @@ func (s *Server) Explain(ctx context.Context, g *broker.Grant, method, rawURL st
 	var allowed, refused []string
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(a.Unmap(), uint16(t.port))
-		if reason := s.policy.check(ap); reason != "" {
+		if class, reason := s.policy.check(ap); !class.allowed() {
 			refused = append(refused, ap.Addr().String()+" ("+reason+")")
 		} else {
 			allowed = append(allowed, ap.Addr().String())

@@ -14,8 +14,7 @@ import (
 // injection (prepare), the trip upstream (exchange.send), then the
 // response relayed as a forward proxy relays it. It is the whole request
 // path for both modes and for HTTP/2 streams; no proxy library sits in
-// between (goproxy's wrapper cost allocations and a formatted log
-// argument per request, for nothing the proxy used).
+// between (why: docs/proxy.md, "Why Airlock does not use goproxy").
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	if !r.URL.IsAbs() {
 		s.refuseEarly(w, r, deny(CodeAbsoluteFormRequired, "this is a forward proxy: send absolute-form requests (GET http://api.example.com/path), for example by setting HTTP_PROXY"))

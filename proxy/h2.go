@@ -3,10 +3,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,12 +46,11 @@ type h2Conn struct {
 
 // serveH2 serves the HTTP/2 connection on tc until it closes.
 func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
-	t.outer = c
 	hc := &h2Conn{s: s, t: t, tc: tc, c: c}
-	c.idle.Store(true)
-	if c.cs.shutting.Load() {
+	if !c.setIdle() {
 		return
 	}
+	readHeaderTimeout, idleTimeout := c.timeouts()
 	maxStreams := s.cfg.Limits.PerPluginConcurrency
 	if maxStreams <= 0 {
 		maxStreams = 100
@@ -60,10 +61,10 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 	var connDone sync.Once
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(hc.serveStream),
-		IdleTimeout:       c.cs.idleTimeout,
-		ReadHeaderTimeout: c.cs.readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: readHeaderTimeout,
 		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.ctx, tunnelKey{}, t) },
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.context(), tunnelKey{}, t) },
 		ErrorLog:          log.New(io.Discard, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: 1 << 20},
 		ConnState: func(_ net.Conn, st http.ConnState) {
@@ -74,12 +75,12 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		},
 	}
 	// The connection context ends when a shutdown's grace is over.
-	stop := context.AfterFunc(c.ctx, func() { _ = tc.Close() })
+	stop := context.AfterFunc(c.context(), func() { _ = tc.Close() })
 	defer stop()
 	// Once the CONNECT's credential is gone the tunnel takes no new
 	// stream (GOAWAY); its open streams end on their own watch with a
 	// status that says why.
-	wctx, unwatch := s.watchCredentials(c.ctx, t.cred)
+	wctx, unwatch := s.watchCredentials(c.context(), t.cred)
 	defer unwatch()
 	goaway := make(chan struct{})
 	stopGoAway := context.AfterFunc(wctx, func() {
@@ -133,13 +134,10 @@ func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 // serveStream serves one HTTP/2 stream.
 func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 	hc.active.Add(1)
-	hc.c.idle.Store(false)
+	hc.c.setBusy()
 	defer func() {
-		if hc.active.Add(-1) == 0 {
-			hc.c.idle.Store(true)
-			if hc.c.cs.shutting.Load() {
-				_ = hc.tc.Close()
-			}
+		if hc.active.Add(-1) == 0 && !hc.c.setIdle() {
+			_ = hc.tc.Close()
 		}
 	}()
 	s := hc.s
@@ -148,7 +146,7 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		d = hc.t.adopt(r)
 	}
 	if d != nil {
-		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: hc.c.cs.plugin, Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.context()), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
 	handle, _ := extractHandle(r)
@@ -191,9 +189,20 @@ func (x *exchange) cutShort() *denial {
 // roundTrip sends req upstream for the credential cred: on an
 // HTTP/2-capable transport of that credential's when it came as HTTP/2
 // (h2pool.go), on the HTTP/1.1 pool otherwise.
-func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, error) {
+//
+// It also returns the class of the address the request went to (or the
+// refused one's), for the audit line.
+func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, addrClass, error) {
 	if req.ProtoMajor != 2 {
-		return s.up.RoundTrip(req, cred)
+		resp, err := s.up.RoundTrip(req, cred)
+		if err != nil {
+			return nil, refusedClass(err), err
+		}
+		class := addrUnknown
+		if b, ok := resp.Body.(*upBody); ok {
+			class = b.pc.class
+		}
+		return resp, class, nil
 	}
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
@@ -211,5 +220,24 @@ func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, err
 		// HTTP/1.1 fallback the absolute form of the same target).
 		req.URL.Opaque = "//" + req.URL.Host + req.URL.Opaque
 	}
-	return s.h2.transport(cred).RoundTrip(req)
+	// The HTTP/2 transport pools its connections out of sight: the
+	// connection a stream took is classified when the stream gets it.
+	var class addrClass
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }}))
+	resp, err := s.h2.transport(cred).RoundTrip(req)
+	if err != nil {
+		return nil, refusedClass(err), err
+	}
+	return resp, class, nil
+}
+
+// refusedClass is the class of the address a dial refused, if that is
+// why err happened.
+func refusedClass(err error) addrClass {
+	var na *errAddressNotAllowed
+	if errors.As(err, &na) {
+		return na.class
+	}
+	return addrUnknown
 }

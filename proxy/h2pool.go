@@ -103,7 +103,7 @@ func (p *h2Pools) len() int {
 func newH2Transport(c Config, d *dialer, tlsConfig *tls.Config) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
-		DialContext:         d.DialContext,
+		DialContext:         d.dialClassed,
 		TLSClientConfig:     tlsConfig.Clone(),
 		ForceAttemptHTTP2:   true,
 		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout,

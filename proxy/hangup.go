@@ -134,3 +134,26 @@ func (w *hangupWatch) stop() (gone bool) {
 	}
 	return w.gone
 }
+
+// pause stops the watch without ending the request's context: the
+// connection is changing hands. A byte the watch read is put back.
+func (w *hangupWatch) pause() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.stopped = true
+	w.timer.Stop()
+	reading := w.reading
+	w.reading = false
+	w.mu.Unlock()
+	if reading {
+		_ = w.c.conn.SetReadDeadline(aLongTimeAgo)
+		<-w.done
+		_ = w.c.conn.SetReadDeadline(time.Time{})
+	}
+	if w.got {
+		w.c.lr.unread = append(w.c.lr.unread, w.buf[0])
+		w.got = false
+	}
+}

@@ -23,18 +23,18 @@ import (
 
 const http11 = "HTTP/1.1"
 
-// readRequest reads and checks one request head. On failure it returns a
-// denial code to answer with, or "" when the client is gone or timed out.
+// readRequest reads and checks one request head. On failure it returns
+// why to refuse it, or refuseNone when the client is gone or timed out.
 // A plain head already whole in the buffer is read by the fast path;
 // anything else by readRequestSlow (conn.go), from the same bytes.
-func (c *clientConn) readRequest() (*http.Request, string, string) {
+func (c *clientConn) readRequest() (*http.Request, refuseCode, string) {
 	// As readRequestSlow's, the request gets its context in watchHangup.
 	if req := parseRequestFast(c.br, c.cs.headerLimit); req != nil {
 		if req.Body != http.NoBody {
 			_ = c.conn.SetReadDeadline(time.Time{}) // as readRequestSlow does
 		}
 		req.RemoteAddr = c.remote
-		return req, "", ""
+		return req, refuseNone, ""
 	}
 	return c.readRequestSlow()
 }

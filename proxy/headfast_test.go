@@ -22,7 +22,8 @@ import (
 // body read to the end (or closed first), and what is left to read on the
 // connection after it.
 type requestView struct {
-	Code, Reason                 string
+	Code                         refuseCode
+	Reason                       string
 	Method, Proto, RequestURI    string
 	ProtoMajor, ProtoMinor       int
 	URL                          any
@@ -38,7 +39,7 @@ type requestView struct {
 
 // readRequestView reads the first request of raw with read (readRequest
 // or readRequestSlow) on a client connection whose head limit is limit.
-func readRequestView(raw string, limit int64, closeFirst bool, read func(*clientConn) (*http.Request, string, string)) requestView {
+func readRequestView(raw string, limit int64, closeFirst bool, read func(*clientConn) (*http.Request, refuseCode, string)) requestView {
 	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
 	c := newClientConn(cs, newMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request
@@ -332,12 +333,12 @@ func newHeadBench(raw, rawResp string) *headBench {
 		br: bufio.NewReaderSize(rd, 16<<10), rd: rd, rawResp: rawResp}
 }
 
-func (h *headBench) request(tb testing.TB, read func(*clientConn) (*http.Request, string, string)) {
+func (h *headBench) request(tb testing.TB, read func(*clientConn) (*http.Request, refuseCode, string)) {
 	h.mc.r.Reset(h.raw)
 	_, _ = h.c.br.Peek(1)
 	req, code, reason := read(h.c)
 	if req == nil {
-		tb.Fatalf("refused: %s %s", code, reason)
+		tb.Fatalf("refused: %v %s", code, reason)
 	}
 	if _, err := io.Copy(io.Discard, req.Body); err != nil {
 		tb.Fatal(err)
@@ -388,7 +389,7 @@ func TestHeadAllocs(t *testing.T) {
 func BenchmarkRequestHead(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		read func(*clientConn) (*http.Request, string, string)
+		read func(*clientConn) (*http.Request, refuseCode, string)
 	}{{"fast", (*clientConn).readRequest}, {"net-http", (*clientConn).readRequestSlow}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHeadBench(fastRequestSeeds[0], "")

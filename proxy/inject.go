@@ -52,12 +52,6 @@ func badHeaderValue(s string) bool {
 	return false
 }
 
-// splitsHead reports the bytes that would end a header line or a head
-// if written in a value: CR, LF and NUL. A byte test, not
-// strings.ContainsAny, which builds its set on every call: this runs on
-// every injected and written header.
-func splitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
-
 // The static kinds: the secret is sent as it is.
 func init() {
 	registerInjector("header", kindFuncs[*broker.HeaderInject]{onInject: injectHeader})

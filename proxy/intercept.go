@@ -35,8 +35,7 @@ type tunnel struct {
 	handle string
 	// cred is what the CONNECT carried (handle or pass); the tunnel's
 	// long-lived streams end when it is revoked.
-	cred  string
-	outer *clientConn // the connection the CONNECT came on
+	cred string
 	// Computed once per tunnel, not per request inside it: the port as
 	// text, the authority requests are sent to, the handle's header.
 	portText, authority, bearer string
@@ -58,8 +57,8 @@ var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
 // connect handles a CONNECT when interception is configured.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	a := &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.Host, Mode: modeConnect}
-	rw, ok := w.(*respWriter)
-	if !ok {
+	c := connOf(w)
+	if c == nil {
 		s.answer(w, r, a, deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener"))
 		return
 	}
@@ -70,12 +69,11 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	a.Status = http.StatusOK
 	s.finish(a, nil)
-	c := rw.c
-	rw.hijacked = true
-	if _, err := c.bw.WriteString("HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil || c.bw.Flush() != nil {
+	conn, brw := c.hijack()
+	if _, err := brw.WriteString("HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil || brw.Flush() != nil {
 		return
 	}
-	s.serveTunnel(c, t)
+	s.serveTunnel(c, &bufferedConn{Conn: conn, r: brw.Reader}, t)
 }
 
 // admitConnect checks a CONNECT: host:port form, not port 80 (plain
@@ -131,10 +129,10 @@ func (s *Server) admitPlace(r *http.Request, a *auditRecord) (string, *denial) {
 	return host, nil
 }
 
-// serveTunnel terminates the plugin's TLS on c and serves the requests
-// inside it until the tunnel closes.
-func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
-	raw := &bufferedConn{Conn: c.conn, r: c.br}
+// serveTunnel terminates the plugin's TLS on raw, the connection c's
+// CONNECT took over, and serves the requests inside it until the tunnel
+// closes.
+func (s *Server) serveTunnel(c *clientConn, raw net.Conn, t *tunnel) {
 	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -147,11 +145,12 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 			return s.ca.Load().leaf(t.host)
 		},
 	})
-	_ = c.conn.SetDeadline(time.Now().Add(c.cs.readHeaderTimeout))
-	ctx, cancel := context.WithTimeout(c.ctx, c.cs.readHeaderTimeout)
+	readHeaderTimeout, _ := c.timeouts()
+	_ = raw.SetDeadline(time.Now().Add(readHeaderTimeout))
+	ctx, cancel := context.WithTimeout(c.context(), readHeaderTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
-	_ = c.conn.SetDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
 	if err != nil {
 		s.log.Debug("proxy: TLS handshake inside a CONNECT tunnel failed", "error", err.Error())
 		return
@@ -160,10 +159,14 @@ func (s *Server) serveTunnel(c *clientConn, t *tunnel) {
 		s.serveH2(c, t, tc)
 		return
 	}
-	inner := newClientConn(c.cs, tc, context.WithValue(c.ctx, tunnelKey{}, t))
-	t.outer = c
-	inner.tunnel = t
-	inner.serve()
+	ctx = context.WithValue(c.context(), tunnelKey{}, t)
+	c.serveInner(tc, ctx, func(req *http.Request) *http.Response {
+		if d := t.adopt(req); d != nil {
+			return s.refuseWith(&auditRecord{start: time.Now(), Plugin: connPlugin(ctx), Method: req.Method, Host: t.host, Port: t.port,
+				Mode: modeIntercept}, d, 0)
+		}
+		return nil
+	})
 }
 
 // adopt turns a request read inside the tunnel into the absolute-form

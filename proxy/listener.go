@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,14 +14,20 @@ import (
 )
 
 // connServer accepts clients and tracks their connections for shutdown.
+// Its first fields are its seams to the rest of the proxy (set by
+// Server.connServer, clientloop.go).
 type connServer struct {
-	s                 *Server
+	handler http.Handler // runs each request read
+	log     *slog.Logger
+	// refuse audits what the loop refused before any handler saw it
+	// and returns the answer; ctx is the connection's.
+	refuse func(ctx context.Context, r refusal) *http.Response
+	// connContext, when set, derives each connection's base context.
+	connContext func(context.Context) context.Context
+
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
 	headerLimit       int64
-	// plugin is the plugin whose own listener this serves (ServeSandbox);
-	// "" for the shared listener.
-	plugin string
 
 	shutting atomic.Bool
 	mu       sync.Mutex
@@ -34,8 +42,8 @@ func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
 	cs.conns = map[*clientConn]struct{}{}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	if cs.plugin != "" {
-		base = withConnPlugin(base, cs.plugin)
+	if cs.connContext != nil {
+		base = cs.connContext(base)
 	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
@@ -54,7 +62,7 @@ func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
 				// Out of file descriptors and the like: back off as
 				// net/http does rather than spin.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				cs.s.log.Warn("proxy: accept failed; retrying", "error", err, "delay", delay)
+				cs.log.Warn("proxy: accept failed; retrying", "error", err, "delay", delay)
 				time.Sleep(delay)
 				continue
 			}
@@ -102,8 +110,8 @@ func (c *clientConn) setIdle() bool {
 // is idle or busy on its CONNECT's behalf, so an idle tunnel closes at
 // once on shutdown as an idle connection does.
 func (c *clientConn) idleFlag() *atomic.Bool {
-	if c.tunnel != nil {
-		return &c.tunnel.outer.idle
+	if c.outer != nil {
+		return &c.outer.idle
 	}
 	return &c.idle
 }

@@ -22,6 +22,9 @@ type metrics struct {
 	// violations counts violations by kind and whether the ledger
 	// recorded them (enforce.go).
 	violations *prometheus.CounterVec
+	// addrClasses counts requests by what the address policy made of
+	// their upstream address (address.go), one series per class.
+	addrClasses [numAddrClasses]prometheus.Counter
 
 	// The series every allowed request touches, looked up once:
 	// WithLabelValues hashes its labels and takes a lock on each call.
@@ -91,7 +94,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "airlock_proxy_violations_total",
 		Help: "Refusals that are violations (a handle used for what it was not given), by kind, and whether the ledger recorded them.",
 	}, []string{"kind", "recorded"})
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches, m.foreignCreds, m.violations)
+	addrs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "airlock_proxy_upstream_addresses_total",
+		Help: "Requests by the class of their upstream address: allow.default, allow.configured (allow_cidrs), or the deny class that refused it.",
+	}, []string{"class"})
+	for c := addrAllowDefault; c < numAddrClasses; c++ {
+		m.addrClasses[c] = addrs.WithLabelValues(c.String())
+	}
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.bytes, m.redactions, m.retries, m.tokenFetches, m.foreignCreds, m.violations, addrs)
 	m.allowedDuration = m.duration.WithLabelValues("allow")
 	m.deniedDuration = m.duration.WithLabelValues("deny")
 	m.responseBytes = m.bytes.WithLabelValues("response")
@@ -118,6 +128,9 @@ func (m *metrics) done(a *auditRecord) {
 	}
 	if a.Retried {
 		m.retries.Inc()
+	}
+	if a.AddrClass != addrUnknown {
+		m.addrClasses[a.AddrClass].Inc()
 	}
 }
 

@@ -124,7 +124,7 @@ func rawHost(raw string) (string, bool) {
 }
 
 // proxyRequest is the proxy's reading of the first request in raw.
-func proxyRequest(raw string, limit int64) (*parsedRequest, string, string) {
+func proxyRequest(raw string, limit int64) (*parsedRequest, refuseCode, string) {
 	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
 	c := newClientConn(cs, newMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request: the fast path reads a whole head
@@ -132,7 +132,7 @@ func proxyRequest(raw string, limit int64) (*parsedRequest, string, string) {
 	if req == nil {
 		return nil, code, reason
 	}
-	return parsed(req, req.Host), "", ""
+	return parsed(req, req.Host), refuseNone, ""
 }
 
 // FuzzRequestHead: the proxy reads a request head as net/http's server
@@ -177,9 +177,9 @@ func FuzzRequestHead(f *testing.F) {
 		case ours == nil && (reason == "both Transfer-Encoding and Content-Length" || reason == "not an HTTP/1.x request"):
 			return // stricter on purpose
 		case ours == nil && status == http.StatusExpectationFailed:
-			t.Fatalf("the proxy refused (%s %s) what net/http read (417 comes later)", code, reason)
+			t.Fatalf("the proxy refused (%v %s) what net/http read (417 comes later)", code, reason)
 		case ours == nil:
-			t.Fatalf("the proxy refused (%s: %s) what net/http accepted: %+v", code, reason, ref)
+			t.Fatalf("the proxy refused (%v: %s) what net/http accepted: %+v", code, reason, ref)
 		case ref == nil && status == http.StatusExpectationFailed:
 			return // the proxy answers 417 after reading the head too
 		case ref == nil:
@@ -199,7 +199,7 @@ func FuzzRequestHead(f *testing.F) {
 // proxyWrite is what the proxy's ResponseWriter sends for emit.
 func proxyWrite(emit func(http.ResponseWriter), method string) []byte {
 	mc := newMemConn("")
-	cs := &connServer{s: &Server{log: slog.New(slog.DiscardHandler)}}
+	cs := &connServer{log: slog.New(slog.DiscardHandler)}
 	c := newClientConn(cs, mc, context.Background())
 	req := &http.Request{Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
 	c.w.reset(req)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 func TestInjectionModes(t *testing.T) {
@@ -240,9 +241,16 @@ func TestConnectAndOriginForm(t *testing.T) {
 }
 
 func TestExpiredRevokedAndOtherInvocation(t *testing.T) {
-	f := newFixture(t, nil)
+	clock := testenv.NewClock()
+	f := newFixtureWith(t, nil, fixtureOpts{now: clock.Now})
 	ctx := context.Background()
-	h := f.issue(t, "api.write", "inv-r")
+	live := brokerReq("inv-r", f.up.port, 0)
+	live.Deadline = clock.Now().Add(time.Minute)
+	li, err := f.b.Issue(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := li.Handle
 	if code, _, _ := do(t, f.client(h), "GET", f.url("/x"), nil, ""); code != 200 {
 		t.Fatal("live handle refused")
 	}
@@ -255,11 +263,13 @@ func TestExpiredRevokedAndOtherInvocation(t *testing.T) {
 	if !strings.Contains(f.audit.String(), "handle was revoked") {
 		t.Fatal("the audit line does not say the handle was revoked")
 	}
-	iss, err := f.b.Issue(ctx, brokerReq("inv-short", f.up.port, 150*time.Millisecond))
+	short := brokerReq("inv-short", f.up.port, 0)
+	short.Deadline = clock.Now().Add(150 * time.Millisecond)
+	iss, err := f.b.Issue(ctx, short)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	clock.Advance(200 * time.Millisecond) // the broker's clock: past the deadline
 	if code, errCode, _ := do(t, f.client(iss.Handle), "GET", f.url("/x"), nil, ""); code != 403 || errCode != CodeHandleInvalid {
 		t.Fatalf("expired: %d %s", code, errCode)
 	}

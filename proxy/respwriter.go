@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,15 +47,6 @@ type clientBodyError struct{ err error }
 
 func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
 func (e *clientBodyError) Unwrap() error { return e.err }
-
-// bodyDenial is the answer for a request body that could not be read.
-func bodyDenial(err error) *denial {
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		return deny(CodeBodyTooLarge, "the request body is larger than the proxy allows")
-	}
-	return deny(CodeBadRequest, "the request body is malformed or was cut short").withReason(err.Error())
-}
 
 func (b *reqBody) Close() error { b.closed = true; return nil }
 
@@ -218,6 +208,12 @@ func appendHeader(b []byte, k, v string) []byte {
 	return append(b, "\r\n"...)
 }
 
+// splitsHead reports the bytes that would end a header line or a head
+// if written in a value: CR, LF and NUL. A byte test, not
+// strings.ContainsAny, which builds its set on every call: this runs on
+// every injected and written header.
+func splitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
+
 func appendHeaderValue(b []byte, v string) []byte {
 	start := 0
 	for i := 0; i < len(v); i++ {
@@ -317,7 +313,7 @@ func (w *respWriter) finish() {
 		w.err = w.c.bw.Flush()
 	}
 	if w.err != nil {
-		w.c.cs.s.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
+		w.c.cs.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
 	}
 }
 

@@ -30,7 +30,7 @@ func TestSelfDialPolicy(t *testing.T) {
 		"127.0.0.1:443":          "",
 		"[::ffff:127.0.0.1]:443": "",
 	} {
-		if got := p.check(netip.MustParseAddrPort(ap)); got != want {
+		if _, got := p.check(netip.MustParseAddrPort(ap)); got != want {
 			t.Errorf("%s: %q, want %q", ap, got, want)
 		}
 	}

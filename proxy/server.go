@@ -228,7 +228,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 // the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
-	cs := s.connServer()
+	cs := s.connServer("")
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -246,11 +246,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.h2.closeIdle()
 	s.ws.CloseIdleConnections()
 	return err
-}
-
-func (s *Server) connServer() *connServer {
-	return &connServer{s: s, readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
-		idleTimeout: s.cfg.Limits.IdleTimeout, headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
 }
 
 // finish records the end of a request: audit line and metrics.

@@ -22,7 +22,7 @@ func ssrfFixture(t *testing.T) (*fixture, string, *[]string) {
 	var publicDials []string
 	f.proxy.dialer.connect = func(ctx context.Context, nd *net.Dialer, network, addr string) (net.Conn, error) {
 		ap := netip.MustParseAddrPort(addr)
-		if classifyAddr(ap.Addr()) == "" {
+		if class, _ := classifyAddr(ap.Addr()); class == addrAllowDefault {
 			mu.Lock()
 			publicDials = append(publicDials, addr)
 			mu.Unlock()

@@ -86,7 +86,5 @@ func (s *Server) ServeSandbox(ctx context.Context, plugin string, l net.Listener
 		s.policy.addSelf(ap)
 		defer s.policy.removeSelf(ap)
 	}
-	cs := s.connServer()
-	cs.plugin = plugin
-	return cs.serve(ctx, l)
+	return s.connServer(plugin).serve(ctx, l)
 }

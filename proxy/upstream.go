@@ -38,7 +38,7 @@ import (
 // connection if its body can be replayed. A request whose body cannot be
 // replayed (a streamed POST) is never retried.
 type upstreamClient struct {
-	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial        func(ctx context.Context, network, addr string) (net.Conn, addrClass, error)
 	tlsConfig   *tls.Config
 	tlsTimeout  time.Duration
 	respTimeout time.Duration
@@ -50,6 +50,7 @@ type upConn struct {
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	key      poolKey
+	class    addrClass // of the address dialled, for the audit line
 	lastUsed time.Time
 	probe    *idleProbe // the socket under conn, checked before each reuse
 	// prev and next link the pool's idle connections, oldest first.
@@ -58,7 +59,7 @@ type upConn struct {
 
 func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClient {
 	return &upstreamClient{
-		dial: d.DialContext, tlsConfig: tlsConfig,
+		dial: d.dial, tlsConfig: tlsConfig,
 		tlsTimeout: c.Upstream.TLSHandshakeTimeout, respTimeout: c.Upstream.ResponseTimeout,
 		idle: idlePool{timeout: c.Upstream.IdleConnTimeout, perKey: c.Upstream.MaxIdleConnsPerHost, total: c.Upstream.MaxIdleConns},
 	}
@@ -120,7 +121,7 @@ func (u *upstreamClient) RoundTrip(req *http.Request, cred credKey) (*http.Respo
 }
 
 func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, serverName string, cc *clientCert) (*upConn, error) {
-	raw, err := u.dial(ctx, "tcp", addr)
+	raw, class, err := u.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +139,7 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 		return nil, err
 	}
 	return &upConn{conn: tc, br: bufio.NewReaderSize(tc, 16<<10), bw: bufio.NewWriterSize(tc, 16<<10), key: key,
-		probe: newIdleProbe(raw)}, nil
+		class: class, probe: newIdleProbe(raw)}, nil
 }
 
 // send writes req and reads the response head on pc.

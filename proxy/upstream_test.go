@@ -120,7 +120,7 @@ func TestUpstreamStaleConnectionRetry(t *testing.T) {
 	u, base, conns, srv := upstreamFixture(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	get(t, u, "GET", base+"/", nil)
 	srv.CloseClientConnections() // the pooled connection is now dead
-	time.Sleep(50 * time.Millisecond)
+	waitPooledDead(t, u)
 	if _, body := get(t, u, "GET", base+"/", nil); body != "ok" {
 		t.Fatalf("after the upstream closed the connection: %q", body)
 	}
@@ -154,7 +154,7 @@ func TestUpstreamNonReplayableBodyChecksPooledConnection(t *testing.T) {
 		t.Fatalf("body %q, connections %d (want the live pooled one)", b, conns.Load())
 	}
 	srv.CloseClientConnections() // the pooled connection is now dead
-	time.Sleep(50 * time.Millisecond)
+	waitPooledDead(t, u)
 	if b := post(); b != "8" || conns.Load() != 2 {
 		t.Fatalf("body %q, connections %d (want a fresh one for the dead pooled one)", b, conns.Load())
 	}
@@ -290,5 +290,26 @@ func TestWriteRequest(t *testing.T) {
 				t.Fatalf("parsed back as %s %s host %s", back.Method, back.URL, back.Host)
 			}
 		})
+	}
+}
+
+// waitPooledDead waits until the close of u's one pooled connection has
+// arrived, so the next request's liveness check sees it (the close is
+// the upstream's, asynchronous to the test).
+func waitPooledDead(t *testing.T, u *upstreamClient) {
+	t.Helper()
+	for limit := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		u.idle.mu.Lock()
+		pc := u.idle.lru.head
+		u.idle.mu.Unlock()
+		if pc == nil {
+			t.Fatal("no pooled connection")
+		}
+		if !pc.alive() {
+			return
+		}
+		if time.Now().After(limit) {
+			t.Fatal("the pooled connection still looks alive after the upstream closed it")
+		}
 	}
 }

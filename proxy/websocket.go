@@ -66,8 +66,8 @@ var wsHandshakeHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", 
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	a := requestRecord(r)
-	rw, ok := w.(*respWriter)
-	if !ok || r.Method != http.MethodGet {
+	c := connOf(w)
+	if c == nil || r.Method != http.MethodGet {
 		s.answer(w, r, a, deny(CodeUpgradeNotSupported, "a WebSocket handshake is a GET on an HTTP/1.1 connection"))
 		return
 	}
@@ -108,7 +108,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up.SetReadLimit(s.cfg.Limits.MaxWebSocketMessage)
-	aw := &wsAcceptWriter{rw: rw, header: http.Header{}}
+	aw := &wsAcceptWriter{rw: w, c: c, header: http.Header{}}
 	pc, err := websocket.Accept(aw, accept, &websocket.AcceptOptions{
 		Subprotocols: nonEmpty(up.Subprotocol()), InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled,
 	})
@@ -348,7 +348,8 @@ func (s *Server) auditWebSocketClose(a *auditRecord, st *wsStats) {
 // plugin's 101 to: the client loop's writer sends no interim status, so
 // the 101 head is written here when Accept takes the connection.
 type wsAcceptWriter struct {
-	rw     *respWriter
+	rw     http.ResponseWriter // the loop's
+	c      *clientConn
 	header http.Header
 	status int
 }
@@ -377,12 +378,10 @@ func (w *wsAcceptWriter) Write(p []byte) (int, error) {
 // Hijack writes the 101 head and hands the connection over; the hangup
 // watch stops first, so that nothing else reads from it.
 func (w *wsAcceptWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c := w.rw.c
 	if w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack before the 101 head")
 	}
-	c.watch.pause()
-	w.rw.hijacked = true
+	conn, brw := w.c.hijack()
 	b := append([]byte(nil), "HTTP/1.1 101 Switching Protocols\r\n"...)
 	for k, vv := range w.header {
 		for _, v := range vv {
@@ -390,55 +389,12 @@ func (w *wsAcceptWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	b = append(b, "\r\n"...)
-	if _, err := c.bw.Write(b); err != nil {
+	if _, err := brw.Write(b); err != nil {
 		return nil, nil, err
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err := brw.Flush(); err != nil {
 		return nil, nil, err
 	}
-	_ = c.conn.SetDeadline(time.Time{})
-	conn := net.Conn(c.conn)
-	if len(c.lr.unread) > 0 {
-		conn = &prefixConn{Conn: c.conn, pre: c.lr.unread}
-		c.lr.unread = nil
-	}
-	return conn, bufio.NewReadWriter(c.br, c.bw), nil
-}
-
-// prefixConn reads pre before the connection.
-type prefixConn struct {
-	net.Conn
-	pre []byte
-}
-
-func (p *prefixConn) Read(b []byte) (int, error) {
-	if len(p.pre) > 0 {
-		n := copy(b, p.pre)
-		p.pre = p.pre[n:]
-		return n, nil
-	}
-	return p.Conn.Read(b)
-}
-
-// pause stops the watch without ending the request's context: the
-// connection is changing hands. A byte the watch read is put back.
-func (w *hangupWatch) pause() {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	w.stopped = true
-	w.timer.Stop()
-	reading := w.reading
-	w.reading = false
-	w.mu.Unlock()
-	if reading {
-		_ = w.c.conn.SetReadDeadline(aLongTimeAgo)
-		<-w.done
-		_ = w.c.conn.SetReadDeadline(time.Time{})
-	}
-	if w.got {
-		w.c.lr.unread = append(w.c.lr.unread, w.buf[0])
-		w.got = false
-	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, brw, nil
 }

@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// FuzzWriteRequest: the request the proxy re-originates upstream
+// (writeRequest) is written with Airlock's writer, read back with
+// http.ReadRequest, and compared with what went in and with what
+// (*http.Request).Write sends for the same request: the method, the
+// request target and Host as given; each header's values in order and
+// byte for byte as net/http's writer sends them; the body as it was,
+// framed by its Content-Length when known, else chunked; and nothing
+// after the one request, so no input can smuggle a second one.
+//
+// header holds "Name: value" lines (LF-separated); mode 0 sends the body
+// with its length, 1 with an unknown length, 2 sends none.
+func FuzzWriteRequest(f *testing.F) {
+	for _, s := range []struct {
+		method, target, host, header, body string
+		mode                               uint8
+	}{
+		{"GET", "/p?q=1", "api.example.com", "X-A: 1\nX-A: 2\nAccept: */*", "", 2},
+		{"POST", "/v1/items", "api.example.com:8443", "Content-Type: application/json", `{"a":1}`, 0},
+		{"POST", "/upload", "a.example", "X-B: a\r\nEvil: 1", "hello", 1},
+		{"PUT", "/x", "a.example", "Connection: close\nTransfer-Encoding: gzip\nContent-Length: 99", "", 2},
+		{"PATCH", "/%2F?x=%20", "[::1]:80", "User-Agent: botocore/1.0\nX-Z: \x00", "body", 0},
+		{"OPTIONS", "*", "a.example", "Trailer: X-T\nHost: evil.example", "", 1},
+		{"DELETE", "/a%20b/./c", "a.example", "X-Sp:  padded  ", "", 2},
+	} {
+		f.Add(s.method, s.target, s.host, s.header, s.body, s.mode)
+	}
+	f.Fuzz(func(t *testing.T, method, target, host, header, body string, mode uint8) {
+		// What reaches writeRequest: a method token the client sent,
+		// a target and Host parseTarget accepted, header names checked
+		// where the request was read.
+		if !httpguts.ValidHeaderFieldName(method) || method == http.MethodConnect || !httpguts.ValidHostHeader(host) ||
+			strings.ContainsAny(host, " /") || host == "" {
+			return
+		}
+		tu, err := url.ParseRequestURI(target)
+		if err != nil || tu.Host != "" || tu.Scheme != "" || tu.Opaque != "" && target != "*" {
+			return
+		}
+		u := &url.URL{Scheme: "https", Host: host, Path: tu.Path, RawPath: tu.RawPath, RawQuery: tu.RawQuery,
+			ForceQuery: tu.ForceQuery, Opaque: tu.Opaque}
+		hdr := http.Header{}
+		for line := range strings.SplitSeq(header, "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || !httpguts.ValidHeaderFieldName(k) ||
+				!httpguts.ValidHeaderFieldValue(strings.Map(newlineToSpace, v)) {
+				continue
+			}
+			hdr.Add(k, v)
+		}
+		mk := func() *http.Request {
+			r := &http.Request{Method: method, URL: u, Host: host, Header: hdr.Clone(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+			switch mode % 3 {
+			case 0:
+				r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+				if body == "" {
+					r.Body = nil
+				}
+			case 1:
+				r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), -1
+			}
+			return r
+		}
+
+		var ours bytes.Buffer
+		bw := bufio.NewWriter(&ours)
+		if err := writeRequest(bw, mk()); err != nil {
+			t.Fatalf("writeRequest: %v", err)
+		}
+		_ = bw.Flush()
+		br := bufio.NewReader(bytes.NewReader(ours.Bytes()))
+		got, err := http.ReadRequest(br)
+		if err != nil {
+			t.Fatalf("what writeRequest wrote does not parse: %v\n%q", err, ours.Bytes())
+		}
+		gotBody, err := io.ReadAll(got.Body)
+		if err != nil {
+			t.Fatalf("body of what writeRequest wrote: %v\n%q", err, ours.Bytes())
+		}
+		if br.Buffered() > 0 {
+			t.Fatalf("bytes after the one request: %q", ours.Bytes())
+		}
+
+		// What went in: method, target, Host, body and framing.
+		if got.Method != method || got.RequestURI != requestTarget(u) || got.Host != host {
+			t.Fatalf("read back as %q %q Host %q, want %q %q Host %q", got.Method, got.RequestURI, got.Host,
+				method, requestTarget(u), host)
+		}
+		sent := body
+		if mode%3 == 2 {
+			sent = ""
+		}
+		if string(gotBody) != sent {
+			t.Fatalf("body read back %q, want %q", gotBody, sent)
+		}
+		switch {
+		case mode%3 == 1 && !slices.Equal(got.TransferEncoding, []string{"chunked"}):
+			t.Fatalf("a body of unknown length went as %q, want chunked", got.TransferEncoding)
+		case mode%3 != 1 && (len(got.TransferEncoding) > 0 || got.ContentLength != int64(len(sent))):
+			t.Fatalf("framing %q length %d, want Content-Length %d", got.TransferEncoding, got.ContentLength, len(sent))
+		}
+		for _, k := range []string{"Connection", "Trailer"} {
+			if _, ok := got.Header[k]; ok {
+				t.Fatalf("the client's %s header went upstream", k)
+			}
+		}
+
+		// What net/http's writer sends: the same header values, byte for
+		// byte, in the same order. It adds a User-Agent when none was
+		// given and passes Connection on; writeRequest does neither, and
+		// both frame the body themselves.
+		var ref bytes.Buffer
+		if err := mk().Write(&ref); err != nil {
+			return // net/http refuses what it cannot write; writeRequest's input never is
+		}
+		want, err := http.ReadRequest(bufio.NewReader(&ref))
+		if err != nil {
+			return
+		}
+		if u.Opaque == "" && want.RequestURI != got.RequestURI {
+			t.Fatalf("target %q, net/http sends %q", got.RequestURI, want.RequestURI)
+		}
+		if _, ok := hdr["User-Agent"]; !ok {
+			want.Header.Del("User-Agent")
+		}
+		for _, h := range []http.Header{got.Header, want.Header} {
+			for _, k := range []string{"Connection", "Content-Length", "Transfer-Encoding", "Trailer"} {
+				h.Del(k)
+			}
+		}
+		if len(got.Header) != len(want.Header) {
+			t.Fatalf("headers %q, net/http sends %q", got.Header, want.Header)
+		}
+		for k, vv := range want.Header {
+			if !slices.Equal(got.Header[k], vv) {
+				t.Fatalf("header %q: %q, net/http sends %q", k, got.Header[k], vv)
+			}
+		}
+	})
+}
+
+// newlineToSpace is what both writers do to a value's CR, LF and NUL
+// (appendHeaderValue; net/http's for CR and LF).
+func newlineToSpace(r rune) rune {
+	if r == '\r' || r == '\n' || r == 0 {
+		return ' '
+	}
+	return r
+}
