@@ -17,7 +17,14 @@
 //   - host/executa: the Executa runtime and its adapter.
 //   - host/evidence: the hash-chained, signed evidence log.
 //   - host/policy: the policy that decides each call, and policy.Risk.
-//   - host/control: the control API (HTTP) in front of a Host.
+//   - host/control: the control API (HTTP) in front of a Host: principals,
+//     invocations, access grants and approvals, ports, quarantine release.
+//
+// The invoke path also holds the decision point (decide*.go): who asks,
+// which access grant applies and what was spent, the policy, the grant
+// check, approval, budgets and residency, each a host-authored evidence
+// record; and the watch of a running call's grant and violations, and
+// quarantine (docs/architecture.md, "The decision point").
 //
 // Host imports none of its runtimes: the wiring (package daemon) adds
 // plugins with pluginv1.AddInstalled, pluginv1.AddProvider or executa.Add,
@@ -25,8 +32,9 @@
 //
 // # One runtime model
 //
-// Each plugin process is a Runtime: Prepare, Health, Exited, Fault, Kill,
-// Shutdown and Release, whatever its protocol. On top of it a Host has one
+// Each plugin process is a Runtime, whatever its protocol: Kind,
+// Protocol, Sandbox, Pid, Prepare, Health, Exited, Fault, Shutdown, Kill
+// and Release. On top of it a Host has one
 // of everything:
 //
 //   - one registry: every plugin by name, with its kind, state, pid,
