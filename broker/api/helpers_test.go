@@ -15,7 +15,7 @@ var apiDest = []broker.Destination{{Host: "api.example.com"}}
 // unbound, and one bound to its own destination.
 func testConfig(secretsFile string) broker.Config {
 	return broker.Config{
-		EgressProxy: "127.0.0.1:8899",
+		EgressProxy: "127.0.0.1:18899",
 		Secrets:     broker.SecretsConfig{File: secretsFile},
 		Intents: map[string]broker.Intent{
 			"example.read": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "example/api", Field: "token"},

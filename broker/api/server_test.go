@@ -51,7 +51,7 @@ func TestAPIOverUnixSocket(t *testing.T) {
 		t.Fatalf("Issue over gRPC: %v", err)
 	}
 	g, err := f.mem.b.Resolve(ctx, iss.Handle)
-	if err != nil || g.Destinations[0].PathPrefix != "/v1/" || iss.EgressProxy != "127.0.0.1:8899" {
+	if err != nil || g.Destinations[0].PathPrefix != "/v1/" || iss.EgressProxy != "127.0.0.1:18899" {
 		t.Fatalf("resolve: %+v %v", g, err)
 	}
 	if n, err := api.RevokeInvocation(ctx, "inv"); err != nil || n != 1 {
