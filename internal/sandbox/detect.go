@@ -69,7 +69,7 @@ func Detect() Support {
 	detectOnce.Do(func() {
 		detected.LandlockABI = LandlockABI()
 		cmd := exec.Command("/proc/self/exe", initArg, "probe")
-		cmd.Env = []string{}
+		cmd.Env = initEnv()
 		cmd.SysProcAttr = probeAttrs()
 		out, err := cmd.CombinedOutput()
 		switch {

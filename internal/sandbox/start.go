@@ -138,7 +138,7 @@ func Command(spec Spec, level Level, log *slog.Logger) (*exec.Cmd, *Box, error) 
 	}
 	cmd := exec.Command("/proc/self/exe", initArg)
 	cmd.Args[0] = "airlock-sandbox"
-	cmd.Env = []string{}
+	cmd.Env = initEnv()
 	cmd.Dir = "/"
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
