@@ -19,7 +19,7 @@ for dir in $(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname |
 	fns=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //')
 	pkg=$($GO list "$dir")
 	bin="$bins/$(echo "$pkg" | tr / _).test"
-	first=$(echo "$fns" | head -n1)
+	first=${fns%%$'\n'*}
 	$GO test -c -fuzz "^$first\$" -o "$bin" "$dir"
 	for fn in $fns; do
 		echo "fuzz $dir $fn $FUZZTIME"
