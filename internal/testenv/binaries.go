@@ -46,28 +46,32 @@ func Binaries(prefix string, bins ...Binary) string {
 	}
 	cache, unlock := binCacheDir(prefix)
 	defer unlock()
-	for _, b := range bins {
-		name := b.Name
-		if name == "" {
-			name = filepath.Base(filepath.Clean(b.Pkg))
+	out := cache
+	if out == "" {
+		out = dir
+	}
+	for _, g := range buildGroups(bins) {
+		// One go build per group: loading and hashing the dependency graph
+		// to find the binaries up to date is most of a warm build's cost.
+		args := append(append([]string{"build"}, g.flags...), "-o", g.out(out))
+		for _, b := range g.bins {
+			args = append(args, b.Pkg)
 		}
-		*b.Path = filepath.Join(dir, name)
-		built := *b.Path
-		if cache != "" {
-			built = filepath.Join(cache, name)
+		if msg, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			fail("build %s: %v\n%s", strings.Join(args[len(args)-len(g.bins):], " "), err, msg)
 		}
-		args := append(append([]string{"build"}, b.Flags...), "-o", built, b.Pkg)
-		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-			fail("build %s: %v\n%s", b.Pkg, err, out)
-		}
-		if built == *b.Path {
-			continue
-		}
-		// A link, not a rename: the next run's go build compares against
-		// the cached file; a rebuild replaces it by a new inode, so this
-		// run's link keeps the binary it started with.
-		if err := os.Link(built, *b.Path); err != nil {
-			fail("link %s: %v\n", name, err)
+		for _, b := range g.bins {
+			name := binaryName(b)
+			*b.Path = filepath.Join(dir, name)
+			if out == dir {
+				continue
+			}
+			// A link, not a rename: the next run's go build compares against
+			// the cached file; a rebuild replaces it by a new inode, so this
+			// run's link keeps the binary it started with.
+			if err := os.Link(filepath.Join(out, name), *b.Path); err != nil {
+				fail("link %s: %v\n", name, err)
+			}
 		}
 	}
 	return dir
@@ -107,4 +111,55 @@ func binCacheDir(prefix string) (dir string, unlock func()) {
 		return "", func() {}
 	}
 	return dir, func() { f.Close() }
+}
+
+// buildGroup is binaries built by one go build: the same flags, and, when
+// there is more than one, each named after its package directory (go
+// build -o dir/ names them so).
+type buildGroup struct {
+	flags []string
+	bins  []Binary
+}
+
+func (g buildGroup) out(dir string) string {
+	if len(g.bins) == 1 {
+		return filepath.Join(dir, binaryName(g.bins[0]))
+	}
+	return dir + string(filepath.Separator)
+}
+
+// buildGroups puts bins with equal flags and default names into one group
+// and every other binary into a group of its own, in their order.
+func buildGroups(bins []Binary) []buildGroup {
+	var groups []buildGroup
+	byFlags := map[string]int{}
+	for _, b := range bins {
+		key := strings.Join(b.Flags, "\x00")
+		if i, ok := byFlags[key]; ok && binaryName(b) == pkgDirName(b.Pkg) {
+			groups[i].bins = append(groups[i].bins, b)
+			continue
+		}
+		if binaryName(b) == pkgDirName(b.Pkg) {
+			byFlags[key] = len(groups)
+		}
+		groups = append(groups, buildGroup{flags: b.Flags, bins: []Binary{b}})
+	}
+	return groups
+}
+
+// binaryName is b's file name: Name, or its package directory's.
+func binaryName(b Binary) string {
+	if b.Name != "" {
+		return b.Name
+	}
+	return pkgDirName(b.Pkg)
+}
+
+// pkgDirName is the last element of pkg's directory, which go build -o
+// dir/ uses as the binary's name for a package of this module.
+func pkgDirName(pkg string) string {
+	if abs, err := filepath.Abs(pkg); err == nil {
+		return filepath.Base(abs)
+	}
+	return filepath.Base(filepath.Clean(pkg))
 }
