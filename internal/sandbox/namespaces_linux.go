@@ -56,6 +56,9 @@ const (
 // setupNamespaces builds the sandbox's root and network and returns the
 // relay listeners it bound on the sandbox's loopback.
 func setupNamespaces(s *initSpec) ([]int, error) {
+	if err := inOwnNamespaces(); err != nil {
+		return nil, err
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, fmt.Errorf("making mounts private: %w", err)
 	}
@@ -325,8 +328,26 @@ func probeAttrs() *syscall.SysProcAttr {
 	return a
 }
 
+// errNotInNamespaces refuses the init's mounts outside the namespaces
+// Airlock starts it in: run by hand by root, the same mounts would land on
+// the host (its / made private, a tmpfs over the temp directory).
+var errNotInNamespaces = errors.New("airlock sandbox: the init mounts only as the first process of its own namespaces, which Airlock starts it in; it is not a command to run by hand")
+
+// inOwnNamespaces reports whether the init is the first process of a new
+// PID namespace, which Airlock creates together with its mount namespace
+// (nsFlags): outside one, its pid is never 1.
+func inOwnNamespaces() error {
+	if os.Getpid() != 1 {
+		return errNotInNamespaces
+	}
+	return nil
+}
+
 // probeMounts does what setupNamespaces needs the kernel to allow.
 func probeMounts() error {
+	if err := inOwnNamespaces(); err != nil {
+		return err
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
