@@ -47,12 +47,23 @@ tools:
 # check and the deployment-file checks. GORACE turns off the race
 # detector's one-second sleep at every exit of a race-built process (the
 # tests re-execute themselves as sandbox inits and helper processes).
-test: tools lint proto-check deploy-check fuzz
+# The fuzzing runs beside the tests, one worker at a time: the tests wait
+# on subprocesses and servers for much of their time, and the fuzzer
+# takes the core they leave idle; its output follows theirs. The
+# deployment check leaves the units' Go test to go test ./..., which runs
+# it anyway.
+test: tools lint proto-check
+	@CHECK_DEPLOY_UNITS=skip ./tools/check-deploy.sh
+	@mkdir -p bin; \
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZPARALLEL=1 ./tools/fuzz.sh >bin/fuzz.log 2>&1 & fuzz=$$!; \
 	VAULT_BIN="$$(./tools/ensure-vault.sh)" \
 	REDIS_SERVER_BIN="$$(./tools/ensure-redis.sh)" \
 	AIRLOCK_REQUIRE_SERVICES=1 \
 	GORACE=atexit_sleep_ms=0 \
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m ./...; tests=$$?; \
+	wait $$fuzz; fuzzed=$$?; cat bin/fuzz.log; \
+	if [ $$fuzzed -ne 0 ]; then echo "make test: fuzzing failed (above)"; fi; \
+	[ $$tests -eq 0 ] && [ $$fuzzed -eq 0 ]
 
 # Every fuzz target in the tree, each fuzzed for FUZZTIME on top of its
 # committed seed corpus (testdata/fuzz/): the hand-written parsers and

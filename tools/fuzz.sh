@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-4000x}
+# FUZZPARALLEL: fuzzing workers per target (go test's default: one per core).
+FUZZPARALLEL=${FUZZPARALLEL:-}
 cache="$($GO env GOCACHE)/fuzz"
 mkdir -p bin/fuzz
 bins="$PWD/bin/fuzz"
@@ -24,6 +26,6 @@ for dir in $(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname |
 	for fn in $fns; do
 		echo "fuzz $dir $fn $FUZZTIME"
 		(cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^$fn\$" -test.fuzztime "$FUZZTIME" \
-			-test.fuzzcachedir "$cache/$pkg")
+			${FUZZPARALLEL:+-test.parallel "$FUZZPARALLEL"} -test.fuzzcachedir "$cache/$pkg")
 	done
 done
