@@ -20,6 +20,7 @@ import (
 // intercept CA variables), reach an https:// upstream through the real
 // proxy at every level this machine allows.
 func TestStockClientsInSandbox(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixtureWith(t, time.Minute)
 	curl, err := exec.LookPath("curl")
 	if err != nil {

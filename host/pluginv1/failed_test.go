@@ -38,6 +38,7 @@ func TestUnhealthyUptimeDoesNotResetBudget(t *testing.T) {
 // the exit status in the last failure, and the last stderr lines
 // (redacted as logged) beside it, never inside the failure's text.
 func TestFailedPluginShowsExitAndStderr(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	script := filepath.Join(t.TempDir(), "provider")

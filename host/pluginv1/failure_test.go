@@ -54,6 +54,7 @@ func TestServeRefusals(t *testing.T) {
 }
 
 func TestLaunchFailureTable(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	for _, tt := range []struct {
 		behavior string
@@ -85,6 +86,7 @@ func TestLaunchFailureTable(t *testing.T) {
 }
 
 func TestInvokeFailureTable(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	list := "numinance.ports.tickets.v1.Tickets/ListTickets"
 	create := "numinance.ports.tickets.v1.Tickets/CreateTicket"
@@ -202,6 +204,7 @@ func TestShutdownNotHonoured(t *testing.T) {
 // secret-like keys (password, DB-Passwd, apiKey, private_key) and URL
 // userinfo redacted.
 func TestProviderLogsRedacted(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	logs := &testenv.SyncBuffer{}
 	opts := f.opts
@@ -261,6 +264,7 @@ func TestEmitKeyConcurrent(t *testing.T) {
 // every time: the line is read from a pipe the exit cannot close under
 // the reader.
 func TestExitWithoutLineIsNamed(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	inst := f.install(t, badBin, "exit-silently")
 	for i := 0; i < 30; i++ {

@@ -61,6 +61,7 @@ func asInstallOperator(ctl *control.Handler) http.Handler {
 // restarts from them. A reinstall that succeeds takes effect at the
 // plugin's next launch, which then succeeds.
 func TestFailedReinstallKeepsRunningPlugin(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	state := t.TempDir()
@@ -138,6 +139,7 @@ func TestFailedReinstallKeepsRunningPlugin(t *testing.T) {
 // budget spent) launches it again at once with a whole budget; no host
 // restart is needed.
 func TestReinstallRevivesFailedPlugin(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	state := t.TempDir()

@@ -63,6 +63,7 @@ func basicCreds(t *testing.T, h string) (string, string) {
 // as soon as the host reports the outcome; the outcome evidence names the
 // lease it revoked by fingerprint.
 func TestLeasedUserDiesWithInvocation(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	for _, ending := range []string{"success", "failure", "deadline", "crash", "shutdown"} {
 		t.Run(ending, func(t *testing.T) {
 			f, rmq := leasedFixture(t)

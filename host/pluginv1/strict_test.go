@@ -16,6 +16,7 @@ import (
 // case, are refused before the plugin sees them: the plugin and the
 // host's records would read them differently.
 func TestExecutaArgumentsDuplicateKeys(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	if err := executa.Add(h, pyPlugin(t, "py"), executa.Options{}); err != nil {

@@ -94,6 +94,7 @@ func invokeTool(h *host.Host, name, tool string) (*host.Outcome, error) {
 // each kind: the healthy ones serve, the broken ones are marked failed
 // with a reason that names no plugin-supplied value.
 func TestFailingPluginIsolated(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	if err := AddProvider(h, f.inst); err != nil {
@@ -175,6 +176,7 @@ func waitDead(t *testing.T, pid int, what string) {
 // A plugin's children die with it when it crashes and when it is shut
 // down, for both kinds; the crash is recorded and the plugin restarted.
 func TestChildrenDieWithPlugin(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, nil)
 	inst := f.install(t, badBin, "spawn-child")
@@ -246,6 +248,7 @@ func (c *probeClock) advance(d time.Duration) <-chan struct{} {
 // The restart budget counts consecutive failures: crashes spaced by more
 // than ResetAfter of healthy uptime never exhaust it; quick ones do.
 func TestRestartBudgetResets(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	clock := &probeClock{Clock: testenv.NewClock()}
 	h := newTestHost(t, f, func(o *host.Options) {
@@ -319,6 +322,7 @@ func TestHealthProbeFailureRestarts(t *testing.T) {
 // Calls in a restart window are refused at once with plugin_restarting
 // and a Retry-After; nothing is sent to a dead connection.
 func TestCallsDuringRestartWindow(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *host.Options) {
 		o.Restart = host.RestartPolicy{Base: 3 * time.Second, Max: 3 * time.Second, Budget: 3, ResetAfter: time.Hour}
@@ -486,6 +490,7 @@ func killPid(t *testing.T, pid int) {
 // deadline, and its exit is a crash: restarted and counted. One whose
 // health answer is no known word is restarted too.
 func TestExecutaHungAndUnhealthyRestart(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	h := newTestHost(t, f, func(o *host.Options) { o.HealthInterval = 100 * time.Millisecond })
 	if err := executa.Add(h, pyPlugin(t, "py"), roomy(executa.Options{})); err != nil {

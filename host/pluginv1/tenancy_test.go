@@ -123,6 +123,7 @@ func TestOtherProcessesRefused(t *testing.T) {
 // The same with the host as an unprivileged user (setpriv to nobody):
 // every plugin runs as the host's uid, and so does the attacker.
 func TestOtherProcessesRefusedUnprivileged(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	if os.Getuid() != 0 {
 		t.Skip("this run is already unprivileged: it is the inner run of TestOtherProcessesRefusedUnprivileged")
 	}
@@ -142,7 +143,7 @@ func TestOtherProcessesRefusedUnprivileged(t *testing.T) {
 	wd, _ := os.Getwd()
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 		bin, "-test.run=^TestOtherProcessesRefused$", "-test.v", "-test.count=1")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", binDirEnv + "=" + dir}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", binDirEnv + "=" + dir, "GORACE=" + os.Getenv("GORACE")}
 	cmd.Dir = wd
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 // Python script and a stock client (curl), as Executa plugins and tools
 // run.
 func TestTenantCannotUseAnotherPluginsHandle(t *testing.T) {
+	t.Parallel() // launches plugins: waits more than it computes
 	f := newHostFixture(t)
 	ctx := context.Background()
 	dest := broker.Destination{Host: "tickets.demo.airlock.test", Port: mustAtoi(f.upPort), PathPrefix: "/api/"}
