@@ -9,11 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // upstreamClient sends a request over a pooled HTTP/1.1 TLS connection on
@@ -52,7 +52,7 @@ type upConn struct {
 	key      poolKey
 	class    addrClass // of the address dialled, for the audit line
 	lastUsed time.Time
-	probe    *idleProbe // the socket under conn, checked before each reuse
+	probe    *h1.IdleProbe // the socket under conn, checked before each reuse
 	// prev and next link the pool's idle connections, oldest first.
 	prev, next *upConn
 }
@@ -139,14 +139,14 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 		return nil, err
 	}
 	return &upConn{conn: tc, br: bufio.NewReaderSize(tc, 16<<10), bw: bufio.NewWriterSize(tc, 16<<10), key: key,
-		class: class, probe: newIdleProbe(raw)}, nil
+		class: class, probe: h1.NewIdleProbe(raw)}, nil
 }
 
 // send writes req and reads the response head on pc.
 func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, error) {
 	// Cancellation (client gone, deadline) unblocks reads and writes.
 	stop := context.AfterFunc(req.Context(), func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	if err := writeRequest(pc.bw, req); err != nil {
+	if err := h1.WriteRequest(pc.bw, req); err != nil {
 		stop()
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 	var resp *http.Response
 	var err error
 	for {
-		resp, err = readResponse(pc.br, req)
+		resp, err = h1.ReadResponse(pc.br, req)
 		if err != nil {
 			stop()
 			return nil, err
@@ -186,13 +186,13 @@ func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, er
 // arrive on an idle connection, so any byte waiting (a close_notify, junk)
 // or the end of the stream means it must not carry a request.
 func (pc *upConn) alive() bool {
-	if pc.br.Buffered() > 0 || !pc.probe.check() {
+	if pc.br.Buffered() > 0 || !pc.probe.Idle() {
 		return false
 	}
 	// Plaintext the TLS layer decrypted but br did not take (a record
 	// split at a response's end) is in neither place: a read that
 	// cannot wait finds it. A read timeout leaves tls.Conn usable.
-	_ = pc.conn.SetReadDeadline(aLongTimeAgo)
+	_ = pc.conn.SetReadDeadline(time.Unix(1, 0)) // long past: the read returns at once
 	_, err := pc.br.Peek(1)
 	_ = pc.conn.SetReadDeadline(time.Time{})
 	return errors.Is(err, os.ErrDeadlineExceeded)
@@ -235,75 +235,5 @@ func (b *upBody) Close() error {
 		b.pc.conn.Close()
 		_ = b.rc.Close()
 	})
-	return err
-}
-
-// writeRequest writes req to the upstream in origin-form. Unlike
-// Request.Write it adds no User-Agent, does not sort headers, and does not
-// pass on the client's Connection: close: the upstream connection is the
-// proxy's own. The body is sent with its Content-Length when known, else
-// chunked; a body shorter than its Content-Length is an error.
-func writeRequest(w *bufio.Writer, req *http.Request) error {
-	b := w.AvailableBuffer()
-	b = append(b, req.Method...)
-	b = append(b, ' ')
-	b = append(b, requestTarget(req.URL)...)
-	b = append(b, " HTTP/1.1\r\nHost: "...)
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	b = appendHeaderValue(b, host)
-	b = append(b, "\r\n"...)
-	for k, vv := range req.Header {
-		// Names were checked where the request was read (and injected
-		// names by the broker's config); values get appendHeader's guard.
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
-			continue
-		}
-		for _, v := range vv {
-			b = appendHeader(b, k, v)
-		}
-	}
-	body := req.Body
-	if body == http.NoBody {
-		body = nil
-	}
-	switch {
-	case body == nil && req.ContentLength <= 0:
-		if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
-			b = append(b, "Content-Length: 0\r\n"...)
-		}
-	case req.ContentLength > 0:
-		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, req.ContentLength, 10)
-		b = append(b, "\r\n"...)
-	default:
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	if body == nil {
-		return nil
-	}
-	defer body.Close()
-	if req.ContentLength > 0 {
-		n, err := io.CopyN(w, body, req.ContentLength)
-		if err == io.EOF && n < req.ContentLength {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	cw := httputil.NewChunkedWriter(w)
-	if _, err := io.Copy(cw, body); err != nil {
-		return err
-	}
-	if err := cw.Close(); err != nil {
-		return err
-	}
-	_, err := w.WriteString("\r\n")
 	return err
 }

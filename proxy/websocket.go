@@ -17,6 +17,8 @@ import (
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // WebSocket through the proxy. The upgrade request is an ordinary
@@ -66,7 +68,7 @@ var wsHandshakeHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", 
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	a := requestRecord(r)
-	c := connOf(w)
+	c := h1.ConnOf(w)
 	if c == nil || r.Method != http.MethodGet {
 		s.answer(w, r, a, deny(CodeUpgradeNotSupported, "a WebSocket handshake is a GET on an HTTP/1.1 connection"))
 		return
@@ -349,7 +351,7 @@ func (s *Server) auditWebSocketClose(a *auditRecord, st *wsStats) {
 // the 101 head is written here when Accept takes the connection.
 type wsAcceptWriter struct {
 	rw     http.ResponseWriter // the loop's
-	c      *clientConn
+	c      *h1.Conn
 	header http.Header
 	status int
 }
@@ -381,11 +383,11 @@ func (w *wsAcceptWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack before the 101 head")
 	}
-	conn, brw := w.c.hijack()
+	conn, brw := w.c.Hijack()
 	b := append([]byte(nil), "HTTP/1.1 101 Switching Protocols\r\n"...)
 	for k, vv := range w.header {
 		for _, v := range vv {
-			b = appendHeader(b, k, v)
+			b = h1.AppendHeader(b, k, v)
 		}
 	}
 	b = append(b, "\r\n"...)
