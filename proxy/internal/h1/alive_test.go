@@ -1,8 +1,10 @@
 package h1
 
 import (
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,31 +17,49 @@ func tcpPair(t *testing.T) (probed, peer net.Conn) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	accepted := make(chan net.Conn, 1)
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
 	go func() {
-		c, _ := l.Accept()
-		accepted <- c
+		c, err := l.Accept()
+		ch <- accepted{c, err}
 	}()
 	probed, err = net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer = <-accepted
-	if peer == nil {
-		t.Fatal("accept failed")
+	a := <-ch
+	if a.err != nil {
+		probed.Close()
+		t.Fatal(a.err)
 	}
-	t.Cleanup(func() { probed.Close(); peer.Close() })
-	return probed, peer
+	t.Cleanup(func() { probed.Close(); a.c.Close() })
+	return probed, a.c
 }
 
-// waitNotIdle waits until the probe sees what the peer did cross
-// loopback (no speed asserted).
-func waitNotIdle(t *testing.T, p *IdleProbe, what string) {
+// waitReadable blocks in the runtime's poller until c's socket has a
+// byte to read or its peer's close (what the peer did has crossed
+// loopback), consuming nothing. The deadline only bounds a broken run;
+// no speed is asserted and nothing sleeps.
+func waitReadable(t *testing.T, c net.Conn, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); p.Idle(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never seen by the check", what)
-		}
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EWOULDBLOCK)
+	})
+	if err != nil {
+		t.Fatalf("%s never reached the socket: %v", what, err)
 	}
 }
 
@@ -60,7 +80,10 @@ func TestIdleProbe(t *testing.T) {
 	if _, err := io.WriteString(peer, "HTTP/1.1 200 OK\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitNotIdle(t, p, "bytes sent on an idle connection")
+	waitReadable(t, c, "bytes sent on an idle connection")
+	if p.Idle() {
+		t.Fatal("a connection with bytes waiting is called idle")
+	}
 	got := make([]byte, 4)
 	if _, err := io.ReadFull(c, got); err != nil || string(got) != "HTTP" {
 		t.Fatalf("after the check the connection reads %q, %v: the check consumed a byte", got, err)
@@ -68,8 +91,13 @@ func TestIdleProbe(t *testing.T) {
 
 	c2, peer2 := tcpPair(t)
 	p2 := NewIdleProbe(c2)
-	peer2.Close()
-	waitNotIdle(t, p2, "the peer's close")
+	if err := peer2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, c2, "the peer's close")
+	if p2.Idle() {
+		t.Fatal("a connection its peer closed is called idle")
+	}
 
 	if (&IdleProbe{}).Idle() {
 		t.Error("a probe that cannot read the socket's state calls it idle")
