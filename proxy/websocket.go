@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,7 @@ func newWebSocketTransport(c Config, d *dialer, tlsConfig *tls.Config) *http.Tra
 	tc := tlsConfig.Clone()
 	tc.NextProtos = []string{"http/1.1"}
 	return &http.Transport{
-		Proxy: nil, DialContext: d.DialContext, TLSClientConfig: tc,
+		Proxy: nil, DialContext: d.dialClassed, TLSClientConfig: tc,
 		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout, ResponseHeaderTimeout: c.Upstream.ResponseTimeout,
 		DisableCompression: true, DisableKeepAlives: true,
 	}
@@ -91,13 +92,23 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		delete(hdr, k)
 	}
 	t0 := time.Now()
-	up, resp, err := websocket.Dial(r.Context(), "wss://"+r.URL.Host+requestTarget(r.URL), &websocket.DialOptions{
+	// The transport dials classed connections (newWebSocketTransport):
+	// the class of the address the handshake went to, or of the one the
+	// dialer refused, is on the handshake's audit line and metric.
+	var class addrClass
+	dctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }})
+	up, resp, err := websocket.Dial(dctx, "wss://"+r.URL.Host+requestTarget(r.URL), &websocket.DialOptions{
 		HTTPClient: &http.Client{Transport: s.ws, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		HTTPHeader: hdr, Subprotocols: splitTokens(accept.Header.Values("Sec-Websocket-Protocol")),
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	a.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	a.AddrClass = class
 	if err != nil {
+		if class == addrUnknown {
+			a.AddrClass = refusedClass(err)
+		}
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			// The upstream answered without switching: its answer
 			// goes back, through the guard like any response.
