@@ -195,15 +195,7 @@ func (x *exchange) cutShort() *denial {
 // refused one's), for the audit line.
 func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, addrClass, error) {
 	if req.ProtoMajor != 2 {
-		resp, err := s.up.RoundTrip(req, cred)
-		if err != nil {
-			return nil, refusedClass(err), err
-		}
-		class := addrUnknown
-		if b, ok := resp.Body.(*upBody); ok {
-			class = b.pc.class
-		}
-		return resp, class, nil
+		return s.up.roundTrip(req, cred)
 	}
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
@@ -228,7 +220,10 @@ func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, add
 		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }}))
 	resp, err := s.h2.transport(cred).RoundTrip(req)
 	if err != nil {
-		return nil, refusedClass(err), err
+		if class == addrUnknown {
+			class = refusedClass(err)
+		}
+		return nil, class, err
 	}
 	return resp, class, nil
 }

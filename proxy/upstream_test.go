@@ -225,7 +225,7 @@ func waitPooledDead(t *testing.T, u *upstreamClient) {
 		if pc == nil {
 			t.Fatal("no pooled connection")
 		}
-		if !pc.alive() {
+		if !pc.Alive() {
 			return
 		}
 		if time.Now().After(limit) {

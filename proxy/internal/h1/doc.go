@@ -29,12 +29,16 @@
 //
 // # Client side
 //
-// WriteRequest writes a request upstream in origin-form (request.go);
-// ReadResponse reads the answer, by the fast path when its head is
-// whole in the buffer, else by http.ReadResponse (headfast.go);
-// IdleProbe tells whether a pooled connection received anything while
-// idle (alive.go). Pooling, dialing and the address policy are the
-// proxy's: they depend on who a request is sent for.
+// ClientConn is one upstream connection, carrying one request at a time
+// on the caller's goroutine (client.go): WriteRequest writes the request
+// in origin-form (request.go); ReadResponse reads the answer, by the
+// fast path when its head is whole in the buffer, else by
+// http.ReadResponse (headfast.go); the body hands the connection back
+// through the caller's reuse callback only when read to its end; and
+// Alive, with an IdleProbe of the socket (alive.go), tells whether an
+// idle connection received anything. Dialing, TLS, pooling, retries and
+// the address policy are the proxy's: they depend on whom a request is
+// sent for.
 //
 // # Security
 //
