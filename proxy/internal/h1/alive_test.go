@@ -63,8 +63,8 @@ func waitReadable(t *testing.T, c net.Conn, what string) {
 	}
 }
 
-// Every reuse of a pooled upstream connection checks its socket (the
-// proxy's upstream client); the check is made once per connection so
+// Every reuse of a pooled upstream connection checks its socket
+// (ClientConn.Alive); the check is made once per connection so
 // that it allocates nothing per request, it sees bytes the upstream sent
 // while the connection was idle and the upstream's close, and it
 // consumes nothing.

@@ -16,8 +16,8 @@ import (
 // The fast paths for the two heads on the proxy's hot path, over
 // parseHeaderBlock (headparse.go): a client's HTTP/1.1 request
 // (parseRequestFast, in readRequest) and an upstream's HTTP/1.1 response
-// (parseResponseFast, in ReadResponse, which the proxy's upstream client calls).
-// Each reads only a head that is whole in the buffered reader and that
+// (parseResponseFast, in ReadResponse, which ClientConn calls). Each
+// reads only a head that is whole in the buffered reader and that
 // it is sure of, and consumes nothing otherwise: the same bytes then go
 // to http.ReadRequest (readRequestSlow, conn.go) or http.ReadResponse.
 

@@ -109,7 +109,7 @@ func (w *respWriter) WriteHeader(code int) {
 		return
 	}
 	if code < 200 || code > 999 {
-		// Interim responses are never forwarded (the upstream client
+		// Interim responses are never forwarded (ClientConn.RoundTrip
 		// consumes them); out-of-range codes are a handler bug.
 		if code < 100 || code > 999 {
 			code = http.StatusInternalServerError
