@@ -69,7 +69,7 @@ func mustPrefixes(ss ...string) []netip.Prefix {
 type addrClass uint8
 
 const (
-	addrUnknown            addrClass = iota // no address was judged (refused earlier, or a reused HTTP/2 or WebSocket connection)
+	addrUnknown            addrClass = iota // no address was judged: refused before any dial, or a CONNECT (the requests inside dial)
 	addrAllowDefault                        // ordinary public unicast
 	addrAllowConfigured                     // in allow_cidrs
 	addrDenySpecialPurpose                  // in a special-purpose range (deniedPrefixes)

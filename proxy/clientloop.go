@@ -6,24 +6,25 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
-// The proxy's side of the HTTP/1.1 loop's seams (conn.go, listener.go):
-// the loop runs the Server as its http.Handler, logs to the Server's
-// log, and hands back what it refuses before any handler sees it, which
-// the proxy audits and answers here with its own denial codes.
+// The proxy's side of the HTTP/1.1 loop's seams (package h1): the loop
+// runs the Server as its http.Handler, logs to the Server's log, and
+// hands back what it refuses before any handler sees it, which the proxy
+// audits and answers here with its own denial codes.
 
-// connServer is the HTTP/1.1 loop for one listener; plugin names the
-// plugin whose own listener it serves (ServeSandbox), "" for the shared
-// one.
-func (s *Server) connServer(plugin string) *connServer {
-	cs := &connServer{handler: s, log: s.log, refuse: s.refuseRead,
-		readHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout, idleTimeout: s.cfg.Limits.IdleTimeout,
-		headerLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
+// loop is the HTTP/1.1 loop for one listener; plugin names the plugin
+// whose own listener it serves (ServeSandbox), "" for the shared one.
+func (s *Server) loop(plugin string) *h1.Server {
+	l := &h1.Server{Handler: s, Log: s.log, Refuse: s.refuseRead,
+		ReadHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout, IdleTimeout: s.cfg.Limits.IdleTimeout,
+		HeaderLimit: int64(s.cfg.Limits.MaxHeaderBytes)}
 	if plugin != "" {
-		cs.connContext = func(ctx context.Context) context.Context { return withConnPlugin(ctx, plugin) }
+		l.ConnContext = func(ctx context.Context) context.Context { return withConnPlugin(ctx, plugin) }
 	}
-	return cs
+	return l
 }
 
 // refuseDenials names each of the loop's refusals with the proxy's code
@@ -32,24 +33,24 @@ var refuseDenials = [...]struct {
 	code, detail string
 	status       int
 }{
-	refuseBadRequest:    {CodeBadRequest, "the proxy could not parse the request (HTTP/1.1, one Host header, no Transfer-Encoding with Content-Length)", 0},
-	refuseHeadTooLarge:  {CodeHeadersTooLarge, "the request headers are larger than the proxy allows", 0},
-	refuseInvalidHeader: {CodeInvalidHeader, "a header holds a control character", 0},
-	refuseExpectation:   {CodeBadRequest, "only the 100-continue expectation is supported", http.StatusExpectationFailed},
+	h1.RefuseBadRequest:    {CodeBadRequest, "the proxy could not parse the request (HTTP/1.1, one Host header, no Transfer-Encoding with Content-Length)", 0},
+	h1.RefuseHeadTooLarge:  {CodeHeadersTooLarge, "the request headers are larger than the proxy allows", 0},
+	h1.RefuseInvalidHeader: {CodeInvalidHeader, "a header holds a control character", 0},
+	h1.RefuseExpectation:   {CodeBadRequest, "only the 100-continue expectation is supported", http.StatusExpectationFailed},
 }
 
 // refuseRead audits and answers what the loop refused on the connection
 // whose context is ctx.
-func (s *Server) refuseRead(ctx context.Context, r refusal) *http.Response {
-	rd := refuseDenials[r.code]
+func (s *Server) refuseRead(ctx context.Context, r h1.Refusal) *http.Response {
+	rd := refuseDenials[r.Code]
 	a := &auditRecord{start: time.Now(), Plugin: connPlugin(ctx), Mode: modePlain}
 	if ctx.Value(tunnelKey{}) != nil {
 		a.Mode = modeIntercept
 	}
-	if r.req != nil {
-		a.Method, a.Host = r.req.Method, r.req.URL.Hostname()
+	if r.Req != nil {
+		a.Method, a.Host = r.Req.Method, r.Req.URL.Hostname()
 	}
-	return s.refuseWith(a, deny(rd.code, rd.detail).withReason(r.reason), rd.status)
+	return s.refuseWith(a, deny(rd.code, rd.detail).withReason(r.Reason), rd.status)
 }
 
 // refuseWith finishes a's line with d and returns d's answer, with

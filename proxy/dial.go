@@ -55,14 +55,9 @@ type dialer struct {
 	connect func(ctx context.Context, nd *net.Dialer, network, addr string) (net.Conn, error)
 }
 
-func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, _, err := d.dial(ctx, network, addr)
-	return c, err
-}
-
-// dialClassed is DialContext for a transport that pools connections out
-// of the proxy's sight (HTTP/2): the connection carries its address's
-// class, which classOf reads back.
+// dialClassed is the DialContext of the transports that dial out of the
+// proxy's sight (HTTP/2, WebSocket): the connection carries its
+// address's class, which classOf reads back.
 func (d *dialer) dialClassed(ctx context.Context, network, addr string) (net.Conn, error) {
 	c, class, err := d.dial(ctx, network, addr)
 	if err != nil {

@@ -28,28 +28,36 @@
 //
 // # Design
 //
-// Client connections are served by the proxy's own HTTP/1.1 loop
-// (conn.go, respwriter.go, listener.go, hangup.go): requests are held to
-// net/http's server checks plus the proxy's own against smuggling; a
-// response is framed as net/http frames it. The loop knows nothing of
-// the checks: it runs the Server as an http.Handler and reaches the rest
-// of the proxy only through its seams (clientloop.go) — a log, a
-// callback that audits and answers what the loop refuses before any
-// handler sees it, named by the loop's own reasons, and a tunnel
-// connection's admit callback (intercept.go). The handlers that take a
-// connection over (a CONNECT tunnel, HTTP/2 inside it, a WebSocket) do
-// so through the loop's takeover methods only (takeover.go). A plain head already whole in the
-// connection's buffer — HTTP/1.1, CRLF lines, token names, one Host, no
-// Transfer-Encoding, at most one Content-Length — is read by the proxy's
-// own parser (headparse.go, headfast.go), which copies the head once and
-// allocates a third of what net/textproto does; any other head, and any
-// byte that parser is not sure of, goes to http.ReadRequest from the same
-// bytes, so the fast path never accepts what the slow one refuses. The
-// upstream's response head is read the same way, falling back to
-// http.ReadResponse. Every place the proxy reads or writes HTTP by hand
-// (both fast paths, the Host header, header names, the head's length, the
-// response written to the client, the request written upstream) has a
-// differential fuzz target against net/http. Each request then takes
+// The HTTP/1.1 wire is the engine in proxy/internal/h1: the loop that
+// serves client connections, the head parsers, the response writer, the
+// hangup watch, and the client side — the request written upstream, the
+// response read back, an idle pooled connection's liveness check. It
+// knows nothing of the checks: the loop runs the Server as an
+// http.Handler and reaches the rest of the proxy only through its seams
+// (clientloop.go) — a log, a callback that audits and answers what the
+// loop refuses before any handler sees it, named by the loop's own
+// reasons, and a tunnel connection's admit callback (intercept.go); the
+// handlers that take a connection over (a CONNECT tunnel, HTTP/2 inside
+// it, a WebSocket) do so through the loop's takeover methods only; the
+// upstream client (upstream.go) drives an h1.ClientConn per pooled
+// connection. Requests are held to net/http's server checks plus two
+// against smuggling; a response is framed as net/http frames it; a
+// plain head already whole in the buffer is read by h1's own parser,
+// and any head it is not sure of by http.ReadRequest (or
+// http.ReadResponse upstream) from the same bytes. Every place the
+// proxy reads or writes HTTP by hand has a differential fuzz target
+// against net/http with a committed corpus: in h1, the loop's reading of
+// a request head against net/http's server (FuzzRequestHead), both head
+// fast paths (FuzzFastRequest, FuzzFastResponse, FuzzHeaderBlock), the
+// Host header (FuzzScanHead), and the request written upstream
+// (FuzzWriteRequest: written, read back by http.ReadRequest, and
+// compared with what went in and with what (*http.Request).Write sends
+// for it), while FuzzAppendHeaderValue holds that no header value
+// written splits a head; here, the response written to the client
+// through the relay (FuzzResponseWrite). Dialing and the address policy (dial.go,
+// address.go) and the pools keyed by whom a request is sent for
+// (upstream_pool.go, h2pool.go) are the proxy's: they are checks, and
+// depend on the credential. Each request then takes
 // the proxy's own path (forward.go): the checks and injection (prepare),
 // the trip upstream (exchange), the response relayed with its trailers;
 // proxy headers are stripped by the proxy itself, redirects are passed
@@ -111,7 +119,8 @@
 // the echo guard, the gRPC and WebSocket guards and the audit record all
 // read and write. Each file is one step or one processor (SigV4, OAuth2,
 // HMAC, the intercept CA); splitting those into packages would export
-// the exchange and let a path skip a check. The HTTP/1.1 loop and the
-// upstream client share no exchange (the loop's seams are above), and
-// are the next to move into a package of their own.
+// the exchange and let a path skip a check. The HTTP/1.1 engine shares
+// no exchange, so it is a package of its own (proxy/internal/h1, whose
+// seams are above): the loop cannot reach a check, and a check cannot
+// skip the loop.
 package proxy

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // exchange is one allowed request's trip upstream: send wraps the
@@ -74,7 +75,7 @@ func (x *exchange) send(req *http.Request) *http.Response {
 		d := upstreamDenial(err)
 		if cut := x.bodyHandleCut(); cut != nil {
 			d = cut
-		} else if errors.Is(context.Cause(req.Context()), errClientGone) {
+		} else if errors.Is(context.Cause(req.Context()), h1.ErrClientGone) {
 			d = deny(CodeClientClosed, "the client closed the connection before the upstream answered")
 		} else if credentialGone(req.Context()) {
 			d = deny(CodeHandleInvalid, "the credential handle was revoked or expired during the call")
@@ -233,7 +234,7 @@ func upstreamDenial(err error) *denial {
 	var recordErr tls.RecordHeaderError
 	var dnsErr *net.DNSError
 	var netErr net.Error
-	var bodyErr *clientBodyError
+	var bodyErr *h1.RequestBodyError
 	var tooLarge *http.MaxBytesError
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		// It quotes the whole URL, which may hold the injected secret

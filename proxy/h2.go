@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/serve"
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // HTTP/2 inside an intercepted CONNECT tunnel. The tunnel's TLS offers
@@ -40,17 +41,17 @@ type h2Conn struct {
 	s      *Server
 	t      *tunnel
 	tc     *tls.Conn
-	c      *clientConn
+	c      *h1.Conn
 	active atomic.Int32
 }
 
 // serveH2 serves the HTTP/2 connection on tc until it closes.
-func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
+func (s *Server) serveH2(c *h1.Conn, t *tunnel, tc *tls.Conn) {
 	hc := &h2Conn{s: s, t: t, tc: tc, c: c}
-	if !c.setIdle() {
+	if !c.SetIdle() {
 		return
 	}
-	readHeaderTimeout, idleTimeout := c.timeouts()
+	readHeaderTimeout, idleTimeout := c.Timeouts()
 	maxStreams := s.cfg.Limits.PerPluginConcurrency
 	if maxStreams <= 0 {
 		maxStreams = 100
@@ -64,7 +65,7 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		IdleTimeout:       idleTimeout,
 		ReadHeaderTimeout: readHeaderTimeout,
 		MaxHeaderBytes:    s.cfg.Limits.MaxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.context(), tunnelKey{}, t) },
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(c.Context(), tunnelKey{}, t) },
 		ErrorLog:          log.New(io.Discard, "", 0),
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: 1 << 20},
 		ConnState: func(_ net.Conn, st http.ConnState) {
@@ -75,12 +76,12 @@ func (s *Server) serveH2(c *clientConn, t *tunnel, tc *tls.Conn) {
 		},
 	}
 	// The connection context ends when a shutdown's grace is over.
-	stop := context.AfterFunc(c.context(), func() { _ = tc.Close() })
+	stop := context.AfterFunc(c.Context(), func() { _ = tc.Close() })
 	defer stop()
 	// Once the CONNECT's credential is gone the tunnel takes no new
 	// stream (GOAWAY); its open streams end on their own watch with a
 	// status that says why.
-	wctx, unwatch := s.watchCredentials(c.context(), t.cred)
+	wctx, unwatch := s.watchCredentials(c.Context(), t.cred)
 	defer unwatch()
 	goaway := make(chan struct{})
 	stopGoAway := context.AfterFunc(wctx, func() {
@@ -134,9 +135,9 @@ func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 // serveStream serves one HTTP/2 stream.
 func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 	hc.active.Add(1)
-	hc.c.setBusy()
+	hc.c.SetBusy()
 	defer func() {
-		if hc.active.Add(-1) == 0 && !hc.c.setIdle() {
+		if hc.active.Add(-1) == 0 && !hc.c.SetIdle() {
 			_ = hc.tc.Close()
 		}
 	}()
@@ -146,7 +147,7 @@ func (hc *h2Conn) serveStream(w http.ResponseWriter, r *http.Request) {
 		d = hc.t.adopt(r)
 	}
 	if d != nil {
-		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.context()), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
+		s.answer(w, r, &auditRecord{start: time.Now(), Plugin: connPlugin(hc.c.Context()), Method: r.Method, Host: hc.t.host, Port: hc.t.port, Mode: modeIntercept}, d)
 		return
 	}
 	handle, _ := extractHandle(r)
@@ -194,15 +195,7 @@ func (x *exchange) cutShort() *denial {
 // refused one's), for the audit line.
 func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, addrClass, error) {
 	if req.ProtoMajor != 2 {
-		resp, err := s.up.RoundTrip(req, cred)
-		if err != nil {
-			return nil, refusedClass(err), err
-		}
-		class := addrUnknown
-		if b, ok := resp.Body.(*upBody); ok {
-			class = b.pc.class
-		}
-		return resp, class, nil
+		return s.up.roundTrip(req, cred)
 	}
 	if isGRPC(req) {
 		// gRPC servers may insist on it; it was stripped as hop-by-hop.
@@ -227,7 +220,10 @@ func (s *Server) roundTrip(req *http.Request, cred credKey) (*http.Response, add
 		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }}))
 	resp, err := s.h2.transport(cred).RoundTrip(req)
 	if err != nil {
-		return nil, refusedClass(err), err
+		if class == addrUnknown {
+			class = refusedClass(err)
+		}
+		return nil, class, err
 	}
 	return resp, class, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // stripHopByHop removes hop-by-hop headers, the headers Connection names,
@@ -45,7 +46,7 @@ func isHopHeader(k string) bool {
 // badHeaderValue reports a value that could split or smuggle a header.
 func badHeaderValue(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if splitsHead(s[i]) {
+		if h1.SplitsHead(s[i]) {
 			return true
 		}
 	}

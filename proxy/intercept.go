@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // CONNECT with TLS interception. A CONNECT is attributed before anything
@@ -57,7 +59,7 @@ var errSNIMismatch = errors.New("TLS server name differs from the CONNECT host")
 // connect handles a CONNECT when interception is configured.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	a := &auditRecord{start: time.Now(), Plugin: connPlugin(r.Context()), Method: r.Method, Host: r.Host, Mode: modeConnect}
-	c := connOf(w)
+	c := h1.ConnOf(w)
 	if c == nil {
 		s.answer(w, r, a, deny(CodeConnectNotAllowed, "CONNECT is not supported on this listener"))
 		return
@@ -69,7 +71,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	a.Status = http.StatusOK
 	s.finish(a, nil)
-	conn, brw := c.hijack()
+	conn, brw := c.Hijack()
 	if _, err := brw.WriteString("HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil || brw.Flush() != nil {
 		return
 	}
@@ -132,7 +134,7 @@ func (s *Server) admitPlace(r *http.Request, a *auditRecord) (string, *denial) {
 // serveTunnel terminates the plugin's TLS on raw, the connection c's
 // CONNECT took over, and serves the requests inside it until the tunnel
 // closes.
-func (s *Server) serveTunnel(c *clientConn, raw net.Conn, t *tunnel) {
+func (s *Server) serveTunnel(c *h1.Conn, raw net.Conn, t *tunnel) {
 	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -145,9 +147,9 @@ func (s *Server) serveTunnel(c *clientConn, raw net.Conn, t *tunnel) {
 			return s.ca.Load().leaf(t.host)
 		},
 	})
-	readHeaderTimeout, _ := c.timeouts()
+	readHeaderTimeout, _ := c.Timeouts()
 	_ = raw.SetDeadline(time.Now().Add(readHeaderTimeout))
-	ctx, cancel := context.WithTimeout(c.context(), readHeaderTimeout)
+	ctx, cancel := context.WithTimeout(c.Context(), readHeaderTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	_ = raw.SetDeadline(time.Time{})
@@ -159,8 +161,8 @@ func (s *Server) serveTunnel(c *clientConn, raw net.Conn, t *tunnel) {
 		s.serveH2(c, t, tc)
 		return
 	}
-	ctx = context.WithValue(c.context(), tunnelKey{}, t)
-	c.serveInner(tc, ctx, func(req *http.Request) *http.Response {
+	ctx = context.WithValue(c.Context(), tunnelKey{}, t)
+	c.ServeInner(tc, ctx, func(req *http.Request) *http.Response {
 		if d := t.adopt(req); d != nil {
 			return s.refuseWith(&auditRecord{start: time.Now(), Plugin: connPlugin(ctx), Method: req.Method, Host: t.host, Port: t.port,
 				Mode: modeIntercept}, d, 0)

@@ -212,7 +212,7 @@ func TestIdlePoolBounded(t *testing.T) {
 	if pc := u.idle.get(key); pc == nil {
 		t.Fatal("the newest connection is not in the pool")
 	} else {
-		pc.conn.Close()
+		pc.Close()
 	}
 	u.idle.sweep(time.Now().Add(time.Hour))
 	u.idle.mu.Lock()

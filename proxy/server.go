@@ -228,7 +228,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, 
 // the listener failed.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.AddSelf(l.Addr())
-	cs := s.connServer("")
+	loop := s.loop("")
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -241,7 +241,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if s.caStore != nil {
 		wg.Go(func() { serve.Every(bg, s.cfg.Intercept.Reload, func(time.Time) { s.reloadCA(bg) }) })
 	}
-	err := cs.serve(ctx, l)
+	err := loop.Serve(ctx, l)
 	s.up.CloseIdleConnections()
 	s.h2.closeIdle()
 	s.ws.CloseIdleConnections()

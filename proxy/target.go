@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/idna"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // target is a request's destination after normalization.
@@ -92,19 +94,10 @@ func rawPath(r *http.Request) string {
 	return cmp.Or(s, "/")
 }
 
-// requestTarget is the origin-form target sent upstream: the client's
-// exact path, which prepare puts in Opaque, and the query as sent (with
-// a query injection's parameter); a URL without Opaque is sent as Go
-// escapes it.
-func requestTarget(u *url.URL) string {
-	if u.Opaque == "" {
-		return u.RequestURI()
-	}
-	if u.ForceQuery || u.RawQuery != "" {
-		return u.Opaque + "?" + u.RawQuery
-	}
-	return u.Opaque
-}
+// requestTarget is the origin-form target sent upstream
+// (h1.RequestTarget): the client's exact path, which prepare puts in
+// Opaque, and the query as sent.
+func requestTarget(u *url.URL) string { return h1.RequestTarget(u) }
 
 func portOr80(p string) string {
 	if p == "" {

@@ -86,5 +86,5 @@ func (s *Server) ServeSandbox(ctx context.Context, plugin string, l net.Listener
 		s.policy.addSelf(ap)
 		defer s.policy.removeSelf(ap)
 	}
-	return s.connServer(plugin).serve(ctx, l)
+	return s.loop(plugin).Serve(ctx, l)
 }

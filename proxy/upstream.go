@@ -1,19 +1,13 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"os"
-	"strconv"
-	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // upstreamClient sends a request over a pooled HTTP/1.1 TLS connection on
@@ -45,14 +39,13 @@ type upstreamClient struct {
 	idle        idlePool
 }
 
+// upConn is a pooled upstream connection: the HTTP/1.1 wire (h1) and
+// what the pool and the audit line need of it.
 type upConn struct {
-	conn     *tls.Conn
-	br       *bufio.Reader
-	bw       *bufio.Writer
+	*h1.ClientConn
 	key      poolKey
 	class    addrClass // of the address dialled, for the audit line
 	lastUsed time.Time
-	probe    *idleProbe // the socket under conn, checked before each reuse
 	// prev and next link the pool's idle connections, oldest first.
 	prev, next *upConn
 }
@@ -69,6 +62,13 @@ func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClie
 // and returns the response; its body hands the connection back to the
 // pool when read to the end.
 func (u *upstreamClient) RoundTrip(req *http.Request, cred credKey) (*http.Response, error) {
+	resp, _, err := u.roundTrip(req, cred)
+	return resp, err
+}
+
+// roundTrip is RoundTrip that also returns the class of the address the
+// connection that carried req was dialled to.
+func (u *upstreamClient) roundTrip(req *http.Request, cred credKey) (*http.Response, addrClass, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	// Connections are pooled per destination (the URL's authority: a
 	// host without a port is port 443, as prepare writes it), credential
@@ -85,8 +85,8 @@ func (u *upstreamClient) RoundTrip(req *http.Request, cred credKey) (*http.Respo
 			// Any pooled connection, not only one for a body that
 			// cannot be replayed: bytes that came after its last
 			// response would be read as this request's answer.
-			if pc != nil && !pc.alive() {
-				pc.conn.Close()
+			if pc != nil && !pc.Alive() {
+				pc.Close()
 				pc = nil
 			}
 		}
@@ -98,22 +98,22 @@ func (u *upstreamClient) RoundTrip(req *http.Request, cred credKey) (*http.Respo
 				addr = net.JoinHostPort(req.URL.Hostname(), "443")
 			}
 			if pc, err = u.connect(req.Context(), addr, key, req.URL.Hostname(), cc); err != nil {
-				return nil, err
+				return nil, refusedClass(err), err
 			}
 		}
-		resp, err := u.send(pc, req)
+		resp, err := pc.RoundTrip(req, u.respTimeout, func() { u.idle.put(pc) })
 		if err == nil {
-			return resp, nil
+			return resp, pc.class, nil
 		}
-		pc.conn.Close()
+		pc.Close()
 		if !reused || !replayable || req.Context().Err() != nil {
-			return nil, err
+			return nil, pc.class, err
 		}
 		// The pooled connection was stale: retry once on a new one.
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
-				return nil, err
+				return nil, pc.class, err
 			}
 			req.Body = body
 		}
@@ -138,172 +138,5 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 		raw.Close()
 		return nil, err
 	}
-	return &upConn{conn: tc, br: bufio.NewReaderSize(tc, 16<<10), bw: bufio.NewWriterSize(tc, 16<<10), key: key,
-		class: class, probe: newIdleProbe(raw)}, nil
-}
-
-// send writes req and reads the response head on pc.
-func (u *upstreamClient) send(pc *upConn, req *http.Request) (*http.Response, error) {
-	// Cancellation (client gone, deadline) unblocks reads and writes.
-	stop := context.AfterFunc(req.Context(), func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	if err := writeRequest(pc.bw, req); err != nil {
-		stop()
-		return nil, err
-	}
-	if err := pc.bw.Flush(); err != nil {
-		stop()
-		return nil, err
-	}
-	if u.respTimeout > 0 {
-		_ = pc.conn.SetReadDeadline(time.Now().Add(u.respTimeout))
-	}
-	var resp *http.Response
-	var err error
-	for {
-		resp, err = readResponse(pc.br, req)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		// Interim responses (100 Continue, 103 Early Hints) precede the
-		// real one; a protocol switch is never asked for (Upgrade is
-		// stripped), so it is an error.
-		if resp.StatusCode == http.StatusSwitchingProtocols {
-			stop()
-			return nil, fmt.Errorf("upstream switched protocols unasked")
-		}
-		if resp.StatusCode >= 200 || resp.StatusCode < 100 {
-			break
-		}
-	}
-	_ = pc.conn.SetReadDeadline(time.Time{})
-	resp.Body = &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, reusable: !resp.Close,
-		eof: resp.Body == http.NoBody}
-	return resp, nil
-}
-
-// alive reports whether an idle connection is still open. Nothing may
-// arrive on an idle connection, so any byte waiting (a close_notify, junk)
-// or the end of the stream means it must not carry a request.
-func (pc *upConn) alive() bool {
-	if pc.br.Buffered() > 0 || !pc.probe.check() {
-		return false
-	}
-	// Plaintext the TLS layer decrypted but br did not take (a record
-	// split at a response's end) is in neither place: a read that
-	// cannot wait finds it. A read timeout leaves tls.Conn usable.
-	_ = pc.conn.SetReadDeadline(aLongTimeAgo)
-	_, err := pc.br.Peek(1)
-	_ = pc.conn.SetReadDeadline(time.Time{})
-	return errors.Is(err, os.ErrDeadlineExceeded)
-}
-
-// upBody returns its connection to the pool at EOF, and closes it if the
-// body is abandoned before the end.
-type upBody struct {
-	rc       io.ReadCloser
-	pc       *upConn
-	u        *upstreamClient
-	stop     func() bool
-	reusable bool
-	eof      bool
-	once     sync.Once
-}
-
-func (b *upBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.eof = true
-	}
-	return n, err
-}
-
-func (b *upBody) Close() error {
-	var err error
-	b.once.Do(func() {
-		if !b.stop() {
-			// The request's context ended: the deadline is poisoned.
-			b.reusable = false
-		}
-		if b.eof && b.reusable {
-			err = b.rc.Close()
-			b.u.idle.put(b.pc)
-			return
-		}
-		// Close the connection first: the body's Close would otherwise
-		// read the rest of an abandoned response.
-		b.pc.conn.Close()
-		_ = b.rc.Close()
-	})
-	return err
-}
-
-// writeRequest writes req to the upstream in origin-form. Unlike
-// Request.Write it adds no User-Agent, does not sort headers, and does not
-// pass on the client's Connection: close: the upstream connection is the
-// proxy's own. The body is sent with its Content-Length when known, else
-// chunked; a body shorter than its Content-Length is an error.
-func writeRequest(w *bufio.Writer, req *http.Request) error {
-	b := w.AvailableBuffer()
-	b = append(b, req.Method...)
-	b = append(b, ' ')
-	b = append(b, requestTarget(req.URL)...)
-	b = append(b, " HTTP/1.1\r\nHost: "...)
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	b = appendHeaderValue(b, host)
-	b = append(b, "\r\n"...)
-	for k, vv := range req.Header {
-		// Names were checked where the request was read (and injected
-		// names by the broker's config); values get appendHeader's guard.
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
-			continue
-		}
-		for _, v := range vv {
-			b = appendHeader(b, k, v)
-		}
-	}
-	body := req.Body
-	if body == http.NoBody {
-		body = nil
-	}
-	switch {
-	case body == nil && req.ContentLength <= 0:
-		if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
-			b = append(b, "Content-Length: 0\r\n"...)
-		}
-	case req.ContentLength > 0:
-		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, req.ContentLength, 10)
-		b = append(b, "\r\n"...)
-	default:
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	if body == nil {
-		return nil
-	}
-	defer body.Close()
-	if req.ContentLength > 0 {
-		n, err := io.CopyN(w, body, req.ContentLength)
-		if err == io.EOF && n < req.ContentLength {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	cw := httputil.NewChunkedWriter(w)
-	if _, err := io.Copy(cw, body); err != nil {
-		return err
-	}
-	if err := cw.Close(); err != nil {
-		return err
-	}
-	_, err := w.WriteString("\r\n")
-	return err
+	return &upConn{ClientConn: h1.NewClientConn(tc, raw), key: key, class: class}, nil
 }

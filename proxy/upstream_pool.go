@@ -92,7 +92,7 @@ func (p *idlePool) put(pc *upConn) {
 	// Bytes already read past the response's end (a 204 or a HEAD
 	// answer with a body, a second response): the upstream's framing
 	// and the proxy's disagree, so the connection carries nothing more.
-	if pc.br.Buffered() > 0 || len(p.byKey[pc.key]) >= p.perKey || p.total <= 0 {
+	if pc.Buffered() || len(p.byKey[pc.key]) >= p.perKey || p.total <= 0 {
 		closing = append(closing, pc)
 		return
 	}
@@ -170,7 +170,7 @@ func (p *idlePool) size() (conns, keys int) {
 // is released, since closing a TLS connection writes to it.
 func closeConns(cs *[]*upConn) {
 	for _, pc := range *cs {
-		pc.conn.Close()
+		pc.Close()
 	}
 }
 

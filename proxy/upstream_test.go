@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -10,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -217,82 +213,6 @@ func TestUpstreamCancel(t *testing.T) {
 	}
 }
 
-// writeRequest frames bodies itself and sends only what the upstream
-// should see.
-func TestWriteRequest(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		method  string
-		body    io.Reader
-		length  int64
-		header  http.Header
-		want    []string // lines the head must hold
-		notWant []string // no line may start with these
-		rest    string   // what follows the head
-		err     bool
-	}{
-		{name: "GET", method: "GET", header: http.Header{"Connection": {"close"}, "X-A": {"1"}},
-			want: []string{"GET /p?q=1 HTTP/1.1", "Host: api.example.com", "X-A: 1"}, notWant: []string{"Connection", "User-Agent", "Content-Length"}},
-		{name: "POST without body", method: "POST", want: []string{"Content-Length: 0"}},
-		{name: "known length", method: "PUT", body: strings.NewReader("hello"), length: 5,
-			want: []string{"Content-Length: 5"}, notWant: []string{"Transfer-Encoding"}, rest: "hello"},
-		{name: "unknown length", method: "POST", body: strings.NewReader("hello"), length: -1,
-			want: []string{"Transfer-Encoding: chunked"}, notWant: []string{"Content-Length"}, rest: "5\r\nhello\r\n0\r\n\r\n"},
-		{name: "short body", method: "PUT", body: strings.NewReader("hel"), length: 5, err: true},
-		{name: "newline in a value", method: "GET", header: http.Header{"X-B": {"a\r\nEvil: 1"}},
-			want: []string{"X-B: a  Evil: 1"}, notWant: []string{"Evil"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			u, _ := url.Parse("https://api.example.com/p?q=1")
-			req := &http.Request{Method: tt.method, URL: u, Host: u.Host, Header: tt.header, ContentLength: tt.length}
-			if req.Header == nil {
-				req.Header = http.Header{}
-			}
-			if tt.body != nil {
-				req.Body = io.NopCloser(tt.body)
-			}
-			var buf bytes.Buffer
-			bw := bufio.NewWriter(&buf)
-			err := writeRequest(bw, req)
-			_ = bw.Flush()
-			if (err != nil) != tt.err {
-				t.Fatalf("error %v, want error %v", err, tt.err)
-			}
-			if tt.err {
-				return
-			}
-			head, rest, ok := strings.Cut(buf.String(), "\r\n\r\n")
-			if !ok {
-				t.Fatalf("no end of head in %q", buf.String())
-			}
-			lines := strings.Split(head, "\r\n")
-			for _, w := range tt.want {
-				if !slices.Contains(lines, w) {
-					t.Errorf("head lacks %q:\n%s", w, head)
-				}
-			}
-			for _, nw := range tt.notWant {
-				for _, l := range lines {
-					if strings.HasPrefix(l, nw) {
-						t.Errorf("head has a line starting %q:\n%s", nw, head)
-					}
-				}
-			}
-			if rest != tt.rest {
-				t.Errorf("after the head %q, want %q", rest, tt.rest)
-			}
-			// What was written parses as the request it was.
-			back, err := http.ReadRequest(bufio.NewReader(strings.NewReader(buf.String())))
-			if err != nil {
-				t.Fatalf("written request does not parse: %v", err)
-			}
-			if back.Method != tt.method || back.URL.RequestURI() != "/p?q=1" || back.Host != "api.example.com" {
-				t.Fatalf("parsed back as %s %s host %s", back.Method, back.URL, back.Host)
-			}
-		})
-	}
-}
-
 // waitPooledDead waits until the close of u's one pooled connection has
 // arrived, so the next request's liveness check sees it (the close is
 // the upstream's, asynchronous to the test).
@@ -305,7 +225,7 @@ func waitPooledDead(t *testing.T, u *upstreamClient) {
 		if pc == nil {
 			t.Fatal("no pooled connection")
 		}
-		if !pc.alive() {
+		if !pc.Alive() {
 			return
 		}
 		if time.Now().After(limit) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/airlock-dev/airlock/proxy/internal/h1"
 )
 
 // WebSocket through the proxy. The upgrade request is an ordinary
@@ -54,7 +57,7 @@ func newWebSocketTransport(c Config, d *dialer, tlsConfig *tls.Config) *http.Tra
 	tc := tlsConfig.Clone()
 	tc.NextProtos = []string{"http/1.1"}
 	return &http.Transport{
-		Proxy: nil, DialContext: d.DialContext, TLSClientConfig: tc,
+		Proxy: nil, DialContext: d.dialClassed, TLSClientConfig: tc,
 		TLSHandshakeTimeout: c.Upstream.TLSHandshakeTimeout, ResponseHeaderTimeout: c.Upstream.ResponseTimeout,
 		DisableCompression: true, DisableKeepAlives: true,
 	}
@@ -66,7 +69,7 @@ var wsHandshakeHeaders = []string{"Sec-Websocket-Key", "Sec-Websocket-Version", 
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	a := requestRecord(r)
-	c := connOf(w)
+	c := h1.ConnOf(w)
 	if c == nil || r.Method != http.MethodGet {
 		s.answer(w, r, a, deny(CodeUpgradeNotSupported, "a WebSocket handshake is a GET on an HTTP/1.1 connection"))
 		return
@@ -89,13 +92,23 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		delete(hdr, k)
 	}
 	t0 := time.Now()
-	up, resp, err := websocket.Dial(r.Context(), "wss://"+r.URL.Host+requestTarget(r.URL), &websocket.DialOptions{
+	// The transport dials classed connections (newWebSocketTransport):
+	// the class of the address the handshake went to, or of the one the
+	// dialer refused, is on the handshake's audit line and metric.
+	var class addrClass
+	dctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }})
+	up, resp, err := websocket.Dial(dctx, "wss://"+r.URL.Host+requestTarget(r.URL), &websocket.DialOptions{
 		HTTPClient: &http.Client{Transport: s.ws, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		HTTPHeader: hdr, Subprotocols: splitTokens(accept.Header.Values("Sec-Websocket-Protocol")),
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	a.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	a.AddrClass = class
 	if err != nil {
+		if class == addrUnknown {
+			a.AddrClass = refusedClass(err)
+		}
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			// The upstream answered without switching: its answer
 			// goes back, through the guard like any response.
@@ -349,7 +362,7 @@ func (s *Server) auditWebSocketClose(a *auditRecord, st *wsStats) {
 // the 101 head is written here when Accept takes the connection.
 type wsAcceptWriter struct {
 	rw     http.ResponseWriter // the loop's
-	c      *clientConn
+	c      *h1.Conn
 	header http.Header
 	status int
 }
@@ -381,11 +394,11 @@ func (w *wsAcceptWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status != http.StatusSwitchingProtocols {
 		return nil, nil, errors.New("hijack before the 101 head")
 	}
-	conn, brw := w.c.hijack()
+	conn, brw := w.c.Hijack()
 	b := append([]byte(nil), "HTTP/1.1 101 Switching Protocols\r\n"...)
 	for k, vv := range w.header {
 		for _, v := range vv {
-			b = appendHeader(b, k, v)
+			b = h1.AppendHeader(b, k, v)
 		}
 	}
 	b = append(b, "\r\n"...)

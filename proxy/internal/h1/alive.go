@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"errors"
@@ -6,18 +6,20 @@ import (
 	"syscall"
 )
 
-// idleProbe peeks at a connection's socket without blocking or consuming
+// IdleProbe peeks at a connection's socket without blocking or consuming
 // anything. It is made once per connection, so that a check allocates
 // nothing: every reuse of a pooled upstream connection runs one.
-type idleProbe struct {
+type IdleProbe struct {
 	rc   syscall.RawConn // nil: the state cannot be read, never idle
 	fn   func(fd uintptr) bool
 	idle bool
 	buf  [1]byte
 }
 
-func newIdleProbe(c net.Conn) *idleProbe {
-	p := &idleProbe{}
+// NewIdleProbe makes the probe for c, the socket under a connection
+// (a TLS connection's raw one).
+func NewIdleProbe(c net.Conn) *IdleProbe {
+	p := &IdleProbe{}
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.rc = rc
@@ -31,10 +33,10 @@ func newIdleProbe(c net.Conn) *idleProbe {
 	return p
 }
 
-// check reports whether no byte is waiting on the socket and the peer has
+// Idle reports whether no byte is waiting on the socket and the peer has
 // not closed it. A connection whose state cannot be read this way counts
 // as not idle.
-func (p *idleProbe) check() bool {
+func (p *IdleProbe) Idle() bool {
 	if p.rc == nil {
 		return false
 	}

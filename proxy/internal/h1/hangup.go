@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // been in flight for hangupAfter: one read of one byte from the client,
 // started when the request body has been read to its end and nothing of
 // a next request is buffered. EOF or an error cancels the request's
-// context with errClientGone (the upstream request ends; the audit line
+// context with ErrClientGone (the upstream request ends; the audit line
 // says client_closed_request); a byte that arrives is the start of a
 // pipelined request and is kept for the next read.
 
@@ -24,16 +24,16 @@ import (
 // connection is watched.
 const hangupAfter = 100 * time.Millisecond
 
-// errClientGone is the cause of a request context cancelled because its
+// ErrClientGone is the cause of a request context cancelled because its
 // client hung up.
-var errClientGone = errors.New("the client closed the connection")
+var ErrClientGone = errors.New("the client closed the connection")
 
 // aLongTimeAgo is a read deadline that interrupts a pending read.
 var aLongTimeAgo = time.Unix(1, 0)
 
 // hangupWatch watches one request's client connection.
 type hangupWatch struct {
-	c      *clientConn
+	c      *Conn
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 
@@ -52,7 +52,7 @@ type hangupWatch struct {
 // connection's, that a hangup cancels.
 // Call stop when the handler has returned. CONNECT is not watched: its
 // handler takes the connection.
-func (c *clientConn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *hangupWatch) {
+func (c *Conn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *hangupWatch) {
 	if req.Method == http.MethodConnect {
 		return req.WithContext(c.ctx), nil
 	}
@@ -107,7 +107,7 @@ func (w *hangupWatch) read() {
 		w.got = true
 	case err != nil && !w.stopped:
 		w.gone = true
-		w.cancel(errClientGone)
+		w.cancel(ErrClientGone)
 	}
 }
 

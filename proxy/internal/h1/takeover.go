@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -9,33 +9,33 @@ import (
 )
 
 // The loop's side of the handlers that take a client connection over: a
-// CONNECT tunnel (intercept.go, h2.go) and a WebSocket (websocket.go).
+// CONNECT tunnel (and HTTP/2 inside it) and a WebSocket.
 // They reach the connection through these methods only.
 
-// connOf is the client connection w writes to, or nil when w is not the
+// ConnOf is the client connection w writes to, or nil when w is not the
 // loop's ResponseWriter (an HTTP/2 stream's).
-func connOf(w http.ResponseWriter) *clientConn {
+func ConnOf(w http.ResponseWriter) *Conn {
 	if rw, ok := w.(*respWriter); ok {
 		return rw.c
 	}
 	return nil
 }
 
-// context is the connection's context: it ends when a shutdown's grace
+// Context is the connection's context: it ends when a shutdown's grace
 // is over.
-func (c *clientConn) context() context.Context { return c.ctx }
+func (c *Conn) Context() context.Context { return c.ctx }
 
-// timeouts are the loop's read_header_timeout and idle_timeout.
-func (c *clientConn) timeouts() (readHeader, idle time.Duration) {
-	return c.cs.readHeaderTimeout, c.cs.idleTimeout
+// Timeouts are the loop's read_header_timeout and idle_timeout.
+func (c *Conn) Timeouts() (readHeader, idle time.Duration) {
+	return c.cs.ReadHeaderTimeout, c.cs.IdleTimeout
 }
 
-// hijack takes the connection over from the loop, which closes it once
+// Hijack takes the connection over from the loop, which closes it once
 // the handler returns: the hangup watch stops, and what the loop read
 // ahead comes first from the returned reader (and a byte the watch read
 // from the returned connection); its writer writes through the loop's
 // buffer.
-func (c *clientConn) hijack() (net.Conn, *bufio.ReadWriter) {
+func (c *Conn) Hijack() (net.Conn, *bufio.ReadWriter) {
 	c.watch.pause()
 	c.w.hijacked = true
 	conn := net.Conn(c.conn)
@@ -46,20 +46,20 @@ func (c *clientConn) hijack() (net.Conn, *bufio.ReadWriter) {
 	return conn, bufio.NewReadWriter(c.br, c.bw)
 }
 
-// serveInner serves the requests read on nc, the connection inside c's
+// ServeInner serves the requests read on nc, the connection inside c's
 // CONNECT tunnel, until it closes; ctx is its context, and admit vets
 // each request before the handler sees it. It is idle or busy on c's
 // behalf for shutdown.
-func (c *clientConn) serveInner(nc net.Conn, ctx context.Context, admit func(*http.Request) *http.Response) {
-	inner := newClientConn(c.cs, nc, ctx)
+func (c *Conn) ServeInner(nc net.Conn, ctx context.Context, admit func(*http.Request) *http.Response) {
+	inner := newConn(c.cs, nc, ctx)
 	inner.outer = c
 	inner.admit = admit
 	inner.serve()
 }
 
-// setBusy marks c as serving a request (an HTTP/2 stream of its tunnel):
-// shutdown then lets it finish. setIdle (listener.go) undoes it.
-func (c *clientConn) setBusy() { c.idleFlag().Store(false) }
+// SetBusy marks c as serving a request (an HTTP/2 stream of its tunnel):
+// shutdown then lets it finish. SetIdle (listener.go) undoes it.
+func (c *Conn) SetBusy() { c.idleFlag().Store(false) }
 
 // prefixConn reads pre before the connection.
 type prefixConn struct {

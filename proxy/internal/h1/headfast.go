@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -16,25 +16,25 @@ import (
 // The fast paths for the two heads on the proxy's hot path, over
 // parseHeaderBlock (headparse.go): a client's HTTP/1.1 request
 // (parseRequestFast, in readRequest) and an upstream's HTTP/1.1 response
-// (parseResponseFast, in readResponse, which upstream.go's send calls).
-// Each reads only a head that is whole in the buffered reader and that
+// (parseResponseFast, in ReadResponse, which ClientConn calls). Each
+// reads only a head that is whole in the buffered reader and that
 // it is sure of, and consumes nothing otherwise: the same bytes then go
 // to http.ReadRequest (readRequestSlow, conn.go) or http.ReadResponse.
 
 const http11 = "HTTP/1.1"
 
 // readRequest reads and checks one request head. On failure it returns
-// why to refuse it, or refuseNone when the client is gone or timed out.
+// why to refuse it, or RefuseNone when the client is gone or timed out.
 // A plain head already whole in the buffer is read by the fast path;
 // anything else by readRequestSlow (conn.go), from the same bytes.
-func (c *clientConn) readRequest() (*http.Request, refuseCode, string) {
+func (c *Conn) readRequest() (*http.Request, RefuseCode, string) {
 	// As readRequestSlow's, the request gets its context in watchHangup.
-	if req := parseRequestFast(c.br, c.cs.headerLimit); req != nil {
+	if req := parseRequestFast(c.br, c.cs.HeaderLimit); req != nil {
 		if req.Body != http.NoBody {
 			_ = c.conn.SetReadDeadline(time.Time{}) // as readRequestSlow does
 		}
 		req.RemoteAddr = c.remote
-		return req, refuseNone, ""
+		return req, RefuseNone, ""
 	}
 	return c.readRequestSlow()
 }
@@ -95,10 +95,10 @@ func parseRequestFast(br *bufio.Reader, limit int64) *http.Request {
 	return req
 }
 
-// readResponse reads the response to req from br: by the fast path when
+// ReadResponse reads the response to req from br: by the fast path when
 // the head is whole in br's buffer once something has arrived, else by
 // http.ReadResponse.
-func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	if br.Buffered() == 0 {
 		if _, err := br.Peek(1); err != nil {
 			// What http.ReadResponse returns when the first read fails.

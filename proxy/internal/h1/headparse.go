@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"io"
@@ -11,7 +11,7 @@ import (
 
 // The fast path's header-block parser, shared by the client's request
 // head (headfast.go, conn.go) and the upstream's response head
-// (upstream.go). net/textproto's reader allocates a string per line, per
+// (ReadResponse). net/textproto's reader allocates a string per line, per
 // name and per value; this one reads a head that is already whole in a
 // connection's buffer, copies it into one string, and takes every name
 // and value as a substring of it.

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"io"
@@ -35,18 +35,18 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		f()
 	}
 	if err != nil && err != io.EOF {
-		err = &clientBodyError{err: err}
+		err = &RequestBodyError{err: err}
 	}
 	return n, err
 }
 
-// clientBodyError is a failure to read the client's request body: a
+// RequestBodyError is a failure to read the client's request body: a
 // malformed chunk, a body cut short. It is the client's fault (400), where
 // the same failure on the upstream's side is a 502.
-type clientBodyError struct{ err error }
+type RequestBodyError struct{ err error }
 
-func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e *clientBodyError) Unwrap() error { return e.err }
+func (e *RequestBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *RequestBodyError) Unwrap() error { return e.err }
 
 func (b *reqBody) Close() error { b.closed = true; return nil }
 
@@ -74,7 +74,7 @@ func (e *expectContinue) Close() error { return e.rc.Close() }
 
 // respWriter is the http.ResponseWriter for one request at a time.
 type respWriter struct {
-	c          *clientConn
+	c          *Conn
 	req        *http.Request
 	header     http.Header
 	wrote      bool
@@ -109,7 +109,7 @@ func (w *respWriter) WriteHeader(code int) {
 		return
 	}
 	if code < 200 || code > 999 {
-		// Interim responses are never forwarded (the upstream client
+		// Interim responses are never forwarded (ClientConn.RoundTrip
 		// consumes them); out-of-range codes are a handler bug.
 		if code < 100 || code > 999 {
 			code = http.StatusInternalServerError
@@ -180,7 +180,7 @@ func (w *respWriter) WriteHeader(code int) {
 			continue
 		}
 		for _, v := range vv {
-			b = appendHeader(b, k, v)
+			b = AppendHeader(b, k, v)
 		}
 	}
 	if w.chunked {
@@ -199,25 +199,25 @@ func (w *respWriter) WriteHeader(code int) {
 	w.write(b)
 }
 
-// appendHeader writes one header line; CR, LF and NUL in a value become
+// AppendHeader writes one header line; CR, LF and NUL in a value become
 // spaces, as net/http does, so no value can split the head.
-func appendHeader(b []byte, k, v string) []byte {
+func AppendHeader(b []byte, k, v string) []byte {
 	b = append(b, k...)
 	b = append(b, ": "...)
 	b = appendHeaderValue(b, v)
 	return append(b, "\r\n"...)
 }
 
-// splitsHead reports the bytes that would end a header line or a head
+// SplitsHead reports the bytes that would end a header line or a head
 // if written in a value: CR, LF and NUL. A byte test, not
 // strings.ContainsAny, which builds its set on every call: this runs on
 // every injected and written header.
-func splitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
+func SplitsHead(c byte) bool { return c == '\r' || c == '\n' || c == 0 }
 
 func appendHeaderValue(b []byte, v string) []byte {
 	start := 0
 	for i := 0; i < len(v); i++ {
-		if splitsHead(v[i]) {
+		if SplitsHead(v[i]) {
 			b = append(append(b, v[start:i]...), ' ')
 			start = i + 1
 		}
@@ -297,7 +297,7 @@ func (w *respWriter) finish() {
 				continue
 			}
 			for _, v := range vv {
-				b = appendHeader(b, name, v)
+				b = AppendHeader(b, name, v)
 			}
 		}
 		b = append(b, "\r\n"...)
@@ -313,7 +313,7 @@ func (w *respWriter) finish() {
 		w.err = w.c.bw.Flush()
 	}
 	if w.err != nil {
-		w.c.cs.log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
+		w.c.cs.Log.Debug("proxy: writing a response failed", slog.String("error", w.err.Error()))
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 // body read to the end (or closed first), and what is left to read on the
 // connection after it.
 type requestView struct {
-	Code                         refuseCode
+	Code                         RefuseCode
 	Reason                       string
 	Method, Proto, RequestURI    string
 	ProtoMajor, ProtoMinor       int
@@ -39,9 +39,9 @@ type requestView struct {
 
 // readRequestView reads the first request of raw with read (readRequest
 // or readRequestSlow) on a client connection whose head limit is limit.
-func readRequestView(raw string, limit int64, closeFirst bool, read func(*clientConn) (*http.Request, refuseCode, string)) requestView {
-	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
-	c := newClientConn(cs, newMemConn(raw), context.Background())
+func readRequestView(raw string, limit int64, closeFirst bool, read func(*Conn) (*http.Request, RefuseCode, string)) requestView {
+	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: limit}
+	c := newConn(cs, newMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request
 	req, code, reason := read(c)
 	v := requestView{Code: code, Reason: reason}
@@ -75,7 +75,7 @@ func readBody(body io.ReadCloser, closeFirst bool) (string, error, error, error)
 
 // FuzzFastRequest: readRequest (the fast path, falling back to
 // http.ReadRequest) reads every input as readRequestSlow (http.ReadRequest
-// and the proxy's checks) does: the same refusal code and reason, or the
+// and the proxy's checks) does: the same Refusal code and reason, or the
 // same request, body, body errors and framing.
 func FuzzFastRequest(f *testing.F) {
 	for _, s := range fastRequestSeeds {
@@ -88,8 +88,8 @@ func FuzzFastRequest(f *testing.F) {
 		if limit != 0 {
 			lim = int64(limit)
 		}
-		ours := readRequestView(raw, lim, closeFirst, (*clientConn).readRequest)
-		ref := readRequestView(raw, lim, closeFirst, (*clientConn).readRequestSlow)
+		ours := readRequestView(raw, lim, closeFirst, (*Conn).readRequest)
+		ref := readRequestView(raw, lim, closeFirst, (*Conn).readRequestSlow)
 		if !reflect.DeepEqual(ours, ref) {
 			t.Fatalf("readRequest:\n%+v\nreadRequestSlow:\n%+v", ours, ref)
 		}
@@ -138,7 +138,7 @@ func readResponseViews(raw string, req *http.Request, closeFirst bool, read func
 	return views, string(rest)
 }
 
-// FuzzFastResponse: readResponse (the fast path, falling back to
+// FuzzFastResponse: ReadResponse (the fast path, falling back to
 // http.ReadResponse) reads every input as http.ReadResponse does: the
 // same responses, one after another, bodies, body errors and framing.
 func FuzzFastResponse(f *testing.F) {
@@ -152,10 +152,10 @@ func FuzzFastResponse(f *testing.F) {
 		if method%4 == 3 {
 			req = nil
 		}
-		ours, oursRest := readResponseViews(raw, req, closeFirst, readResponse)
+		ours, oursRest := readResponseViews(raw, req, closeFirst, ReadResponse)
 		ref, refRest := readResponseViews(raw, req, closeFirst, http.ReadResponse)
 		if !reflect.DeepEqual(ours, ref) || oursRest != refRest {
-			t.Fatalf("readResponse:\n%+v\nrest %q\nhttp.ReadResponse:\n%+v\nrest %q", ours, oursRest, ref, refRest)
+			t.Fatalf("ReadResponse:\n%+v\nrest %q\nhttp.ReadResponse:\n%+v\nrest %q", ours, oursRest, ref, refRest)
 		}
 	})
 }
@@ -222,8 +222,8 @@ func TestFastRequestTaken(t *testing.T) {
 				t.Fatalf("the fast path did not read %q", raw)
 			}
 			for _, closeFirst := range []bool{false, true} {
-				ours := readRequestView(raw, 1<<20, closeFirst, (*clientConn).readRequest)
-				ref := readRequestView(raw, 1<<20, closeFirst, (*clientConn).readRequestSlow)
+				ours := readRequestView(raw, 1<<20, closeFirst, (*Conn).readRequest)
+				ref := readRequestView(raw, 1<<20, closeFirst, (*Conn).readRequestSlow)
 				if !reflect.DeepEqual(ours, ref) {
 					t.Fatalf("fast path:\n%+v\nnet/http:\n%+v", ours, ref)
 				}
@@ -241,8 +241,8 @@ func TestFastRequestFallsBack(t *testing.T) {
 			if parseRequestFast(br, 64) != nil || br.Buffered() != n {
 				t.Fatalf("the fast path read %q (%d of %d bytes left)", tc.raw, br.Buffered(), n)
 			}
-			ours := readRequestView(tc.raw, 64, false, (*clientConn).readRequest)
-			ref := readRequestView(tc.raw, 64, false, (*clientConn).readRequestSlow)
+			ours := readRequestView(tc.raw, 64, false, (*Conn).readRequest)
+			ref := readRequestView(tc.raw, 64, false, (*Conn).readRequestSlow)
 			if !reflect.DeepEqual(ours, ref) {
 				t.Fatalf("readRequest:\n%+v\nreadRequestSlow:\n%+v", ours, ref)
 			}
@@ -275,7 +275,7 @@ func TestFastResponseTaken(t *testing.T) {
 			for _, method := range []string{http.MethodGet, http.MethodHead} {
 				for _, closeFirst := range []bool{false, true} {
 					req := &http.Request{Method: method}
-					ours, oursRest := readResponseViews(raw, req, closeFirst, readResponse)
+					ours, oursRest := readResponseViews(raw, req, closeFirst, ReadResponse)
 					ref, refRest := readResponseViews(raw, req, closeFirst, http.ReadResponse)
 					if !reflect.DeepEqual(ours, ref) || oursRest != refRest {
 						t.Fatalf("%s: fast path:\n%+v %q\nnet/http:\n%+v %q", method, ours, oursRest, ref, refRest)
@@ -296,10 +296,10 @@ func TestFastResponseFallsBack(t *testing.T) {
 				t.Fatalf("the fast path read %q (%d of %d bytes left)", tc.raw, br.Buffered(), n)
 			}
 			req := &http.Request{Method: http.MethodGet}
-			ours, oursRest := readResponseViews(tc.raw, req, false, readResponse)
+			ours, oursRest := readResponseViews(tc.raw, req, false, ReadResponse)
 			ref, refRest := readResponseViews(tc.raw, req, false, http.ReadResponse)
 			if !reflect.DeepEqual(ours, ref) || oursRest != refRest {
-				t.Fatalf("readResponse:\n%+v %q\nhttp.ReadResponse:\n%+v %q", ours, oursRest, ref, refRest)
+				t.Fatalf("ReadResponse:\n%+v %q\nhttp.ReadResponse:\n%+v %q", ours, oursRest, ref, refRest)
 			}
 		})
 	}
@@ -307,17 +307,17 @@ func TestFastResponseFallsBack(t *testing.T) {
 
 // A cut-short first read is what http.ReadResponse reports for it.
 func TestReadResponseEmpty(t *testing.T) {
-	_, err := readResponse(bufio.NewReader(strings.NewReader("")), nil)
+	_, err := ReadResponse(bufio.NewReader(strings.NewReader("")), nil)
 	_, want := http.ReadResponse(bufio.NewReader(strings.NewReader("")), nil)
 	if err != want {
-		t.Fatalf("readResponse: %v, http.ReadResponse: %v", err, want)
+		t.Fatalf("ReadResponse: %v, http.ReadResponse: %v", err, want)
 	}
 }
 
 // headBench is a client connection that reads raw again on every
 // readRequest, and an upstream reader that reads rawResp again.
 type headBench struct {
-	c       *clientConn
+	c       *Conn
 	mc      *memConn
 	raw     []byte
 	br      *bufio.Reader
@@ -327,13 +327,13 @@ type headBench struct {
 
 func newHeadBench(raw, rawResp string) *headBench {
 	mc := newMemConn(raw)
-	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: 1 << 20}
+	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: 1 << 20}
 	rd := strings.NewReader(rawResp)
-	return &headBench{c: newClientConn(cs, mc, context.Background()), mc: mc, raw: []byte(raw),
+	return &headBench{c: newConn(cs, mc, context.Background()), mc: mc, raw: []byte(raw),
 		br: bufio.NewReaderSize(rd, 16<<10), rd: rd, rawResp: rawResp}
 }
 
-func (h *headBench) request(tb testing.TB, read func(*clientConn) (*http.Request, refuseCode, string)) {
+func (h *headBench) request(tb testing.TB, read func(*Conn) (*http.Request, RefuseCode, string)) {
 	h.mc.r.Reset(h.raw)
 	_, _ = h.c.br.Peek(1)
 	req, code, reason := read(h.c)
@@ -375,9 +375,9 @@ func TestHeadAllocs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHeadBench(tc.req, tc.resp)
-			run := func() { h.response(t, readResponse) }
+			run := func() { h.response(t, ReadResponse) }
 			if tc.req != "" {
-				run = func() { h.request(t, (*clientConn).readRequest) }
+				run = func() { h.request(t, (*Conn).readRequest) }
 			}
 			if got := testing.AllocsPerRun(50, run); got != tc.want {
 				t.Fatalf("%v allocations, want %v", got, tc.want)
@@ -389,8 +389,8 @@ func TestHeadAllocs(t *testing.T) {
 func BenchmarkRequestHead(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		read func(*clientConn) (*http.Request, refuseCode, string)
-	}{{"fast", (*clientConn).readRequest}, {"net-http", (*clientConn).readRequestSlow}} {
+		read func(*Conn) (*http.Request, RefuseCode, string)
+	}{{"fast", (*Conn).readRequest}, {"net-http", (*Conn).readRequestSlow}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHeadBench(fastRequestSeeds[0], "")
 			b.ReportAllocs()
@@ -405,7 +405,7 @@ func BenchmarkResponseHead(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		read func(*bufio.Reader, *http.Request) (*http.Response, error)
-	}{{"fast", readResponse}, {"net-http", http.ReadResponse}} {
+	}{{"fast", ReadResponse}, {"net-http", http.ReadResponse}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHeadBench("", fastResponseSeeds[0])
 			b.ReportAllocs()
@@ -462,17 +462,17 @@ func FuzzHeaderBlock(f *testing.F) {
 		}
 		for _, body := range []string{"", "0123456789"} {
 			raw := "POST http://a/x HTTP/1.1\r\n" + block + body
-			ours := readRequestView(raw, 1<<20, method&1 != 0, (*clientConn).readRequest)
-			ref := readRequestView(raw, 1<<20, method&1 != 0, (*clientConn).readRequestSlow)
+			ours := readRequestView(raw, 1<<20, method&1 != 0, (*Conn).readRequest)
+			ref := readRequestView(raw, 1<<20, method&1 != 0, (*Conn).readRequestSlow)
 			if !reflect.DeepEqual(ours, ref) {
 				t.Fatalf("readRequest:\n%+v\nreadRequestSlow:\n%+v", ours, ref)
 			}
 			raw = "HTTP/1.1 200 OK\r\n" + block + body
 			req := &http.Request{Method: []string{http.MethodGet, http.MethodHead}[method>>1&1]}
-			oursResp, oursRest := readResponseViews(raw, req, method&1 != 0, readResponse)
+			oursResp, oursRest := readResponseViews(raw, req, method&1 != 0, ReadResponse)
 			refResp, refRest := readResponseViews(raw, req, method&1 != 0, http.ReadResponse)
 			if !reflect.DeepEqual(oursResp, refResp) || oursRest != refRest {
-				t.Fatalf("readResponse:\n%+v %q\nhttp.ReadResponse:\n%+v %q", oursResp, oursRest, refResp, refRest)
+				t.Fatalf("ReadResponse:\n%+v %q\nhttp.ReadResponse:\n%+v %q", oursResp, oursRest, refResp, refRest)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -32,8 +32,9 @@ import (
 // refused and the connection closed (RFC 9112 §6.1), and the raw Host
 // header must agree with an absolute-form target (net/http discards it).
 //
-// The loop reaches the rest of the proxy only through its connServer's
-// seams (listener.go) and a tunnel connection's admit callback.
+// The loop reaches the rest of the proxy only through its Server's
+// seams (listener.go) and a tunnel connection's admit callback
+// (takeover.go).
 //
 // The ResponseWriter
 // below frames responses with Content-Length when the
@@ -46,9 +47,9 @@ import (
 // a connection open (net/http's maxPostHandlerReadBytes).
 const maxDrainBytes = 256 << 10
 
-// clientConn is one client connection, served on one goroutine.
-type clientConn struct {
-	cs         *connServer
+// Conn is one client connection, served on one goroutine.
+type Conn struct {
+	cs         *Server
 	conn       net.Conn
 	ctx        context.Context
 	remote     string
@@ -62,15 +63,15 @@ type clientConn struct {
 	// checks http.ReadRequest does not allow (it drops the Host header).
 	head []byte
 	// outer is set for the TLS connection inside a CONNECT tunnel
-	// (intercept.go), to the connection the CONNECT came on: such a
+	// (ServeInner), to the connection the CONNECT came on: such a
 	// connection is not tracked on its own, outer is.
-	outer *clientConn
+	outer *Conn
 	// admit, when set, vets each request read on c before the handler
 	// sees it: nil lets it through, anything else is the answer to the
-	// refusal (already audited), after which the connection closes.
+	// Refusal (already audited), after which the connection closes.
 	admit func(*http.Request) *http.Response
 	// watch is the hangup watch of the request being served; a
-	// WebSocket pauses it when it takes the connection (websocket.go).
+	// WebSocket pauses it when it takes the connection (Hijack).
 	watch *hangupWatch
 }
 
@@ -79,8 +80,8 @@ var (
 	bwPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
 
-func newClientConn(cs *connServer, nc net.Conn, ctx context.Context) *clientConn {
-	c := &clientConn{cs: cs, conn: nc, ctx: ctx, remote: nc.RemoteAddr().String()}
+func newConn(cs *Server, nc net.Conn, ctx context.Context) *Conn {
+	c := &Conn{cs: cs, conn: nc, ctx: ctx, remote: nc.RemoteAddr().String()}
 	c.lr = limitedReader{c: c, r: nc, n: math.MaxInt64}
 	c.br = brPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.lr)
@@ -94,7 +95,7 @@ func newClientConn(cs *connServer, nc net.Conn, ctx context.Context) *clientConn
 // limitedReader bounds the bytes read from the client while a request
 // head is parsed (MaxHeaderBytes plus slack, as net/http) and records them.
 type limitedReader struct {
-	c       *clientConn
+	c       *Conn
 	r       io.Reader
 	n       int64
 	capture bool
@@ -126,11 +127,11 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 
 var errHeadTooLarge = errors.New("request head too large")
 
-func (c *clientConn) serve() {
+func (c *Conn) serve() {
 	answered := false // a response was sent, so closing must not reset it away
 	defer func() {
 		if v := recover(); v != nil {
-			c.cs.log.Error("proxy: panic serving a client connection", "panic", v, "stack", string(debug.Stack()))
+			c.cs.Log.Error("proxy: panic serving a client connection", "panic", v, "stack", string(debug.Stack()))
 		} else if answered {
 			c.lingerClose()
 		}
@@ -145,12 +146,12 @@ func (c *clientConn) serve() {
 	}()
 	first := true
 	for {
-		wait := c.cs.idleTimeout
+		wait := c.cs.IdleTimeout
 		if first {
-			wait = c.cs.readHeaderTimeout
+			wait = c.cs.ReadHeaderTimeout
 		}
 		if c.br.Buffered() == 0 {
-			if !c.setIdle() {
+			if !c.SetIdle() {
 				return
 			}
 			_ = c.conn.SetReadDeadline(time.Now().Add(wait))
@@ -169,8 +170,8 @@ func (c *clientConn) serve() {
 		first = false
 		req, code, reason := c.readRequest()
 		if req == nil {
-			if code != refuseNone {
-				c.refuse(refusal{code: code, reason: reason})
+			if code != RefuseNone {
+				c.refuse(Refusal{Code: code, Reason: reason})
 				answered = true
 			}
 			return
@@ -206,7 +207,7 @@ const lingerDelay = 500 * time.Millisecond
 // drop the response it has not read yet (RFC 9112 §9.6). Linux keeps the
 // queued response readable; BSD, macOS and Windows stacks may not, which
 // is why net/http's server does the same.
-func (c *clientConn) lingerClose() {
+func (c *Conn) lingerClose() {
 	cw, ok := c.conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
 		return
@@ -217,45 +218,45 @@ func (c *clientConn) lingerClose() {
 
 // readRequestSlow is readRequest (headfast.go) by http.ReadRequest, for
 // every head the fast path does not read, and the checks it does not do.
-// On failure it returns why to refuse it, or refuseNone when the client
+// On failure it returns why to refuse it, or RefuseNone when the client
 // is gone or timed out.
-func (c *clientConn) readRequestSlow() (*http.Request, refuseCode, string) {
+func (c *Conn) readRequestSlow() (*http.Request, RefuseCode, string) {
 	buffered := peekBuffered(c.br)
 	if !headComplete(buffered) {
 		// More reads to come: they must end by read_header_timeout.
 		// (Usually the whole head came in the first read.)
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.cs.readHeaderTimeout))
+		_ = c.conn.SetReadDeadline(time.Now().Add(c.cs.ReadHeaderTimeout))
 	}
 	// A head of at most headerLimit bytes is complete once headerLimit
 	// bytes of it have arrived, plus at most one buffer fill of
 	// read-ahead: reading stops there, and the head's exact length is
 	// checked below.
-	c.lr.n = max(c.cs.headerLimit+int64(c.br.Size())-int64(len(buffered)), 1)
+	c.lr.n = max(c.cs.HeaderLimit+int64(c.br.Size())-int64(len(buffered)), 1)
 	c.head = append(c.head[:0], buffered...)
 	c.lr.capture = true
 	req, err := http.ReadRequest(c.br)
 	tooLarge := c.lr.n <= 0
 	c.lr.capture = false
 	c.lr.n = math.MaxInt64
-	if err == nil && headLen(c.head) > c.cs.headerLimit {
+	if err == nil && headLen(c.head) > c.cs.HeaderLimit {
 		err, tooLarge = errHeadTooLarge, true
 	}
 	if err != nil {
 		var ne net.Error
 		switch {
 		case tooLarge || errors.Is(err, errHeadTooLarge):
-			return nil, refuseHeadTooLarge, "request head larger than max_header_bytes"
+			return nil, RefuseHeadTooLarge, "request head larger than max_header_bytes"
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 			errors.As(err, &ne) && ne.Timeout():
-			return nil, refuseNone, ""
+			return nil, RefuseNone, ""
 		case strings.Contains(err.Error(), "unsupported transfer encoding"):
-			return nil, refuseBadRequest, "unsupported transfer encoding"
+			return nil, RefuseBadRequest, "unsupported transfer encoding"
 		}
 		var oe *net.OpError
 		if errors.As(err, &oe) {
-			return nil, refuseNone, ""
+			return nil, RefuseNone, ""
 		}
-		return nil, refuseBadRequest, "malformed request head"
+		return nil, RefuseBadRequest, "malformed request head"
 	}
 	if req.Body != http.NoBody {
 		// The body is read while the request goes upstream, with no
@@ -264,7 +265,7 @@ func (c *clientConn) readRequestSlow() (*http.Request, refuseCode, string) {
 		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 	if req.ProtoMajor != 1 {
-		return nil, refuseBadRequest, "not an HTTP/1.x request"
+		return nil, RefuseBadRequest, "not an HTTP/1.x request"
 	}
 	hosts, hasCL := scanHead(c.head)
 	if cap(c.head) > 16<<10 {
@@ -272,21 +273,21 @@ func (c *clientConn) readRequestSlow() (*http.Request, refuseCode, string) {
 	}
 	switch {
 	case len(hosts) > 1:
-		return nil, refuseBadRequest, "more than one Host header"
+		return nil, RefuseBadRequest, "more than one Host header"
 	case len(hosts) == 0 && req.ProtoAtLeast(1, 1) && req.Method != http.MethodConnect:
-		return nil, refuseBadRequest, "missing required Host header"
+		return nil, RefuseBadRequest, "missing required Host header"
 	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
-		return nil, refuseBadRequest, "malformed Host header"
+		return nil, RefuseBadRequest, "malformed Host header"
 	case hasCL && len(req.TransferEncoding) > 0:
-		return nil, refuseBadRequest, "both Transfer-Encoding and Content-Length"
+		return nil, RefuseBadRequest, "both Transfer-Encoding and Content-Length"
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, refuseBadRequest, "invalid header name"
+			return nil, RefuseBadRequest, "invalid header name"
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, refuseInvalidHeader, "header " + strconv.Quote(k) + " holds a control character"
+				return nil, RefuseInvalidHeader, "header " + strconv.Quote(k) + " holds a control character"
 			}
 		}
 	}
@@ -297,7 +298,7 @@ func (c *clientConn) readRequestSlow() (*http.Request, refuseCode, string) {
 	req.RemoteAddr = c.remote
 	// The request gets its context (c.ctx's child) in watchHangup: one
 	// copy of the Request, not two.
-	return req, refuseNone, ""
+	return req, RefuseNone, ""
 }
 
 // headComplete reports whether b holds the end of a request head.
@@ -397,34 +398,34 @@ func asciiEqualFold(b []byte, s string) bool {
 	return true
 }
 
-// refuseCode is why the loop refused what it read; the proxy names it
-// with its own denial code (clientloop.go).
-type refuseCode uint8
+// RefuseCode is why the loop refused what it read; the proxy names it
+// with its own denial code (Server.Refuse).
+type RefuseCode uint8
 
 const (
-	refuseNone          refuseCode = iota // not refused: the client is gone or timed out
-	refuseBadRequest                      // a head net/http's server or the smuggling checks refuse
-	refuseHeadTooLarge                    // a head over max_header_bytes
-	refuseInvalidHeader                   // a header value with a control character
-	refuseExpectation                     // an Expect other than 100-continue (417)
+	RefuseNone          RefuseCode = iota // not refused: the client is gone or timed out
+	RefuseBadRequest                      // a head net/http's server or the smuggling checks refuse
+	RefuseHeadTooLarge                    // a head over max_header_bytes
+	RefuseInvalidHeader                   // a header value with a control character
+	RefuseExpectation                     // an Expect other than 100-continue (417)
 )
 
-// refusal is what the loop refused before any handler saw it.
-type refusal struct {
-	code   refuseCode
-	reason string        // for the audit line: which check, never a value the client sent
-	req    *http.Request // the request refused; nil when its head could not be read
+// Refusal is what the loop refused before any handler saw it.
+type Refusal struct {
+	Code   RefuseCode
+	Reason string        // for the audit line: which check, never a value the client sent
+	Req    *http.Request // the request refused; nil when its head could not be read
 }
 
-// refuse has the connServer's callback audit r and answer it; the
+// refuse has the Server's callback audit r and answer it; the
 // connection closes after it.
-func (c *clientConn) refuse(r refusal) {
-	c.writeRefusal(c.cs.refuse(c.ctx, r))
+func (c *Conn) refuse(r Refusal) {
+	c.writeRefusal(c.cs.Refuse(c.ctx, r))
 }
 
-// writeRefusal writes resp, the answer to a refusal, with Connection:
+// writeRefusal writes resp, the answer to a Refusal, with Connection:
 // close.
-func (c *clientConn) writeRefusal(resp *http.Response) {
+func (c *Conn) writeRefusal(resp *http.Response) {
 	resp.Header.Set("Connection", "close")
 	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_ = resp.Write(c.bw)
@@ -433,7 +434,7 @@ func (c *clientConn) writeRefusal(resp *http.Response) {
 
 // serveRequest runs the handler for req and reports whether the
 // connection may carry another request.
-func (c *clientConn) serveRequest(req *http.Request) bool {
+func (c *Conn) serveRequest(req *http.Request) bool {
 	w := &c.w
 	w.reset(req)
 	var body *reqBody
@@ -444,7 +445,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	var ec *expectContinue
 	if ex := req.Header.Get("Expect"); ex != "" {
 		if !strings.EqualFold(ex, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			c.refuse(refusal{code: refuseExpectation, reason: "Expect: " + ex, req: req})
+			c.refuse(Refusal{Code: RefuseExpectation, Reason: "Expect: " + ex, Req: req})
 			return false
 		}
 		req.Header.Del("Expect")
@@ -470,7 +471,7 @@ func (c *clientConn) serveRequest(req *http.Request) bool {
 	}
 	req, watch := c.watchHangup(req, body)
 	c.watch = watch
-	c.cs.handler.ServeHTTP(w, req)
+	c.cs.Handler.ServeHTTP(w, req)
 	if watch.stop() {
 		return false
 	}

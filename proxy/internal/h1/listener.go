@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"context"
@@ -13,37 +13,39 @@ import (
 	"github.com/airlock-dev/airlock/internal/serve"
 )
 
-// connServer accepts clients and tracks their connections for shutdown.
-// Its first fields are its seams to the rest of the proxy (set by
-// Server.connServer, clientloop.go).
-type connServer struct {
-	handler http.Handler // runs each request read
-	log     *slog.Logger
-	// refuse audits what the loop refused before any handler saw it
-	// and returns the answer; ctx is the connection's.
-	refuse func(ctx context.Context, r refusal) *http.Response
-	// connContext, when set, derives each connection's base context.
-	connContext func(context.Context) context.Context
+// Server is the HTTP/1.1 loop for one listener: it accepts clients,
+// serves each connection on one goroutine, and tracks the connections
+// for shutdown. Its exported fields are its seams to the rest of the
+// proxy; set them before Serve and do not change them after.
+type Server struct {
+	Handler http.Handler // runs each request read
+	Log     *slog.Logger
+	// Refuse audits what the loop refused before any handler saw it
+	// and returns the answer; ctx is the connection's. The connection
+	// closes after the answer.
+	Refuse func(ctx context.Context, r Refusal) *http.Response
+	// ConnContext, when set, derives each connection's base context.
+	ConnContext func(context.Context) context.Context
 
-	readHeaderTimeout time.Duration
-	idleTimeout       time.Duration
-	headerLimit       int64
+	ReadHeaderTimeout time.Duration // for a connection's first request head
+	IdleTimeout       time.Duration // for each later one
+	HeaderLimit       int64         // the largest request head, in bytes
 
 	shutting atomic.Bool
 	mu       sync.Mutex
-	conns    map[*clientConn]struct{}
+	conns    map[*Conn]struct{}
 	wg       sync.WaitGroup
 }
 
-// serve accepts on l until ctx ends, then closes idle connections, lets
+// Serve accepts on l until ctx ends, then closes idle connections, lets
 // requests in flight finish for up to serve.ShutdownGrace, and closes the
 // rest.
-func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
-	cs.conns = map[*clientConn]struct{}{}
+func (cs *Server) Serve(ctx context.Context, l net.Listener) error {
+	cs.conns = map[*Conn]struct{}{}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	if cs.connContext != nil {
-		base = cs.connContext(base)
+	if cs.ConnContext != nil {
+		base = cs.ConnContext(base)
 	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
@@ -62,14 +64,14 @@ func (cs *connServer) serve(ctx context.Context, l net.Listener) error {
 				// Out of file descriptors and the like: back off as
 				// net/http does rather than spin.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				cs.log.Warn("proxy: accept failed; retrying", "error", err, "delay", delay)
+				cs.Log.Warn("proxy: accept failed; retrying", "error", err, "delay", delay)
 				time.Sleep(delay)
 				continue
 			}
 			break
 		}
 		delay = 0
-		c := newClientConn(cs, nc, base)
+		c := newConn(cs, nc, base)
 		if !cs.track(c) {
 			nc.Close()
 			continue
@@ -86,7 +88,7 @@ func isTemporaryAccept(err error) bool {
 	return errors.As(err, &se) && se.Temporary()
 }
 
-func (cs *connServer) track(c *clientConn) bool {
+func (cs *Server) track(c *Conn) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.shutting.Load() {
@@ -97,11 +99,11 @@ func (cs *connServer) track(c *clientConn) bool {
 	return true
 }
 
-// setIdle records that c waits for its next request; it reports false
+// SetIdle records that c waits for its next request; it reports false
 // when the server is shutting down and c should close instead. shutdown
 // sets shutting before it looks at each connection's idle flag, so either
 // c sees shutting here or shutdown sees c idle and closes it.
-func (c *clientConn) setIdle() bool {
+func (c *Conn) SetIdle() bool {
 	c.idleFlag().Store(true)
 	return !c.cs.shutting.Load()
 }
@@ -109,21 +111,21 @@ func (c *clientConn) setIdle() bool {
 // idleFlag is where shutdown looks: a connection inside a CONNECT tunnel
 // is idle or busy on its CONNECT's behalf, so an idle tunnel closes at
 // once on shutdown as an idle connection does.
-func (c *clientConn) idleFlag() *atomic.Bool {
+func (c *Conn) idleFlag() *atomic.Bool {
 	if c.outer != nil {
 		return &c.outer.idle
 	}
 	return &c.idle
 }
 
-func (cs *connServer) untrack(c *clientConn) {
+func (cs *Server) untrack(c *Conn) {
 	cs.mu.Lock()
 	delete(cs.conns, c)
 	cs.mu.Unlock()
 	cs.wg.Done()
 }
 
-func (cs *connServer) shutdown(graceful bool, cancel context.CancelFunc) {
+func (cs *Server) shutdown(graceful bool, cancel context.CancelFunc) {
 	cs.mu.Lock()
 	cs.shutting.Store(true)
 	for c := range cs.conns {

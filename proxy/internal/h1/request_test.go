@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 )
 
 // FuzzWriteRequest: the request the proxy re-originates upstream
-// (writeRequest) is written with Airlock's writer, read back with
+// (WriteRequest) is written with Airlock's writer, read back with
 // http.ReadRequest, and compared with what went in and with what
 // (*http.Request).Write sends for the same request: the method, the
 // request target and Host as given; each header's values in order and
@@ -40,7 +40,7 @@ func FuzzWriteRequest(f *testing.F) {
 		f.Add(s.method, s.target, s.host, s.header, s.body, s.mode)
 	}
 	f.Fuzz(func(t *testing.T, method, target, host, header, body string, mode uint8) {
-		// What reaches writeRequest: a method token the client sent,
+		// What reaches WriteRequest: a method token the client sent,
 		// a target and Host parseTarget accepted, header names checked
 		// where the request was read.
 		if !httpguts.ValidHeaderFieldName(method) || method == http.MethodConnect || !httpguts.ValidHostHeader(host) ||
@@ -78,27 +78,27 @@ func FuzzWriteRequest(f *testing.F) {
 
 		var ours bytes.Buffer
 		bw := bufio.NewWriter(&ours)
-		if err := writeRequest(bw, mk()); err != nil {
-			t.Fatalf("writeRequest: %v", err)
+		if err := WriteRequest(bw, mk()); err != nil {
+			t.Fatalf("WriteRequest: %v", err)
 		}
 		_ = bw.Flush()
 		br := bufio.NewReader(bytes.NewReader(ours.Bytes()))
 		got, err := http.ReadRequest(br)
 		if err != nil {
-			t.Fatalf("what writeRequest wrote does not parse: %v\n%q", err, ours.Bytes())
+			t.Fatalf("what WriteRequest wrote does not parse: %v\n%q", err, ours.Bytes())
 		}
 		gotBody, err := io.ReadAll(got.Body)
 		if err != nil {
-			t.Fatalf("body of what writeRequest wrote: %v\n%q", err, ours.Bytes())
+			t.Fatalf("body of what WriteRequest wrote: %v\n%q", err, ours.Bytes())
 		}
 		if br.Buffered() > 0 {
 			t.Fatalf("bytes after the one request: %q", ours.Bytes())
 		}
 
 		// What went in: method, target, Host, body and framing.
-		if got.Method != method || got.RequestURI != requestTarget(u) || got.Host != host {
+		if got.Method != method || got.RequestURI != RequestTarget(u) || got.Host != host {
 			t.Fatalf("read back as %q %q Host %q, want %q %q Host %q", got.Method, got.RequestURI, got.Host,
-				method, requestTarget(u), host)
+				method, RequestTarget(u), host)
 		}
 		sent := body
 		if mode%3 == 2 {
@@ -121,11 +121,11 @@ func FuzzWriteRequest(f *testing.F) {
 
 		// What net/http's writer sends: the same header values, byte for
 		// byte, in the same order. It adds a User-Agent when none was
-		// given and passes Connection on; writeRequest does neither, and
+		// given and passes Connection on; WriteRequest does neither, and
 		// both frame the body themselves.
 		var ref bytes.Buffer
 		if err := mk().Write(&ref); err != nil {
-			return // net/http refuses what it cannot write; writeRequest's input never is
+			return // net/http refuses what it cannot write; WriteRequest's input never is
 		}
 		want, err := http.ReadRequest(bufio.NewReader(&ref))
 		if err != nil {
@@ -160,4 +160,80 @@ func newlineToSpace(r rune) rune {
 		return ' '
 	}
 	return r
+}
+
+// WriteRequest frames bodies itself and sends only what the upstream
+// should see.
+func TestWriteRequest(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		method  string
+		body    io.Reader
+		length  int64
+		header  http.Header
+		want    []string // lines the head must hold
+		notWant []string // no line may start with these
+		rest    string   // what follows the head
+		err     bool
+	}{
+		{name: "GET", method: "GET", header: http.Header{"Connection": {"close"}, "X-A": {"1"}},
+			want: []string{"GET /p?q=1 HTTP/1.1", "Host: api.example.com", "X-A: 1"}, notWant: []string{"Connection", "User-Agent", "Content-Length"}},
+		{name: "POST without body", method: "POST", want: []string{"Content-Length: 0"}},
+		{name: "known length", method: "PUT", body: strings.NewReader("hello"), length: 5,
+			want: []string{"Content-Length: 5"}, notWant: []string{"Transfer-Encoding"}, rest: "hello"},
+		{name: "unknown length", method: "POST", body: strings.NewReader("hello"), length: -1,
+			want: []string{"Transfer-Encoding: chunked"}, notWant: []string{"Content-Length"}, rest: "5\r\nhello\r\n0\r\n\r\n"},
+		{name: "short body", method: "PUT", body: strings.NewReader("hel"), length: 5, err: true},
+		{name: "newline in a value", method: "GET", header: http.Header{"X-B": {"a\r\nEvil: 1"}},
+			want: []string{"X-B: a  Evil: 1"}, notWant: []string{"Evil"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, _ := url.Parse("https://api.example.com/p?q=1")
+			req := &http.Request{Method: tt.method, URL: u, Host: u.Host, Header: tt.header, ContentLength: tt.length}
+			if req.Header == nil {
+				req.Header = http.Header{}
+			}
+			if tt.body != nil {
+				req.Body = io.NopCloser(tt.body)
+			}
+			var buf bytes.Buffer
+			bw := bufio.NewWriter(&buf)
+			err := WriteRequest(bw, req)
+			_ = bw.Flush()
+			if (err != nil) != tt.err {
+				t.Fatalf("error %v, want error %v", err, tt.err)
+			}
+			if tt.err {
+				return
+			}
+			head, rest, ok := strings.Cut(buf.String(), "\r\n\r\n")
+			if !ok {
+				t.Fatalf("no end of head in %q", buf.String())
+			}
+			lines := strings.Split(head, "\r\n")
+			for _, w := range tt.want {
+				if !slices.Contains(lines, w) {
+					t.Errorf("head lacks %q:\n%s", w, head)
+				}
+			}
+			for _, nw := range tt.notWant {
+				for _, l := range lines {
+					if strings.HasPrefix(l, nw) {
+						t.Errorf("head has a line starting %q:\n%s", nw, head)
+					}
+				}
+			}
+			if rest != tt.rest {
+				t.Errorf("after the head %q, want %q", rest, tt.rest)
+			}
+			// What was written parses as the request it was.
+			back, err := http.ReadRequest(bufio.NewReader(strings.NewReader(buf.String())))
+			if err != nil {
+				t.Fatalf("written request does not parse: %v", err)
+			}
+			if back.Method != tt.method || back.URL.RequestURI() != "/p?q=1" || back.Host != "api.example.com" {
+				t.Fatalf("parsed back as %s %s host %s", back.Method, back.URL, back.Host)
+			}
+		})
+	}
 }

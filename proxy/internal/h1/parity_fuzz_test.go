@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"log"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -58,7 +57,7 @@ func (c *memConn) written() []byte {
 // carries in, and returns what the server wrote.
 func serveNetHTTP(h http.Handler, in string) []byte {
 	c := newMemConn(in)
-	l := &oneConnListener{c: c, closed: make(chan struct{})}
+	l := &memListener{c: c, closed: make(chan struct{})}
 	srv := &http.Server{Handler: h, MaxHeaderBytes: 1 << 20, ErrorLog: log.New(io.Discard, "", 0)}
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(l); close(served) }()
@@ -68,6 +67,26 @@ func serveNetHTTP(h http.Handler, in string) []byte {
 	<-served
 	return c.written()
 }
+
+// memListener hands net/http's server its one connection, then blocks
+// until closed.
+type memListener struct {
+	c      net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *memListener) Accept() (net.Conn, error) {
+	if c := l.c; c != nil {
+		l.c = nil // Serve calls Accept from one goroutine
+		return c, nil
+	}
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *memListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *memListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // parsedRequest is what both servers agree a request head says.
 type parsedRequest struct {
@@ -124,15 +143,15 @@ func rawHost(raw string) (string, bool) {
 }
 
 // proxyRequest is the proxy's reading of the first request in raw.
-func proxyRequest(raw string, limit int64) (*parsedRequest, refuseCode, string) {
-	cs := &connServer{readHeaderTimeout: time.Minute, idleTimeout: time.Minute, headerLimit: limit}
-	c := newClientConn(cs, newMemConn(raw), context.Background())
+func proxyRequest(raw string, limit int64) (*parsedRequest, RefuseCode, string) {
+	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: limit}
+	c := newConn(cs, newMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request: the fast path reads a whole head
 	req, code, reason := c.readRequest()
 	if req == nil {
 		return nil, code, reason
 	}
-	return parsed(req, req.Host), refuseNone, ""
+	return parsed(req, req.Host), RefuseNone, ""
 }
 
 // FuzzRequestHead: the proxy reads a request head as net/http's server
@@ -192,98 +211,6 @@ func FuzzRequestHead(f *testing.F) {
 		}
 		if !maps.EqualFunc(ours.Header, ref.Header, slices.Equal) {
 			t.Fatalf("headers: the proxy read %q, net/http %q", ours.Header, ref.Header)
-		}
-	})
-}
-
-// proxyWrite is what the proxy's ResponseWriter sends for emit.
-func proxyWrite(emit func(http.ResponseWriter), method string) []byte {
-	mc := newMemConn("")
-	cs := &connServer{log: slog.New(slog.DiscardHandler)}
-	c := newClientConn(cs, mc, context.Background())
-	req := &http.Request{Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
-	c.w.reset(req)
-	emit(&c.w)
-	c.w.finish()
-	return mc.written()
-}
-
-// clientView is what a client reads from a response.
-type clientView struct {
-	Status  int
-	Header  http.Header
-	Body    string
-	Trailer http.Header
-}
-
-func readAsClient(t *testing.T, out []byte, method string) clientView {
-	t.Helper()
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), &http.Request{Method: method})
-	if err != nil {
-		t.Fatalf("a client cannot read the response: %v\n%q", err, out)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("a client cannot read the body: %v\n%q", err, out)
-	}
-	h := resp.Header.Clone()
-	// Framing, date and sniffing are each server's own.
-	for _, k := range []string{"Date", "Content-Length", "Transfer-Encoding", "Connection", "Content-Type", "Trailer"} {
-		delete(h, k)
-	}
-	return clientView{Status: resp.StatusCode, Header: h, Body: string(b), Trailer: resp.Trailer}
-}
-
-// FuzzResponseWrite: an upstream response, read as the proxy's upstream
-// client reads it and forwarded by relay, reaches the
-// client as net/http's server would send it: same status, headers, body
-// and trailers; no header net/http would drop (an invalid name such as
-// "Transfer-Encoding " beside a Content-Length).
-func FuzzResponseWrite(f *testing.F) {
-	for _, s := range []string{
-		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello",
-		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding : chunked\r\n\r\nhello",
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n5\r\nhello\r\n0\r\nX-T: v\r\n\r\n",
-		"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nno",
-		"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n",
-		"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 0\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nX-Sp: a  b \r\nContent-Length: 1\r\n\r\nx",
-		"HTTP/1.0 200 OK\r\n\r\nclose-delimited",
-	} {
-		f.Add(s, false)
-	}
-	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true)
-	f.Fuzz(func(t *testing.T, raw string, head bool) {
-		method := http.MethodGet
-		if head {
-			method = http.MethodHead
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), &http.Request{Method: method})
-		if err != nil || resp.StatusCode < 200 || resp.StatusCode > 999 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || len(body) > 1<<20 {
-			return
-		}
-		stripHopByHop(resp.Header)
-		// relay, the proxy's own, on a fresh copy each time.
-		emit := func(w http.ResponseWriter) {
-			relay(w, &http.Response{StatusCode: resp.StatusCode, Header: resp.Header.Clone(), Trailer: resp.Trailer.Clone(),
-				Body: io.NopCloser(bytes.NewReader(body))})
-		}
-		ours := readAsClient(t, proxyWrite(emit, method), method)
-		ref := readAsClient(t, serveNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { emit(w) }),
-			method+" / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"), method)
-		if ours.Status != ref.Status || ours.Body != ref.Body {
-			t.Fatalf("the proxy sent %d %q, net/http %d %q", ours.Status, ours.Body, ref.Status, ref.Body)
-		}
-		if !maps.EqualFunc(ours.Header, ref.Header, slices.Equal) {
-			t.Fatalf("headers: the proxy sent %q, net/http %q", ours.Header, ref.Header)
-		}
-		if !maps.EqualFunc(ours.Trailer, ref.Trailer, slices.Equal) {
-			t.Fatalf("trailers: the proxy sent %q, net/http %q", ours.Trailer, ref.Trailer)
 		}
 	})
 }

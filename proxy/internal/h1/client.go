@@ -1,0 +1,144 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// ClientConn is one HTTP/1.1 connection to an upstream, used for one
+// request at a time on the calling goroutine: the request is written by
+// WriteRequest and the response read by ReadResponse, with no read or
+// write goroutine (http.Transport keeps one of each per connection, and
+// at a proxy's request rates their hand-offs were a quarter of its CPU).
+// Dialing, TLS, pooling and retries are the caller's: they depend on
+// whom a request is sent for.
+type ClientConn struct {
+	conn  net.Conn // what requests are written to (TLS over raw)
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	probe *IdleProbe // the socket under conn, checked before each reuse
+}
+
+// NewClientConn makes a client connection of conn; raw is the socket
+// under it (conn itself when there is no TLS), for Alive's probe.
+func NewClientConn(conn, raw net.Conn) *ClientConn {
+	return &ClientConn{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 16<<10),
+		probe: NewIdleProbe(raw)}
+}
+
+// Close closes the connection.
+func (c *ClientConn) Close() error { return c.conn.Close() }
+
+// Buffered reports whether bytes past the last response were read: a
+// connection with any must not carry another request.
+func (c *ClientConn) Buffered() bool { return c.br.Buffered() > 0 }
+
+// Alive reports whether an idle connection may carry a request. Nothing
+// may arrive on an idle connection, so any byte waiting (a
+// close_notify, junk) or the end of the stream means it must not.
+func (c *ClientConn) Alive() bool {
+	if c.br.Buffered() > 0 || !c.probe.Idle() {
+		return false
+	}
+	// Plaintext the TLS layer decrypted but br did not take (a record
+	// split at a response's end) is in neither place: a read that
+	// cannot wait finds it. A read timeout leaves tls.Conn usable.
+	_ = c.conn.SetReadDeadline(time.Unix(1, 0)) // long past: the read returns at once
+	_, err := c.br.Peek(1)
+	_ = c.conn.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// RoundTrip writes req and reads the head of its response, skipping
+// interim (1xx) responses; respTimeout, when positive, bounds the wait
+// for the head. The request's context ending unblocks any read or
+// write. reuse is called when the response's body is closed after it
+// was read to the end, the response did not ask to close, and the
+// context did not end: the connection may carry another request. On
+// any other close, and on an error, the connection is closed (for an
+// error, by the caller).
+func (c *ClientConn) RoundTrip(req *http.Request, respTimeout time.Duration, reuse func()) (*http.Response, error) {
+	stop := context.AfterFunc(req.Context(), func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
+	if err := WriteRequest(c.bw, req); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		stop()
+		return nil, err
+	}
+	if respTimeout > 0 {
+		_ = c.conn.SetReadDeadline(time.Now().Add(respTimeout))
+	}
+	var resp *http.Response
+	var err error
+	for {
+		resp, err = ReadResponse(c.br, req)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		// Interim responses (100 Continue, 103 Early Hints) precede the
+		// real one; a protocol switch is never asked for (the proxy
+		// strips Upgrade), so it is an error.
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			stop()
+			return nil, fmt.Errorf("upstream switched protocols unasked")
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode < 100 {
+			break
+		}
+	}
+	_ = c.conn.SetReadDeadline(time.Time{})
+	resp.Body = &clientBody{rc: resp.Body, c: c, reuse: reuse, stop: stop, reusable: !resp.Close,
+		eof: resp.Body == http.NoBody}
+	return resp, nil
+}
+
+// clientBody hands its connection back through reuse at EOF, and closes
+// it if the body is abandoned before the end.
+type clientBody struct {
+	rc       io.ReadCloser
+	c        *ClientConn
+	reuse    func()
+	stop     func() bool
+	reusable bool
+	eof      bool
+	once     sync.Once
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error {
+	var err error
+	b.once.Do(func() {
+		if !b.stop() {
+			// The request's context ended: the deadline is poisoned.
+			b.reusable = false
+		}
+		if b.eof && b.reusable {
+			err = b.rc.Close()
+			b.reuse()
+			return
+		}
+		// Close the connection first: the body's Close would otherwise
+		// read the rest of an abandoned response.
+		b.c.conn.Close()
+		_ = b.rc.Close()
+	})
+	return err
+}
