@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/egressenv"
 )
 
@@ -49,7 +50,7 @@ func newCompatServices(t *testing.T, f *fixture) *compatServices {
 {"match":"violate","text":"{\"summary\":1,\"extra\":true}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 {"match":"","text":"{\"summary\":\"ok\"}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 `), 0o600)
-	backend, err := LoadFixtureBackend(fixture)
+	backend, err := sampling.LoadFixture(fixture)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -56,13 +57,13 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		EgressProxy: deps.egressProxy, KV: kv, Log: log, SamplingTimeout: xc.Sampling.Timeout, Timeouts: xc.Timeouts}
 	switch s := xc.Sampling; {
 	case s.Fixture != "":
-		b, err := executa.LoadFixtureBackend(s.Fixture)
+		b, err := sampling.LoadFixture(s.Fixture)
 		if err != nil {
 			return nil, fmt.Errorf("host.executa.sampling.fixture: %w", err)
 		}
 		xs.opts.Sampling = b
 	case s.OpenAI != nil:
-		ob := &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
+		ob := &sampling.OpenAI{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
 			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy, Log: log}
 		xs.opts.Sampling = ob
 		xs.closers = append(xs.closers, ob.CloseIdleConnections)
