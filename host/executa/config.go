@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/aps"
 	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/sandbox"
@@ -140,9 +141,9 @@ type Options struct {
 	// Sampling is the backend of sampling/createMessage; none when nil.
 	Sampling sampling.Backend
 	// KV is the APS key-value store of storage/*; none when nil.
-	KV *KVStore
+	KV *aps.Store
 	// Files serves files/*; none when nil.
-	Files *Files
+	Files *aps.Files
 	// SamplingTimeout bounds one sampling backend call (default 60 s; the
 	// invoke's deadline bounds it too).
 	SamplingTimeout time.Duration

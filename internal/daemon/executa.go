@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/executa/aps"
 	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/tokens"
@@ -45,7 +46,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 	if err != nil {
 		return nil, err
 	}
-	kv, err := executa.OpenKVStore(xc.Storage)
+	kv, err := aps.Open(xc.Storage)
 	if err != nil {
 		return nil, fmt.Errorf("host.executa.storage: %w", err)
 	}
@@ -73,7 +74,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		if err != nil {
 			return nil, fmt.Errorf("host.executa.files_listen: %w", err)
 		}
-		xs.opts.Files = &executa.Files{KV: kv, Dir: xc.FilesDir, BaseURL: "http://" + l.Addr().String()}
+		xs.opts.Files = &aps.Files{KV: kv, Dir: xc.FilesDir, BaseURL: "http://" + l.Addr().String()}
 		srv := &http.Server{Handler: xs.opts.Files.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		done := make(chan struct{})
 		go func() {
@@ -85,7 +86,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		// Uploads begun and never completed are collected.
 		gcCtx, stopGC := context.WithCancel(ctx)
 		gcDone := make(chan struct{})
-		go func() { defer close(gcDone); xs.opts.Files.Run(gcCtx, executa.DefaultUploadGC/4) }()
+		go func() { defer close(gcDone); xs.opts.Files.Run(gcCtx, aps.DefaultUploadGC/4) }()
 		xs.closers = append(xs.closers, func() { _ = srv.Close(); <-done; stopGC(); <-gcDone })
 	}
 	return xs, nil
