@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,9 +37,10 @@ func TestExecutaServicesCloseFinishesUploads(t *testing.T) {
 		xs.close()
 		t.Fatal(err)
 	}
+	// A body of unknown length goes chunked, each chunk flushed: the
+	// server sees the first half before the test sends the rest.
 	body, send := io.Pipe()
 	req, _ := http.NewRequest(http.MethodPut, up.URL, body)
-	req.ContentLength = 8
 	answered := make(chan *http.Response, 1)
 	go func() {
 		resp, err := http.DefaultTransport.RoundTrip(req)
@@ -48,6 +51,13 @@ func TestExecutaServicesCloseFinishesUploads(t *testing.T) {
 	}()
 	if _, err := send.Write([]byte("half")); err != nil {
 		t.Fatal(err)
+	}
+	// The upload is in flight once its handler has written the first
+	// half to its temporary file.
+	for deadline := time.Now().Add(20 * time.Second); !halfWritten(cfg.Host.Executa.FilesDir); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the upload's first half never reached the server")
+		}
 	}
 	closed := make(chan struct{})
 	go func() { xs.close(); close(closed) }()
@@ -81,4 +91,15 @@ func TestExecutaServicesCloseFinishesUploads(t *testing.T) {
 		t.Fatalf("the upload in flight at close: %d", resp.StatusCode)
 	}
 	<-closed
+}
+
+// halfWritten says an upload's temporary file in dir holds 4 bytes.
+func halfWritten(dir string) bool {
+	tmp, _ := filepath.Glob(filepath.Join(dir, ".upload-*"))
+	for _, p := range tmp {
+		if st, err := os.Stat(p); err == nil && st.Size() >= 4 {
+			return true
+		}
+	}
+	return false
 }
