@@ -1,0 +1,50 @@
+// An agent on the official MCP TypeScript SDK: it connects to the
+// host's MCP endpoint (argv[2]) with the bearer token of
+// AIRLOCK_TEST_MCP_TOKEN, lists the tools, calls the plugin/v1 and the
+// Executa tool, is refused by the policy, is held for approval, and
+// prints one JSON line per step for the Go test to check.
+const path = require("path");
+
+const mod = process.env.AIRLOCK_TEST_MCP_MODULE;
+const { Client } = require(path.join(mod, "dist/cjs/client/index.js"));
+const { StreamableHTTPClientTransport } = require(path.join(mod, "dist/cjs/client/streamableHttp.js"));
+
+const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+
+async function main() {
+  const transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), {
+    requestInit: { headers: { Authorization: "Bearer " + process.env.AIRLOCK_TEST_MCP_TOKEN } },
+  });
+  const client = new Client({ name: "airlock-test-ts", version: "1.0.0" });
+  await client.connect(transport);
+  const { tools } = await client.listTools();
+  out({
+    step: "list",
+    tools: tools.map((t) => ({
+      name: t.name,
+      method: (t._meta || {})["dev.airlock/method"],
+      untrusted: (t._meta || {})["dev.airlock/untrusted"],
+      readOnly: (t.annotations || {}).readOnlyHint === true,
+      schemaType: t.inputSchema.type,
+    })),
+  });
+  const byMethod = (m) => {
+    const t = tools.find((x) => (x._meta || {})["dev.airlock/method"] === m);
+    if (!t) throw new Error("no tool for method " + m);
+    return t.name;
+  };
+  const call = async (step, method, args) => {
+    const r = await client.callTool({ name: byMethod(method), arguments: args });
+    out({ step, isError: r.isError === true, structured: r.structuredContent, meta: r._meta || {} });
+  };
+  await call("v1", "numinance.ports.tickets.v1.Tickets/ListTickets", { project: "demo" });
+  await call("executa", "summarize", { base_url: process.env.AIRLOCK_TEST_MCP_BASE_URL });
+  await call("refused", "numinance.ports.tickets.v1.Tickets/ListTickets", { project: "forbidden" });
+  await call("held", "numinance.ports.tickets.v1.Tickets/CreateTicket", { project: "demo", title: "t" });
+  await client.close();
+}
+
+main().catch((e) => {
+  out({ step: "error", error: String(e && e.message ? e.message : e) });
+  process.exit(1);
+});
