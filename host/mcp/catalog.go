@@ -73,12 +73,30 @@ func (s *Server) sync() {
 		if cur, ok := s.tools[name]; ok && cur.fp == l.entry.fp {
 			continue
 		}
-		s.tools[name] = l.entry
-		s.srv.AddTool(l.tool, s.handler(l.entry.plugin, l.entry.method))
+		if s.add(l.tool, l.entry) {
+			s.tools[name] = l.entry
+		} else if _, ok := s.tools[name]; ok {
+			delete(s.tools, name)
+			s.srv.RemoveTools(name)
+		}
 	}
 	if len(gone) > 0 || len(want) != len(s.tools) {
 		s.log.Info("MCP tool list changed", "tools", len(s.tools), "removed", len(gone))
 	}
+}
+
+// add lists tool, reporting whether the SDK took it: it panics on a
+// schema it refuses, and a plugin's schema must not end the host (the
+// tool is left off the list, and the log names the plugin only).
+func (s *Server) add(tool *mcp.Tool, e catalogEntry) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			s.log.Warn("MCP tool left off the list: the SDK refused its schema", "plugin", e.plugin)
+			ok = false
+		}
+	}()
+	s.srv.AddTool(tool, s.handler(e.plugin, e.method))
+	return true
 }
 
 // toolName is "<plugin>__<method>" in the characters MCP allows in a

@@ -212,6 +212,23 @@ func TestListChanged(t *testing.T) {
 	waitTool(t, cs, changed, "two__echo", false)
 }
 
+// A schema the SDK refuses (it panics) leaves that tool off the list
+// and the host serving the others.
+func TestSchemaRefusedBySDK(t *testing.T) {
+	f := newFixture(t, allowAll, func(h *host.Host) error {
+		bad := `{"type":"object","properties":{"a":{"type":"object","x-mcp-header":"X-A"}}}`
+		if err := h.Add("bad", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+			return &stub{exited: make(chan struct{}), schema: bad}, nil
+		}); err != nil {
+			return err
+		}
+		return addStub(h, "good")
+	}, "agent")
+	cs := connect(t, f.url, f.tokens["agent"], nil)
+	waitTool(t, cs, nil, "good__echo", true)
+	waitTool(t, cs, nil, "bad__echo", false)
+}
+
 // A request the control API's authentication did not name a caller for
 // is refused, and a session is bound to the principal that opened it.
 func TestAuthentication(t *testing.T) {
