@@ -69,8 +69,13 @@ func (h *Host) Tools(name string) []Tool {
 
 // Changed returns a channel that is closed at the next change of the
 // plugins: one added, a state change of any plugin, a quarantine or its
-// release. A catalog waits on it to learn that its list may be stale.
+// release, a port installed or removed (PortsChanged). A catalog waits on it to learn that its list may be stale.
 func (h *Host) Changed() <-chan struct{} { return h.feed.wait() }
+
+// PortsChanged tells Changed's waiters that the ports the host serves
+// changed (one installed or removed): the methods a plugin/v1 plugin
+// lists may differ with no change of the plugin itself.
+func (h *Host) PortsChanged() { h.feed.notify() }
 
 // changeFeed wakes whoever waits for the next change of the registry.
 type changeFeed struct {

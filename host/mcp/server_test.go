@@ -186,7 +186,8 @@ func TestApprovalPending(t *testing.T) {
 }
 
 // The tool list follows the host: a plugin added appears, one that
-// fails or is quarantined disappears, and every session is told.
+// fails or is quarantined disappears, a port installed adds methods, and
+// every session is told.
 func TestListChanged(t *testing.T) {
 	f := newFixture(t, allowAll, nil, "agent")
 	changed := make(chan struct{}, 64)
@@ -210,6 +211,14 @@ func TestListChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTool(t, cs, changed, "two__echo", false)
+	three, err := addStubRisk(f.h, "three", policy.RiskRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTool(t, cs, changed, "three__echo", true)
+	three.port.Store(true)
+	f.h.PortsChanged()
+	waitTool(t, cs, changed, "three__S.M", true)
 }
 
 // A schema the SDK refuses (it panics) leaves that tool off the list

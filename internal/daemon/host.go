@@ -228,7 +228,8 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	for port, why := range hopts.Ports.Refused() {
 		record("lifecycle.port_refused", map[string]any{"port": port, "reason": why})
 	}
-	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record})
+	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record,
+		OnChange: h.PortsChanged})
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)

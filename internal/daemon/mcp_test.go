@@ -84,6 +84,9 @@ func mcpDev(t *testing.T) (endpoint, tokenFile, token, baseURL string, stop func
 	case <-time.After(90 * time.Second):
 		t.Fatal("Dev not ready")
 	}
+	if !strings.Contains(out.String(), "MCP endpoint     http://"+control+hostmcp.Path) {
+		t.Fatalf("the banner names no MCP endpoint:\n%s", out.String())
+	}
 	upstream := strings.SplitN(strings.SplitN(out.String(), "https://"+DemoHost+":", 2)[1], " ", 2)[0]
 	return "http://" + control + hostmcp.Path, tokenFile, token, "http://" + DemoHost + ":" + upstream, stop
 }
