@@ -10,8 +10,9 @@ import (
 // reads it, which is how the host decodes a plugin/v1 call's arguments:
 // fields by their JSON names, 64-bit integers as numbers or strings,
 // enums by name, bytes as base64, the well-known types in their JSON
-// forms, and no unknown field. Nested message types are $defs, so a
-// recursive type has a finite schema.
+// forms, extensions by their bracketed full names, and no unknown
+// field. Nested message types are $defs, so a recursive type has a
+// finite schema.
 func MessageSchema(md protoreflect.MessageDescriptor) json.RawMessage {
 	g := schemaGen{defs: map[string]any{}}
 	top := g.message(md)
@@ -34,7 +35,13 @@ func (g *schemaGen) message(md protoreflect.MessageDescriptor) map[string]any {
 		fd := fields.Get(i)
 		props[fd.JSONName()] = g.field(fd)
 	}
-	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if md.ExtensionRanges().Len() > 0 {
+		// protojson names an extension field by its full name in
+		// brackets; which extensions exist is the resolver's, not md's.
+		s["patternProperties"] = map[string]any{`^\[.+\]$`: map[string]any{}}
+	}
+	return s
 }
 
 // ref is a reference to md's schema in $defs, adding it on first use.
