@@ -1,20 +1,30 @@
 // An agent on the official MCP TypeScript SDK: it connects to the
 // host's MCP endpoint (argv[2]) with the bearer token of
-// AIRLOCK_TEST_MCP_TOKEN, lists the tools, calls the plugin/v1 and the
-// Executa tool, is refused by the policy, is held for approval, and
-// prints one JSON line per step for the Go test to check.
+// AIRLOCK_TEST_MCP_TOKEN — or, when AIRLOCK_TEST_MCP_COMMAND is set (a
+// JSON array), starts that command and speaks MCP on its stdio —, lists
+// the tools, calls the plugin/v1 and the Executa tool, is refused by the
+// policy, is held for approval (AIRLOCK_TEST_MCP_STEPS: a comma-separated
+// subset), and prints one JSON line per step for the Go test to check.
 const path = require("path");
 
 const mod = process.env.AIRLOCK_TEST_MCP_MODULE;
 const { Client } = require(path.join(mod, "dist/cjs/client/index.js"));
 const { StreamableHTTPClientTransport } = require(path.join(mod, "dist/cjs/client/streamableHttp.js"));
+const { StdioClientTransport } = require(path.join(mod, "dist/cjs/client/stdio.js"));
+const steps = (process.env.AIRLOCK_TEST_MCP_STEPS || "v1,executa,refused,held").split(",");
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
 async function main() {
-  const transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), {
-    requestInit: { headers: { Authorization: "Bearer " + process.env.AIRLOCK_TEST_MCP_TOKEN } },
-  });
+  let transport;
+  if (process.env.AIRLOCK_TEST_MCP_COMMAND) {
+    const [command, ...args] = JSON.parse(process.env.AIRLOCK_TEST_MCP_COMMAND);
+    transport = new StdioClientTransport({ command, args, env: process.env, stderr: "inherit" });
+  } else {
+    transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), {
+      requestInit: { headers: { Authorization: "Bearer " + process.env.AIRLOCK_TEST_MCP_TOKEN } },
+    });
+  }
   const client = new Client({ name: "airlock-test-ts", version: "1.0.0" });
   await client.connect(transport);
   const { tools } = await client.listTools();
@@ -34,6 +44,7 @@ async function main() {
     return t.name;
   };
   const call = async (step, method, args) => {
+    if (!steps.includes(step)) return;
     const r = await client.callTool({ name: byMethod(method), arguments: args });
     out({ step, isError: r.isError === true, structured: r.structuredContent, meta: r._meta || {} });
   };
