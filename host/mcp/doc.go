@@ -11,7 +11,8 @@
 // MCP's worst-case defaults). The list follows the host: a plugin added,
 // started, failed or quarantined changes it, and the SDK sends
 // notifications/tools/list_changed to every session. Handler serves the
-// streamable HTTP transport.
+// streamable HTTP transport; Bridge serves the same tools on another
+// transport (stdio, for `airlock mcp`) by forwarding to that endpoint.
 //
 // A tools/call runs Host.Invoke for the principal the request was
 // authenticated as, acting for itself: the policy, grants, approvals,
@@ -38,5 +39,6 @@
 // # Concurrency
 //
 // A Server serves any number of sessions at once; one goroutine (New to
-// Close) keeps its tool list in step with the host.
+// Close) keeps its tool list in step with the host. Bridge's goroutines
+// end before it returns.
 package mcp
