@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-dev/airlock/host"
 	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
@@ -55,6 +57,8 @@ func mcpDev(t *testing.T) (endpoint, tokenFile, token, baseURL string, stop func
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A crashed plugin stays down (restarting) for the rest of the test.
+	cfg.Host.Restart = host.RestartPolicy{Base: time.Hour, Max: time.Hour}
 	cfg.Host.ControlPrincipals.Tokens = append(cfg.Host.ControlPrincipals.Tokens, config.ControlToken{Principal: "agent", File: tokenFile})
 	control := freeAddr(t)
 	ready := make(chan Ready, 1)
@@ -94,7 +98,9 @@ func mcpDev(t *testing.T) (endpoint, tokenFile, token, baseURL string, stop func
 // The Go SDK's client and the official TypeScript SDK's client, as the
 // principal of a token file, list and call the tools of both plugin
 // kinds through the host's invoke path, and are refused by the policy
-// and held for approval as a control API caller is.
+// and held for approval as a control API caller is; the TypeScript
+// client hears of the held call by a progress notification, and of a
+// plugin's crash by tools/list_changed.
 func TestMCPClients(t *testing.T) {
 	leaks := testenv.CheckGoroutines(t)
 	endpoint, tokenFile, token, baseURL, stop := mcpDev(t)
@@ -154,18 +160,28 @@ func TestMCPClients(t *testing.T) {
 			"AIRLOCK_TEST_MCP_TOKEN="+token, "AIRLOCK_TEST_MCP_BASE_URL="+baseURL)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		b, err := cmd.Output()
+		stdout, err := cmd.StdoutPipe()
 		if err != nil {
-			t.Fatalf("TypeScript client: %v\n%s\n%s", err, b, stderr.String())
+			t.Fatal(err)
 		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill() }() // a failed check leaves no client behind
 		steps := map[string]tsStep{}
-		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var s tsStep
 			if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
 				t.Fatalf("client line %q: %v", sc.Text(), err)
 			}
 			steps[s.Step] = s
+			if s.Step == "waiting" {
+				crash(t, tokenFile, endpoint, DemoExecutaPlugin)
+			}
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("TypeScript client: %v\n%v\n%s", err, steps, stderr.String())
 		}
 		list := steps["list"].Tools
 		i := slices.IndexFunc(list, func(x tsTool) bool { return x.Method == "numinance.ports.tickets.v1.Tickets/ListTickets" })
@@ -182,8 +198,18 @@ func TestMCPClients(t *testing.T) {
 		if s := steps["refused"]; !s.IsError || s.Structured["error"] != "policy_denied" || s.Meta[hostmcp.MetaRefusal] != "policy_denied" {
 			t.Fatalf("denied call: %+v", s)
 		}
-		if s := steps["held"]; s.IsError || s.Structured["status"] != "pending_approval" || s.Structured["approval"] == "" {
+		s := steps["held"]
+		id, _ := s.Structured["approval"].(string)
+		if s.IsError || s.Structured["status"] != "pending_approval" || id == "" ||
+			!slices.ContainsFunc(s.Progress, func(m string) bool { return strings.Contains(m, id) }) {
 			t.Fatalf("held call: %+v", s)
+		}
+		// The crashed Executa plugin's tool left the list; the other
+		// plugin's stayed.
+		after := steps["list_changed"].Tools
+		if slices.ContainsFunc(after, func(x tsTool) bool { return x.Method == "summarize" }) ||
+			!slices.ContainsFunc(after, func(x tsTool) bool { return strings.HasSuffix(x.Method, "/ListTickets") }) {
+			t.Fatalf("tools after the crash: %+v", after)
 		}
 	})
 	stop()
@@ -197,6 +223,31 @@ type tsStep struct {
 	IsError    bool           `json:"isError"`
 	Structured map[string]any `json:"structured"`
 	Meta       map[string]any `json:"meta"`
+	Progress   []string       `json:"progress"`
+}
+
+// crash kills plugin's process, as a crash would: found by its pid in
+// the control API's plugin list.
+func crash(t *testing.T, tokenFile, endpoint, plugin string) {
+	t.Helper()
+	c, base := ControlClient(strings.TrimSuffix(endpoint, hostmcp.Path), ControlClientOptions{TokenFile: tokenFile})
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(base + "/v1/plugins")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct{ Plugins []host.Status }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Plugins, func(s host.Status) bool { return s.Name == plugin })
+	if i < 0 || list.Plugins[i].Pid == 0 {
+		t.Fatalf("no running %s: %+v", plugin, list.Plugins)
+	}
+	if err := syscall.Kill(list.Plugins[i].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 }
 
 type tsTool struct {

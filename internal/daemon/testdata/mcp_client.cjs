@@ -11,7 +11,8 @@ const mod = process.env.AIRLOCK_TEST_MCP_MODULE;
 const { Client } = require(path.join(mod, "dist/cjs/client/index.js"));
 const { StreamableHTTPClientTransport } = require(path.join(mod, "dist/cjs/client/streamableHttp.js"));
 const { StdioClientTransport } = require(path.join(mod, "dist/cjs/client/stdio.js"));
-const steps = (process.env.AIRLOCK_TEST_MCP_STEPS || "v1,executa,refused,held").split(",");
+const { ToolListChangedNotificationSchema } = require(path.join(mod, "dist/cjs/types.js"));
+const steps = (process.env.AIRLOCK_TEST_MCP_STEPS || "v1,executa,refused,held,list_changed").split(",");
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
@@ -45,13 +46,28 @@ async function main() {
   };
   const call = async (step, method, args) => {
     if (!steps.includes(step)) return;
-    const r = await client.callTool({ name: byMethod(method), arguments: args });
-    out({ step, isError: r.isError === true, structured: r.structuredContent, meta: r._meta || {} });
+    const progress = [];
+    const r = await client.callTool({ name: byMethod(method), arguments: args }, undefined, {
+      onprogress: (p) => progress.push(p.message || ""),
+    });
+    out({ step, isError: r.isError === true, structured: r.structuredContent, meta: r._meta || {}, progress });
   };
   await call("v1", "numinance.ports.tickets.v1.Tickets/ListTickets", { project: "demo" });
   await call("executa", "summarize", { base_url: process.env.AIRLOCK_TEST_MCP_BASE_URL });
   await call("refused", "numinance.ports.tickets.v1.Tickets/ListTickets", { project: "forbidden" });
   await call("held", "numinance.ports.tickets.v1.Tickets/CreateTicket", { project: "demo", title: "t" });
+  if (steps.includes("list_changed")) {
+    const changed = new Promise((resolve) => client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()));
+    // The Go test makes a plugin crash once it reads this line.
+    out({ step: "waiting" });
+    let timer;
+    await Promise.race([changed, new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error("no tools/list_changed")), 60000);
+    })]);
+    clearTimeout(timer);
+    const { tools: after } = await client.listTools();
+    out({ step: "list_changed", tools: after.map((t) => ({ name: t.name, method: (t._meta || {})["dev.airlock/method"] })) });
+  }
   await client.close();
 }
 
