@@ -26,10 +26,17 @@ type Options struct {
 	// The approval stays pending; the same call made again once it is
 	// given runs.
 	ApprovalHold time.Duration
+	// SessionIdle closes a session no request has used for this long
+	// (zero: DefaultSessionIdle), so that clients that leave without
+	// ending their session do not accumulate.
+	SessionIdle time.Duration
 	// Version is the server version agents see in initialize.
 	Version string
 	Log     *slog.Logger
 }
+
+// DefaultSessionIdle is Options.SessionIdle's default.
+const DefaultSessionIdle = time.Hour
 
 func (o Options) callTimeout() time.Duration {
 	if o.CallTimeout <= 0 {
@@ -109,7 +116,12 @@ func (s *Server) follow(ctx context.Context) {
 // principal every call runs for: a request it did not authenticate is
 // refused.
 func (s *Server) Handler() http.Handler {
-	return s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, nil))
+	idle := s.opts.SessionIdle
+	if idle <= 0 {
+		idle = DefaultSessionIdle
+	}
+	return s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody}))
 }
 
 // Close stops following the host and ends every session; a second

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/evidence"
 	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 	"github.com/airlock-dev/airlock/host/policy"
@@ -239,7 +240,8 @@ func TestSchemaRefusedBySDK(t *testing.T) {
 }
 
 // A request the control API's authentication did not name a caller for
-// is refused, and a session is bound to the principal that opened it.
+// is refused, a session is bound to the principal that opened it, and a
+// body is bounded as the control API bounds one.
 func TestAuthentication(t *testing.T) {
 	f := newFixture(t, allowAll, nil, "agent", "other")
 	resp := post(t, f.url, "", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
@@ -255,6 +257,10 @@ func TestAuthentication(t *testing.T) {
 	resp = post(t, f.url, f.tokens["other"], session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("another principal on the session: %d", resp.StatusCode)
+	}
+	big := `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", control.MaxBody) + `"}}`
+	if resp = post(t, f.url, f.tokens["agent"], session, big); resp.StatusCode < 400 {
+		t.Fatalf("a body over the control API's bound: %d", resp.StatusCode)
 	}
 }
 

@@ -16,6 +16,9 @@ type HostMCP struct {
 	// ApprovalHold is how long a call held for approval waits before the
 	// tool answers that it is pending (default 0: at once).
 	ApprovalHold time.Duration `yaml:"approval_hold"`
+	// SessionIdle closes a session unused for this long (default 1h, at
+	// most 24h).
+	SessionIdle time.Duration `yaml:"session_idle"`
 }
 
 // Validate returns every problem of the section at once.
@@ -26,6 +29,9 @@ func (m HostMCP) Validate() error {
 	}
 	if m.ApprovalHold < 0 || m.ApprovalHold > time.Hour {
 		errs = append(errs, errors.New("host.mcp.approval_hold: must be between 0 and 1h"))
+	}
+	if m.SessionIdle < 0 || m.SessionIdle > 24*time.Hour {
+		errs = append(errs, errors.New("host.mcp.session_idle: must be between 0 and 24h"))
 	}
 	return errors.Join(errs...)
 }
