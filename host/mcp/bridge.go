@@ -155,7 +155,9 @@ func (b *bridge) call(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments}
 		if tok := req.Params.GetProgressToken(); tok != nil {
-			p.SetProgressToken(tok)
+			// As the client sent it: a JSON number arrives as a float64,
+			// which SetProgressToken refuses (it panics).
+			p.Meta = mcp.Meta{"progressToken": tok}
 			b.progress.Store(tok, req.Session)
 			defer b.progress.Delete(tok)
 		}

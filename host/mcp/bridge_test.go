@@ -41,7 +41,9 @@ func TestBridge(t *testing.T) {
 	if tool.Meta[hostmcp.MetaPlugin] != "stub" || tool.Annotations == nil || !tool.Annotations.ReadOnlyHint {
 		t.Fatalf("the host's tool, bridged: %+v", tool)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "hi"}})
+	// A numeric progress token (what the TypeScript SDK sends).
+	params := &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "hi"}, Meta: mcp.Meta{"progressToken": 7}}
+	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}
