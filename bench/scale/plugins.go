@@ -26,8 +26,12 @@ import (
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 )
 
-// busyWindow is how long every plugin of a host is invoked at once.
-const busyWindow = 5 * time.Second
+// busyWindow is how long every plugin of a host is invoked at once;
+// idleWindow, how long their idle CPU is counted.
+const (
+	busyWindow = 5 * time.Second
+	idleWindow = 5 * time.Second
+)
 
 // pluginKind is one plugin protocol: how to add the i-th plugin of that
 // kind to a host, and one invocation of it that answers at once.
@@ -40,7 +44,8 @@ type pluginKind struct {
 // benchPlugins starts, for each size n and each kind, one host (this
 // process, as airlock host is) with n sandboxed plugins of that kind, and
 // measures: the host's RSS, each idle plugin's memory (the RSS and PSS of
-// its process tree: the sandbox's init, the plugin), launch time (one
+// its process tree: the sandbox's init, the plugin) and idle CPU (the
+// init watches the plugin's limits four times a second), launch time (one
 // plugin after another, so the time is a launch's and not the queue's),
 // and invoke latency while every plugin is invoked at once. The plugins
 // are the host's own test plugins, built here: a plugin/v1 provider on
@@ -87,8 +92,8 @@ func benchPlugins(ns []int, work string) {
 		}},
 	}
 	fmt.Printf("\nPlugins sandboxed at level %s (%d cores).\n", level, runtime.NumCPU())
-	fmt.Println("\n| kind | plugins | host RSS MiB | host RSS per plugin KiB | tree RSS KiB (each, idle) | tree PSS KiB (each, idle) | tree USS KiB (each, idle): init + plugin | launch p50 ms | launch p99 ms | invoke p50 ms, all busy | invoke p99 ms, all busy | invokes/s |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("\n| kind | plugins | host RSS MiB | host RSS per plugin KiB | tree RSS KiB (each, idle) | tree PSS KiB (each, idle) | tree USS KiB (each, idle): init + plugin | idle CPU ms/s (each): init + plugin | host idle CPU ms/s | launch p50 ms | launch p99 ms | invoke p50 ms, all busy | invoke p99 ms, all busy | invokes/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range kinds {
 		for _, n := range ns {
 			store := broker.NewMemoryStore(100_000, time.Minute, time.Hour, nil)
@@ -121,13 +126,20 @@ func measurePlugins(h *host.Host, k pluginKind, n int) {
 	debug.FreeOSMemory()
 	hostRSS := rss(os.Getpid())
 	var tree, init procMem
+	var pids []int
 	for _, st := range h.Status() {
 		if st.State != host.StateRunning {
 			check(fmt.Errorf("plugin %s is %s: %s", st.Name, st.State, st.LastFailure))
 		}
 		tree.add(treeMem(st.Pid))
 		init.add(memOf(st.Pid)) // the supervised process is the sandbox's init
+		pids = append(pids, st.Pid)
 	}
+	// Idle CPU: what the inits and plugins use while nothing calls them.
+	initCPU0, treeCPU0, host0 := cpuOf(pids, false), cpuOf(pids, true), cpuTime(os.Getpid())
+	time.Sleep(idleWindow)
+	initCPU, treeCPU := cpuOf(pids, false)-initCPU0, cpuOf(pids, true)-treeCPU0
+	hostCPU := cpuTime(os.Getpid()) - host0
 	l50, l99 := quantiles(launches)
 
 	// Every plugin invoked at once, one call after another each, for the
@@ -158,8 +170,10 @@ func measurePlugins(h *host.Host, k pluginKind, n int) {
 	wg.Wait()
 	i50, i99 := quantiles(lats)
 	each := func(b int64) float64 { return float64(b) / float64(n) / 1024 }
-	fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f + %.0f | %s | %s | %s | %s | %.0f |\n", k.name, n, float64(hostRSS)/(1<<20),
+	perSec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / idleWindow.Seconds() }
+	fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f + %.0f | %.2f + %.2f | %.1f | %s | %s | %s | %s | %.0f |\n", k.name, n, float64(hostRSS)/(1<<20),
 		each(hostRSS-base), each(tree.rss), each(tree.pss), each(init.uss), each(tree.uss-init.uss),
+		perSec(initCPU)/float64(n), perSec(treeCPU-initCPU)/float64(n), perSec(hostCPU),
 		ms(l50), ms(l99), ms(i50), ms(i99), float64(len(lats))/busyWindow.Seconds())
 }
 
@@ -218,6 +232,43 @@ func treeMem(pid int) procMem {
 func memOf(pid int) procMem {
 	f := "/proc/" + strconv.Itoa(pid) + "/smaps_rollup"
 	return procMem{rss: procKB(f, "Rss:"), pss: procKB(f, "Pss:"), uss: procKB(f, "Private_Clean:") + procKB(f, "Private_Dirty:")}
+}
+
+// cpuOf is the CPU time of the processes pids (with everything below
+// them when tree is set).
+func cpuOf(pids []int, tree bool) time.Duration {
+	var d time.Duration
+	for _, pid := range pids {
+		d += cpuTime(pid)
+		if !tree {
+			continue
+		}
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					d += cpuOf([]int{n}, true)
+				}
+			}
+		}
+	}
+	return d
+}
+
+// cpuTime is the time pid's threads have run, from the scheduler's
+// nanosecond counters.
+func cpuTime(pid int) time.Duration {
+	var d time.Duration
+	stats, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	for _, f := range stats {
+		b, _ := os.ReadFile(f)
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			n, _ := strconv.ParseInt(fs[0], 10, 64)
+			d += time.Duration(n)
+		}
+	}
+	return d
 }
 
 func rss(pid int) int64 { return procKB("/proc/"+strconv.Itoa(pid)+"/status", "VmRSS:") }
