@@ -29,8 +29,9 @@ import (
 // busyWindow is how long every plugin of a host is invoked at once;
 // idleWindow, how long their idle CPU is counted.
 const (
-	busyWindow = 5 * time.Second
-	idleWindow = 5 * time.Second
+	busyWindow   = 5 * time.Second
+	fixedCallers = 10
+	idleWindow   = 5 * time.Second
 )
 
 // pluginKind is one plugin protocol: how to add the i-th plugin of that
@@ -92,8 +93,8 @@ func benchPlugins(ns []int, work string) {
 		}},
 	}
 	fmt.Printf("\nPlugins sandboxed at level %s (%d cores).\n", level, runtime.NumCPU())
-	fmt.Println("\n| kind | plugins | host RSS MiB | host RSS per plugin KiB | tree RSS KiB (each, idle) | tree PSS KiB (each, idle) | tree USS KiB (each, idle): init + plugin | idle CPU ms/s (each): init + plugin | host idle CPU ms/s | launch p50 ms | launch p99 ms | invoke p50 ms, all busy | invoke p99 ms, all busy | invokes/s |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("\n| kind | plugins | host RSS MiB | host RSS per plugin KiB | tree RSS KiB (each, idle) | tree PSS KiB (each, idle) | tree USS KiB (each, idle): init + plugin | idle CPU ms/s (each): init + plugin | host idle CPU ms/s | launch p50 ms | launch p99 ms | invoke p50 ms, all busy | invoke p99 ms, all busy | invokes/s | invokes/s, 10 callers |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range kinds {
 		for _, n := range ns {
 			store := broker.NewMemoryStore(100_000, time.Minute, time.Hour, nil)
@@ -146,15 +147,35 @@ func measurePlugins(h *host.Host, k pluginKind, n int) {
 	l50, l99 := quantiles(launches)
 
 	// Every plugin invoked at once, one call after another each, for the
-	// window.
+	// window; then fixedCallers callers spread over all the plugins,
+	// which keeps the concurrency of the smallest size and so separates
+	// what the number of callers costs from what the number of plugins
+	// does.
+	names := h.Names()
+	lats := busy(h, k, names, len(names))
+	fixed := busy(h, k, names, fixedCallers)
+	i50, i99 := quantiles(lats)
+	each := func(b int64) float64 { return float64(b) / float64(n) / 1024 }
+	perSec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / idleWindow.Seconds() }
+	fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f + %.0f | %.2f + %.2f | %.1f | %s | %s | %s | %s | %.0f | %.0f |\n", k.name, n, float64(hostRSS)/(1<<20),
+		each(hostRSS-base), each(tree.rss), each(tree.pss), each(init.uss), each(tree.uss-init.uss),
+		perSec(initCPU)/float64(n), perSec(treeCPU-initCPU)/float64(n), perSec(hostCPU),
+		ms(l50), ms(l99), ms(i50), ms(i99), float64(len(lats))/busyWindow.Seconds(), float64(len(fixed))/busyWindow.Seconds())
+}
+
+// busy runs callers callers for busyWindow, caller i calling plugins i,
+// i+callers, … in turn, one call at a time, and returns every call's
+// latency.
+func busy(h *host.Host, k pluginKind, names []string, callers int) []time.Duration {
 	var mu sync.Mutex
 	var lats []time.Duration
 	var wg sync.WaitGroup
 	end := time.Now().Add(busyWindow)
-	for _, name := range h.Names() {
+	for c := range min(callers, len(names)) {
 		wg.Go(func() {
 			var mine []time.Duration
-			for time.Now().Before(end) {
+			for i := c; time.Now().Before(end); i += callers {
+				name := names[i%len(names)]
 				req := k.req()
 				req.Deadline = time.Now().Add(time.Minute)
 				t0 := time.Now()
@@ -171,13 +192,7 @@ func measurePlugins(h *host.Host, k pluginKind, n int) {
 		})
 	}
 	wg.Wait()
-	i50, i99 := quantiles(lats)
-	each := func(b int64) float64 { return float64(b) / float64(n) / 1024 }
-	perSec := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / idleWindow.Seconds() }
-	fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f + %.0f | %.2f + %.2f | %.1f | %s | %s | %s | %s | %.0f |\n", k.name, n, float64(hostRSS)/(1<<20),
-		each(hostRSS-base), each(tree.rss), each(tree.pss), each(init.uss), each(tree.uss-init.uss),
-		perSec(initCPU)/float64(n), perSec(treeCPU-initCPU)/float64(n), perSec(hostCPU),
-		ms(l50), ms(l99), ms(i50), ms(i99), float64(len(lats))/busyWindow.Seconds())
+	return lats
 }
 
 // installProvider lays out the i-th copy of the provider as airlock host
