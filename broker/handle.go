@@ -3,9 +3,10 @@ package broker
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"hash/crc32"
-	"math/big"
+	"math/bits"
 	"unsafe"
 )
 
@@ -31,7 +32,8 @@ func (k HandleKey) String() string { return hex.EncodeToString(k[:]) }
 // Fingerprint is the short, loggable form of the key.
 func (k HandleKey) Fingerprint() string { return hex.EncodeToString(k[:fingerprintN]) }
 
-// newHandle returns a fresh random handle and its key.
+// newHandle returns a fresh random handle and its key. It allocates
+// once: the handle.
 func newHandle() (string, HandleKey, error) {
 	var raw [randomBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -40,18 +42,26 @@ func newHandle() (string, HandleKey, error) {
 	buf := make([]byte, handleLen)
 	copy(buf, HandlePrefix)
 	body := buf[len(HandlePrefix) : len(HandlePrefix)+bodyLen]
-	encodeBase62(new(big.Int).SetBytes(raw[:]), body)
+	encodeBase62(&raw, body)
 	encodeUint32(crc32.ChecksumIEEE(body), buf[len(HandlePrefix)+bodyLen:])
-	h := string(buf)
+	h := unsafe.String(&buf[0], len(buf)) // buf is not written again
 	return h, keyOf(h), nil
 }
 
-func encodeBase62(n *big.Int, out []byte) {
-	base := big.NewInt(62)
-	mod := new(big.Int)
+// encodeBase62 writes raw, a big-endian 256-bit number, into out in base
+// 62, most significant digit first and padded with '0': one long
+// division by 62 per digit over four 64-bit limbs.
+func encodeBase62(raw *[randomBytes]byte, out []byte) {
+	var limbs [randomBytes / 8]uint64
+	for i := range limbs {
+		limbs[i] = binary.BigEndian.Uint64(raw[8*i:])
+	}
 	for i := len(out) - 1; i >= 0; i-- {
-		n.DivMod(n, base, mod)
-		out[i] = base62[mod.Int64()]
+		var rem uint64
+		for j := range limbs {
+			limbs[j], rem = bits.Div64(rem, limbs[j], 62) // rem < 62: no overflow
+		}
+		out[i] = base62[rem]
 	}
 }
 

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"crypto/rand"
+	"math/big"
 	"regexp"
 	"strings"
 	"testing"
@@ -74,4 +76,53 @@ func FuzzParseHandle(f *testing.F) {
 			t.Fatalf("accepted a malformed handle %q", s)
 		}
 	})
+}
+
+// The limb-wise encoder writes the same digits as math/big's base-62
+// conversion (the handle format every issued handle has), at the edges
+// and for random numbers.
+func TestEncodeBase62MatchesBigInt(t *testing.T) {
+	inputs := [][randomBytes]byte{{}, {randomBytes - 1: 1}, {0: 0x80}}
+	var ones [randomBytes]byte
+	for i := range ones {
+		ones[i] = 0xff
+	}
+	inputs = append(inputs, ones)
+	for range 500 {
+		var r [randomBytes]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, r)
+	}
+	for _, raw := range inputs {
+		got := make([]byte, bodyLen)
+		encodeBase62(&raw, got)
+		if want := bigBase62(raw); string(got) != want {
+			t.Fatalf("encodeBase62(%x) = %s, want %s", raw, got, want)
+		}
+	}
+}
+
+// bigBase62 is the encoder handles were first issued with.
+func bigBase62(raw [randomBytes]byte) string {
+	n, base, mod := new(big.Int).SetBytes(raw[:]), big.NewInt(62), new(big.Int)
+	out := make([]byte, bodyLen)
+	for i := len(out) - 1; i >= 0; i-- {
+		n.DivMod(n, base, mod)
+		out[i] = base62[mod.Int64()]
+	}
+	return string(out)
+}
+
+// Issuing a handle allocates the handle string and nothing else (the
+// race detector's crypto/rand adds one).
+func TestNewHandleAllocs(t *testing.T) {
+	want := 1.0
+	if raceEnabled {
+		want++
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = newHandle() }); n != want {
+		t.Fatalf("newHandle allocates %v times, want %v", n, want)
+	}
 }

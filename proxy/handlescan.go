@@ -28,8 +28,7 @@ func handleLeft(r *http.Request, host string) string {
 	if containsHandleFold(host) {
 		return "the host name"
 	}
-	uri := r.URL.RequestURI()
-	if containsHandle(uri) || strings.Contains(uri, "%") && containsHandle(unescapeAll(uri)) {
+	if uriHoldsHandle(r.URL) {
 		return "the URL"
 	}
 	for name, vals := range r.Header {
@@ -43,6 +42,26 @@ func handleLeft(r *http.Request, host string) string {
 		}
 	}
 	return ""
+}
+
+// uriHoldsHandle reports whether the request URI u sends (its opaque
+// part or escaped path, then its query) holds a handle, plain or
+// percent-encoded. It scans the parts without joining them, which would
+// allocate: a handle cannot span the '?' between them, nor can a
+// percent escape.
+func uriHoldsHandle(u *url.URL) bool {
+	path := u.Opaque
+	if path == "" {
+		path = u.EscapedPath()
+	} else if strings.HasPrefix(path, "//") && containsHandle(u.Scheme) {
+		return true
+	}
+	for _, s := range [2]string{path, u.RawQuery} {
+		if containsHandle(s) || strings.Contains(s, "%") && containsHandle(unescapeAll(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // handleLeftDenial is the refusal for a handle found at where.

@@ -419,8 +419,10 @@ func do(t *testing.T, c *http.Client, method, u string, hdr http.Header, body st
 	return resp.StatusCode, resp.Header.Get(HeaderError), string(b)
 }
 
-func newBenchFixture(b *testing.B) *fixture {
-	return newFixture(b, func(c *Config) { c.Limits.PerHandleRPS, c.Limits.PerPluginRPS = 1e9, 1e9 })
+func newBenchFixture(b *testing.B) *fixture { return newBenchFixtureTB(b) }
+
+func newBenchFixtureTB(t testing.TB) *fixture {
+	return newFixture(t, func(c *Config) { c.Limits.PerHandleRPS, c.Limits.PerPluginRPS = 1e9, 1e9 })
 }
 
 func (f *fixture) issueB(b *testing.B, intent string) string {

@@ -71,8 +71,26 @@ func injectHeader(r *http.Request, k *broker.HeaderInject, s broker.Secret, _ st
 		return nil, headerSecretDenial()
 	}
 	r.Header.Del(k.Name)
-	r.Header.Set(k.Name, strings.Replace(k.Template, broker.SecretPlaceholder, s.Value, 1))
+	r.Header.Set(k.Name, headerValue(k.Template, s.Value))
 	return secretOnlyForms(s.Value), nil
+}
+
+// headerValues holds injected header values by template and secret, like
+// the echo guard's forms (cleared when full, so a rotated secret's value
+// does not stay): a steady stream of requests sends the same value.
+var headerValues = memo[headerValueKey, string]{max: 256}
+
+type headerValueKey struct{ template, secret string }
+
+// headerValue is template with the secret in place of its placeholder.
+func headerValue(template, secret string) string {
+	k := headerValueKey{template, secret}
+	if v, ok := headerValues.load(k); ok {
+		return v
+	}
+	v := strings.Replace(template, broker.SecretPlaceholder, secret, 1)
+	headerValues.store(k, v)
+	return v
 }
 
 func injectBasic(r *http.Request, _ *broker.BasicInject, s broker.Secret, _ string) (*echoForms, *denial) {
@@ -162,10 +180,10 @@ func extractHandle(r *http.Request) (string, bool) {
 	if pa := r.Header.Get("Proxy-Authorization"); pa != "" {
 		scheme, rest, _ := strings.Cut(pa, " ")
 		rest = strings.TrimSpace(rest)
-		switch strings.ToLower(scheme) {
-		case "bearer":
+		switch {
+		case strings.EqualFold(scheme, "bearer"):
 			return rest, true
-		case "basic":
+		case strings.EqualFold(scheme, "basic"):
 			dec, err := base64.StdEncoding.DecodeString(rest)
 			if err != nil {
 				return "", false

@@ -1,7 +1,8 @@
 // Command scale measures how Airlock's costs grow with the size of what it
 // holds, each as a curve over at least three sizes (docs/benchmarks.md,
 // "Scale"): the handle store (memory and Redis) at 10k / 100k / 1M live
-// handles and the evidence log at 10k / 100k / 1M records. It prints one
+// handles, the evidence log at 10k / 100k / 1M records, and one host with
+// 10 / 50 / 200 sandboxed plugins of each kind. It prints one
 // Markdown table per part. (The serve binary with 1k / 5k / 10k open
 // tunnels and WebSockets is bench/proxy's -conns; `make bench-scale` runs
 // both.)
@@ -17,12 +18,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/sandbox"
 )
 
 func main() {
-	only := flag.String("only", "handles,evidence", "parts to measure (comma-separated)")
+	sandbox.Init() // the plugins' sandboxes start through a re-executed copy of this program
+	only := flag.String("only", "handles,evidence,plugins", "parts to measure (comma-separated)")
 	handleSizes := flag.String("handles", "10000,100000,1000000", "live handle counts")
 	recordSizes := flag.String("records", "10000,100000,1000000", "evidence record counts")
+	pluginSizes := flag.String("plugins", "10,50,200", "sandboxed plugins per host")
 	redisServer := flag.String("redis-server", "", "a redis-server binary: also measure the Redis store (skipped when empty)")
 	dir := flag.String("dir", "", "a directory on the disk the evidence log would live on (default: a temporary one)")
 	fast := flag.String("fast-dir", "/dev/shm", "a tmpfs directory the evidence curves are built in")
@@ -43,6 +48,9 @@ func main() {
 		check(err)
 		defer os.RemoveAll(f)
 		benchEvidence(sizes(*recordSizes), work, f)
+	}
+	if slices.Contains(parts, "plugins") {
+		benchPlugins(sizes(*pluginSizes), work)
 	}
 }
 

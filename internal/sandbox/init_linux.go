@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -91,6 +92,12 @@ func runInit() int {
 		unix.Close(fd)
 	}
 	quietStderr()
+	// The init is the host's own binary, re-executed: its package
+	// initialisers allocated a few MiB (schemas, registries) that it
+	// never touches again, and the heap is too small for the collector to
+	// have run. Before it idles for the plugin's lifetime, it gives that
+	// back: with many plugins, this is most of each one's memory.
+	debug.FreeOSMemory()
 	return ip.supervise(cmd, sigs)
 }
 

@@ -267,15 +267,20 @@ func (w *watcher) look(final bool) (string, string) {
 	}
 	var kib int64
 	memfds, socks, inflight, hidden := map[[2]uint64]int64{}, map[string]bool{}, 0, false
+	for _, t := range ts {
+		inflight += fdMemory(t.pid, memfds, socks)
+	}
 	mem := w.mem
 	if mem == nil {
 		mem = pss
+		if w.farBelow(ts, memfds) {
+			mem = pssReadable
+		}
 	}
 	for _, t := range ts {
 		n, ok := mem(t.pid)
 		hidden = hidden || !ok
 		kib += n
-		inflight += fdMemory(t.pid, memfds, socks)
 	}
 	wasHidden, wasInflight := w.hidden, w.inflight
 	w.hidden, w.inflight = hidden, inflight > 0

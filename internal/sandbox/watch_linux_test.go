@@ -225,3 +225,31 @@ func BenchmarkTasks(b *testing.B) {
 		}
 	})
 }
+
+// A look skips the PSS walk only while the resident sets and memfds are
+// far below the memory limit (PSS is never more than the resident set),
+// and it can still tell a process whose PSS it may read.
+func TestLookBoundsPSSByResidentSet(t *testing.T) {
+	self := []task{{pid: os.Getpid()}}
+	rss, ok := rssKiB(os.Getpid())
+	if p, _ := pss(os.Getpid()); !ok || rss <= 0 || p > rss {
+		t.Fatalf("resident set %d KiB (%v), PSS %d KiB: want a resident set at least the PSS", rss, ok, p)
+	}
+	w := &watcher{limits: Limits{MemoryMB: 1 << 20}}
+	if !w.farBelow(self, nil) {
+		t.Fatal("a look under a far limit walks the pages")
+	}
+	if w.farBelow(self, map[[2]uint64]int64{{1, 1}: 1 << 40}) {
+		t.Fatal("a memfd's size is left out of the bound")
+	}
+	w.limits.MemoryMB = int(rss>>10) + 1
+	if w.farBelow(self, nil) {
+		t.Fatal("a look just under the limit skips the walk")
+	}
+	if w.limits.MemoryMB = 0; w.farBelow(self, nil) {
+		t.Fatal("a look without a limit skips the walk")
+	}
+	if _, ok := pssReadable(os.Getpid()); !ok {
+		t.Fatal("this process's own PSS is not readable")
+	}
+}
