@@ -66,6 +66,7 @@ func TestLeasedUserDiesWithInvocation(t *testing.T) {
 	t.Parallel() // launches plugins: waits more than it computes
 	for _, ending := range []string{"success", "failure", "deadline", "crash", "shutdown"} {
 		t.Run(ending, func(t *testing.T) {
+			t.Parallel() // a fixture of its own; Vault and RabbitMQ are shared
 			f, rmq := leasedFixture(t)
 			ctx, cancelCall := context.WithCancel(context.Background())
 			defer cancelCall()
