@@ -17,6 +17,7 @@ import (
 // enforced on the primary meanwhile); with the link up it is acknowledged,
 // and the promoted replica has it.
 func TestRedisAccessGrantRevocationSurvivesFailover(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	ctx := context.Background()
 	primary := testenv.Redis(t)
 	link := testenv.NewRelay(t, primary.Addr)

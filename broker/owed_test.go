@@ -17,6 +17,7 @@ import (
 // revocation covers only what was issued before it: the restarted
 // plugin's new handle works.
 func TestRedisOwedRevocation(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	ctx := context.Background()
 	r := testenv.Redis(t)
 	link := testenv.NewRelay(t, r.Addr)

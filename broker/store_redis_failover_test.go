@@ -47,6 +47,7 @@ func cachedFor(s *RedisStore, hk string) bool {
 // with probes published through the write path (the new primary), so the
 // returning old primary cannot make the stale cache live again.
 func TestRedisSentinelFailoverKeepsCacheRevocations(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	ctx := context.Background()
 	rf := testenv.RedisSentinel(t)
 	rc := RedisConfig{Sentinel: &SentinelConfig{MasterName: rf.MasterName, Addresses: rf.Sentinels}}
@@ -136,6 +137,7 @@ func TestRedisSentinelFailoverKeepsCacheRevocations(t *testing.T) {
 // is back it is acknowledged; a failover then keeps it. On the old code
 // the first revocation was acknowledged and then lost with the primary.
 func TestRedisRevocationWaitsForReplica(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	ctx := context.Background()
 	primary := testenv.Redis(t)
 	link := testenv.NewRelay(t, primary.Addr)

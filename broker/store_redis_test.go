@@ -224,6 +224,7 @@ func TestRedisIssueLimit(t *testing.T) {
 
 // The startup warning says what a Redis without AOF loses.
 func TestRedisPersistenceWarning(t *testing.T) {
+	t.Parallel()          // Redis servers of its own: waits on failovers and outages
 	r := testenv.Redis(t) // started with --appendonly no --save ""
 	_, store := newRedisBroker(t, r.Addr, nil)
 	ctx := context.Background()

@@ -29,6 +29,7 @@ import (
 // refused by A, and once the failover settled both replicas and a fresh
 // one find every handle revoked.
 func TestRedisManualFailoverKeepsRevocations(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	const n = 1200
 	ctx := context.Background()
 	rf := testenv.RedisSentinel(t)

@@ -13,6 +13,7 @@ import (
 // replica, and a handle issued before the crash (replicated) still
 // resolves. The time until service resumes is logged as the measurement.
 func TestRedisSentinelFailover(t *testing.T) {
+	t.Parallel() // Redis servers of its own: waits on failovers and outages
 	ctx := context.Background()
 	rf := testenv.RedisSentinel(t)
 	cfg := testConfig(writeSecrets(t, "example/api: {token: s3cr3t-value, user: bot}\n"))
