@@ -93,6 +93,10 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.Lease)
 	b = append(b, `,"addr_class":`...)
 	b = jsonenc.AppendString(b, a.AddrClass.String())
+	if a.TraceID != "" {
+		b = append(b, `,"trace_id":`...)
+		b = jsonenc.AppendString(b, a.TraceID)
+	}
 	return append(b, "}\n"...)
 }
 

@@ -40,6 +40,7 @@ type auditJSON struct {
 	TokenCache string    `json:"token_cache"`
 	Lease      string    `json:"lease_fp"`
 	AddrClass  string    `json:"addr_class"`
+	TraceID    string    `json:"trace_id,omitempty"`
 }
 
 func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
@@ -52,7 +53,7 @@ func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
 		Status: a.Status, Bytes: a.BytesOut, UpstreamMS: a.UpstreamMS, TotalMS: a.totalMS(), Version: a.Version,
 		Decision: a.decision(), Code: a.Code, Reason: a.Reason, Redactions: a.Redactions, Retried: a.Retried,
 		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease,
-		AddrClass: a.AddrClass.String()})
+		AddrClass: a.AddrClass.String(), TraceID: a.TraceID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func escapingRecord() *auditRecord {
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
 		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp",
-		AddrClass: addrAllowConfigured}
+		AddrClass: addrAllowConfigured, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for
