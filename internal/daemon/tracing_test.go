@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing/tracingtest"
+)
+
+// Serve with tracing on exports a span for each proxied request, in the
+// trace of the plugin's traceparent; the spans still queued when Serve
+// stops are exported before it returns, its exporter goroutine has ended
+// by then, and the audit line names the trace. The drop counters are on
+// /metrics.
+func TestServeTracing(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t) // before the goroutine check: it outlives Serve
+	leaks := testenv.CheckGoroutines(t)
+	cfg := testConfig(t)
+	cfg.Tracing.Endpoint = rcv.URL()
+	audit := &testenv.SyncBuffer{}
+	ready := make(chan Ready, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, Options{AuditOut: audit, OnReady: func(r Ready) { ready <- r }})
+	}()
+	var r Ready
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("Serve: %v", err)
+	}
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest("GET", "http://api.example.com/v1/x", nil)
+	req.Header.Set("Traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://" + r.Proxy) }}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Fatalf("no handle: %d", resp.StatusCode)
+	}
+	mresp, err := client.Get("http://" + r.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(metrics), `airlock_trace_spans_dropped_total{reason="queue_full"} 0`) {
+		t.Errorf("/metrics lacks the span drop counter")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 || spans[0].TraceID != trace || spans[0].ParentSpanID != "00f067aa0ba902b7" ||
+		spans[0].Service != "airlock-serve" || spans[0].Attrs["airlock.code"] != "handle_missing" {
+		t.Fatalf("spans at exit: %+v", spans)
+	}
+	var found bool
+	for _, l := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "egress" && m["trace_id"] == trace {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no audit line names the trace:\n%s", audit.String())
+	}
+	leaks()
+}
