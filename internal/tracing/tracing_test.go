@@ -61,6 +61,22 @@ func TestSpanJoinsCallersTrace(t *testing.T) {
 	}
 }
 
+// A collector's authentication header comes from the standard OTLP
+// variables, so that it need not sit in the config file.
+func TestHeadersFromEnvironment(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-collector-key=k1")
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()}, tracing.Options{})
+	_, sp := tr.Tracer("test").Start(context.Background(), "work")
+	sp.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rcv.Header().Get("X-Collector-Key"); got != "k1" {
+		t.Errorf("the receiver got header %q", got)
+	}
+}
+
 // Only traceparent is read: the caller's tracestate is never exported,
 // and a malformed traceparent starts a new trace.
 func TestParent(t *testing.T) {

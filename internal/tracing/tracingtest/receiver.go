@@ -40,8 +40,8 @@ type Receiver struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got []Span
-	// posts counts requests to /v1/traces.
-	posts int
+	// header is the last post's header.
+	header http.Header
 }
 
 // NewReceiver starts a receiver, closed when the test ends.
@@ -62,6 +62,13 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.got...)
+}
+
+// Header is the header of the last post, nil before any.
+func (r *Receiver) Header() http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.header
 }
 
 func (r *Receiver) traces(w http.ResponseWriter, req *http.Request) {
@@ -99,7 +106,7 @@ func (r *Receiver) traces(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.got = append(r.got, spans...)
-	r.posts++
+	r.header = req.Header.Clone()
 	r.mu.Unlock()
 	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
