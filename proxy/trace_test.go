@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -237,5 +238,53 @@ func TestNoTraceIDWhenOff(t *testing.T) {
 	do(t, f.client(f.issue(t, "api.write", "inv-off")), "GET", f.url("/v1/x"), http.Header{"Traceparent": {pluginParent}}, "")
 	if l := egressLines(t, f, 1)[0]; l["trace_id"] != nil {
 		t.Errorf("trace_id %v with tracing off", l["trace_id"])
+	}
+}
+
+// Inside an intercepted tunnel each HTTP/2 stream is its own request
+// span in the plugin's trace, with the dial of the upstream connection
+// (made by the HTTP/2-capable transport) once; the CONNECT has a span of
+// its own.
+func TestTraceInterceptHTTP2(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "intercept-ca.pem")
+	f := newFixtureWith(t, func(c *Config) {
+		c.Intercept = InterceptConfig{CAFile: caFile, CAKeyFile: filepath.Join(dir, "intercept-ca.key")}
+	}, fixtureOpts{tracing: tr})
+	c := f.h2Client(t, f.issue(t, "api.write", "inv-h2-trace"), caFile)
+	for range 2 {
+		req, _ := http.NewRequest("GET", f.httpsURL("/v1/x"), nil)
+		req.Header.Set("Traceparent", pluginParent)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != 200 {
+			t.Fatalf("%s %d", resp.Proto, resp.StatusCode)
+		}
+	}
+	c.CloseIdleConnections() // ends the tunnel: its CONNECT line
+	egressLines(t, f, 3)
+	_ = tr.ForceFlush(context.Background())
+	byMode := map[string]int{}
+	var dials, exchanges int
+	for _, s := range rcv.Spans() {
+		switch s.Name {
+		case spanRequest:
+			byMode[s.Attrs["airlock.mode"]]++
+			if s.Attrs["airlock.mode"] == modeIntercept && (s.TraceID != pluginTrace || s.ParentSpanID != pluginSpan) {
+				t.Errorf("a stream's span is not under the plugin's: %s/%s", s.TraceID, s.ParentSpanID)
+			}
+		case spanDial:
+			dials++
+		case spanExchange:
+			exchanges++
+		}
+	}
+	if byMode[modeIntercept] != 2 || byMode[modeConnect] != 1 || dials != 1 || exchanges != 2 {
+		t.Errorf("request spans by mode %v, %d dials, %d exchanges; want 2 intercept, 1 connect, 1 dial, 2 exchanges", byMode, dials, exchanges)
 	}
 }
