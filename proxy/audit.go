@@ -46,10 +46,10 @@ type auditRecord struct {
 	// Lease is the fingerprint of the invocation's lease the secret came
 	// with (source vault_lease); empty for a static secret.
 	Lease string
-	// TraceID names the request's trace when tracing is on (trace.go);
-	// tr is what its spans are made from.
-	TraceID string
-	tr      *reqTrace
+	// tr is what the request's spans are made from, and names its trace
+	// (trace_id), when tracing is on (trace.go); a pointer, so that a
+	// record is no larger with tracing off.
+	tr *reqTrace
 
 	// grant is the live grant of the handle the request presented (or
 	// another plugin's, presented by presentedBy): a refusal that is a
@@ -112,10 +112,10 @@ func pathAndKeys(u *url.URL) string {
 // traceAttr is the trace_id attribute, or the empty one (which handlers
 // leave out) when tracing is off.
 func (a *auditRecord) traceAttr() slog.Attr {
-	if a.TraceID == "" {
-		return slog.Attr{}
+	if id := a.traceID(); id != "" {
+		return slog.String("trace_id", id)
 	}
-	return slog.String("trace_id", a.TraceID)
+	return slog.Attr{}
 }
 
 func (a *auditRecord) log(l *slog.Logger) {

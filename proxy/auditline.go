@@ -93,9 +93,9 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.Lease)
 	b = append(b, `,"addr_class":`...)
 	b = jsonenc.AppendString(b, a.AddrClass.String())
-	if a.TraceID != "" {
+	if id := a.traceID(); id != "" {
 		b = append(b, `,"trace_id":`...)
-		b = jsonenc.AppendString(b, a.TraceID)
+		b = jsonenc.AppendString(b, id)
 	}
 	return append(b, "}\n"...)
 }

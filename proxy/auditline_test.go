@@ -53,7 +53,7 @@ func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
 		Status: a.Status, Bytes: a.BytesOut, UpstreamMS: a.UpstreamMS, TotalMS: a.totalMS(), Version: a.Version,
 		Decision: a.decision(), Code: a.Code, Reason: a.Reason, Redactions: a.Redactions, Retried: a.Retried,
 		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease,
-		AddrClass: a.AddrClass.String(), TraceID: a.TraceID})
+		AddrClass: a.AddrClass.String(), TraceID: a.traceID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func escapingRecord() *auditRecord {
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
 		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp",
-		AddrClass: addrAllowConfigured, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+		AddrClass: addrAllowConfigured, tr: &reqTrace{traceID: "4bf92f3577b34da6a3ce929d0e0e4736"}}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for

@@ -41,6 +41,7 @@ const (
 // reqTrace is what a request's spans are made from.
 type reqTrace struct {
 	parent    string // the client's traceparent, as sent
+	traceID   string // the trace the request's span is in, once made
 	phases    []phase
 	dialStart time.Time // a new connection's dial began (GetConn)
 }
@@ -50,6 +51,14 @@ type phase struct {
 	name       string
 	start, end time.Time
 	failed     bool
+}
+
+// traceID is the request's trace id, "" with tracing off.
+func (a *auditRecord) traceID() string {
+	if a.tr == nil {
+		return ""
+	}
+	return a.tr.traceID
 }
 
 // traceStart gives a its trace record, once, when tracing is on.
@@ -98,12 +107,12 @@ func (t *reqTrace) withDialTrace(req *http.Request) *http.Request {
 // audit line. The spans are made even when sampled out (they are not
 // recorded then), so the audit line always names a trace id.
 func (s *Server) endSpans(a *auditRecord, now time.Time) {
-	ctx := context.Background()
-	if a.tr != nil {
-		ctx = tracing.Parent(ctx, a.tr.parent)
+	if a.tr == nil {
+		a.tr = &reqTrace{} // refused before a request was read
 	}
+	ctx := tracing.Parent(context.Background(), a.tr.parent)
 	ctx, sp := s.tracer.Start(ctx, spanRequest, trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindServer))
-	a.TraceID = sp.SpanContext().TraceID().String()
+	a.tr.traceID = sp.SpanContext().TraceID().String()
 	if !sp.IsRecording() {
 		sp.End()
 		return
@@ -135,24 +144,22 @@ func (s *Server) endSpans(a *auditRecord, now time.Time) {
 		attrs = append(attrs, attribute.Bool("airlock.retried", true))
 	}
 	sp.SetAttributes(attrs...)
-	if a.tr != nil {
-		for _, p := range a.tr.phases {
-			kind := trace.SpanKindInternal
-			if p.name != spanSecret {
-				kind = trace.SpanKindClient
-			}
-			_, c := s.tracer.Start(ctx, p.name, trace.WithTimestamp(p.start), trace.WithSpanKind(kind))
-			if p.failed {
-				c.SetStatus(codes.Error, a.Code)
-			}
-			c.End(trace.WithTimestamp(p.end))
+	for _, p := range a.tr.phases {
+		kind := trace.SpanKindInternal
+		if p.name != spanSecret {
+			kind = trace.SpanKindClient
 		}
-		if !a.tr.dialStart.IsZero() {
-			// A dial that never produced a connection.
-			_, c := s.tracer.Start(ctx, spanDial, trace.WithTimestamp(a.tr.dialStart), trace.WithSpanKind(trace.SpanKindClient))
+		_, c := s.tracer.Start(ctx, p.name, trace.WithTimestamp(p.start), trace.WithSpanKind(kind))
+		if p.failed {
 			c.SetStatus(codes.Error, a.Code)
-			c.End(trace.WithTimestamp(now))
 		}
+		c.End(trace.WithTimestamp(p.end))
+	}
+	if !a.tr.dialStart.IsZero() {
+		// A dial that never produced a connection.
+		_, c := s.tracer.Start(ctx, spanDial, trace.WithTimestamp(a.tr.dialStart), trace.WithSpanKind(trace.SpanKindClient))
+		c.SetStatus(codes.Error, a.Code)
+		c.End(trace.WithTimestamp(now))
 	}
 	if a.Code != "" {
 		sp.SetStatus(codes.Error, a.Code)
