@@ -93,10 +93,7 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.Lease)
 	b = append(b, `,"addr_class":`...)
 	b = jsonenc.AppendString(b, a.AddrClass.String())
-	if id := a.traceID(); id != "" {
-		b = append(b, `,"trace_id":`...)
-		b = jsonenc.AppendString(b, id)
-	}
+	b = a.appendTraceID(b)
 	return append(b, "}\n"...)
 }
 

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // auditJSON is the audit line as encoding/json encodes it: the reference
@@ -66,7 +68,7 @@ func escapingRecord() *auditRecord {
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
 		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp",
-		AddrClass: addrAllowConfigured, tr: &reqTrace{traceID: "4bf92f3577b34da6a3ce929d0e0e4736"}}
+		AddrClass: addrAllowConfigured, tr: &reqTrace{id: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}}}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptrace"
 	"time"
@@ -17,10 +18,11 @@ import (
 // airlock.proxy.request, a child of the plugin's span when the request
 // carries a W3C traceparent, with a child span for each secret read, the
 // upstream dial and TLS handshake of a new connection, and the upstream
-// exchange (request sent to response head). The spans are made when the
-// request's audit line is written (finish), from the times the record
-// kept, so a request pays for tracing only when it is on: a nil
-// *reqTrace records nothing.
+// exchange (request sent to response head). The request span starts
+// when the proxy first looks at the request and ends when its audit line
+// is written (finish); the child spans are made then too, from the times
+// the record kept, and only for a request that is sampled. With tracing
+// off a request pays nil checks: a nil *reqTrace records nothing.
 //
 // The traceparent goes upstream as the client sent it: the proxy never
 // rewrites a client's bytes, so it does not put its own span in the
@@ -38,10 +40,13 @@ const (
 	spanExchange = "airlock.upstream.exchange"
 )
 
-// reqTrace is what a request's spans are made from.
+// reqTrace is a request's span and what its child spans are made from.
 type reqTrace struct {
-	parent    string // the client's traceparent, as sent
-	traceID   string // the trace the request's span is in, once made
+	ctx  context.Context // holds span
+	span trace.Span
+	id   trace.TraceID // for the audit line (trace_id), sampled or not
+	// recording: the span is sampled; the phases are kept only then.
+	recording bool
 	phases    []phase
 	dialStart time.Time // a new connection's dial began (GetConn)
 }
@@ -58,19 +63,39 @@ func (a *auditRecord) traceID() string {
 	if a.tr == nil {
 		return ""
 	}
-	return a.tr.traceID
+	return a.tr.id.String()
 }
 
-// traceStart gives a its trace record, once, when tracing is on.
-func (s *Server) traceStart(r *http.Request, a *auditRecord) {
-	if s.tracer != nil && a.tr == nil {
-		a.tr = &reqTrace{parent: r.Header.Get("traceparent")}
+// appendTraceID appends the line's trace_id field when tracing is on.
+func (a *auditRecord) appendTraceID(b []byte) []byte {
+	if a.tr == nil || !a.tr.id.IsValid() {
+		return b
 	}
+	b = append(b, `,"trace_id":"`...)
+	b = hex.AppendEncode(b, a.tr.id[:])
+	return append(b, '"')
 }
 
-// now is the time when tracing is on, else zero (not read).
+// traceStart starts a's request span, once, when tracing is on: a child
+// of the span r's traceparent names (r may be nil: none).
+func (s *Server) traceStart(r *http.Request, a *auditRecord) {
+	if s.tracer == nil || a.tr != nil {
+		return
+	}
+	ctx := context.Background()
+	if r != nil {
+		// Indexed, not Get: no canonicalization on the request path.
+		if v := r.Header["Traceparent"]; len(v) > 0 {
+			ctx = tracing.Parent(ctx, v[0])
+		}
+	}
+	ctx, sp := s.tracer.Start(ctx, spanRequest, trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindServer))
+	a.tr = &reqTrace{ctx: ctx, span: sp, id: sp.SpanContext().TraceID(), recording: sp.IsRecording()}
+}
+
+// now is the time when the request is traced, else zero (not read).
 func (t *reqTrace) now() time.Time {
-	if t == nil {
+	if t == nil || !t.recording {
 		return time.Time{}
 	}
 	return time.Now()
@@ -78,7 +103,7 @@ func (t *reqTrace) now() time.Time {
 
 // done records phase name from start to now; failed when err is set.
 func (t *reqTrace) done(name string, start time.Time, err error) {
-	if t != nil {
+	if t != nil && t.recording {
 		t.phases = append(t.phases, phase{name: name, start: start, end: time.Now(), failed: err != nil})
 	}
 }
@@ -89,7 +114,7 @@ func (t *reqTrace) done(name string, start time.Time, err error) {
 // (upstream.go) and net/http's transports (HTTP/2, WebSocket) both
 // report them.
 func (t *reqTrace) withDialTrace(req *http.Request) *http.Request {
-	if t == nil {
+	if t == nil || !t.recording {
 		return req
 	}
 	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
@@ -103,20 +128,16 @@ func (t *reqTrace) withDialTrace(req *http.Request) *http.Request {
 	}))
 }
 
-// endSpans makes a's spans, ending at now, and names the trace in a's
-// audit line. The spans are made even when sampled out (they are not
-// recorded then), so the audit line always names a trace id.
+// endSpans ends a's request span at now, with its attributes and child
+// spans when it is sampled.
 func (s *Server) endSpans(a *auditRecord, now time.Time) {
-	if a.tr == nil {
-		a.tr = &reqTrace{} // refused before a request was read
-	}
-	ctx := tracing.Parent(context.Background(), a.tr.parent)
-	ctx, sp := s.tracer.Start(ctx, spanRequest, trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindServer))
-	a.tr.traceID = sp.SpanContext().TraceID().String()
-	if !sp.IsRecording() {
-		sp.End()
+	s.traceStart(nil, a) // refused before any handler saw the request
+	t := a.tr
+	if !t.recording {
+		t.span.End()
 		return
 	}
+	sp := t.span
 	attrs := make([]attribute.KeyValue, 0, 12)
 	attrs = append(attrs,
 		attribute.String("airlock.plugin", a.Plugin),
@@ -144,20 +165,20 @@ func (s *Server) endSpans(a *auditRecord, now time.Time) {
 		attrs = append(attrs, attribute.Bool("airlock.retried", true))
 	}
 	sp.SetAttributes(attrs...)
-	for _, p := range a.tr.phases {
+	for _, p := range t.phases {
 		kind := trace.SpanKindInternal
 		if p.name != spanSecret {
 			kind = trace.SpanKindClient
 		}
-		_, c := s.tracer.Start(ctx, p.name, trace.WithTimestamp(p.start), trace.WithSpanKind(kind))
+		_, c := s.tracer.Start(t.ctx, p.name, trace.WithTimestamp(p.start), trace.WithSpanKind(kind))
 		if p.failed {
 			c.SetStatus(codes.Error, a.Code)
 		}
 		c.End(trace.WithTimestamp(p.end))
 	}
-	if !a.tr.dialStart.IsZero() {
+	if !t.dialStart.IsZero() {
 		// A dial that never produced a connection.
-		_, c := s.tracer.Start(ctx, spanDial, trace.WithTimestamp(a.tr.dialStart), trace.WithSpanKind(trace.SpanKindClient))
+		_, c := s.tracer.Start(t.ctx, spanDial, trace.WithTimestamp(t.dialStart), trace.WithSpanKind(trace.SpanKindClient))
 		c.SetStatus(codes.Error, a.Code)
 		c.End(trace.WithTimestamp(now))
 	}

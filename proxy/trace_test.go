@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,4 +289,24 @@ func TestTraceInterceptHTTP2(t *testing.T) {
 	if byMode[modeIntercept] != 2 || byMode[modeConnect] != 1 || dials != 1 || exchanges != 2 {
 		t.Errorf("request spans by mode %v, %d dials, %d exchanges; want 2 intercept, 1 connect, 1 dial, 2 exchanges", byMode, dials, exchanges)
 	}
+}
+
+// BenchmarkPlainRoundTripTraced is BenchmarkPlainRoundTrip with tracing
+// on, sampled at 1 % (issue 36: within 3 % of tracing off), exporting to
+// a receiver in this process.
+func BenchmarkPlainRoundTripTraced(b *testing.B) {
+	rcv := tracingtest.NewReceiver(b)
+	ratio := 0.01
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL(), SampleRatio: &ratio}, tracing.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	f := newFixtureWith(b, func(c *Config) {
+		c.Limits.PerHandleRPS, c.Limits.PerPluginRPS, c.Limits.PerPluginConcurrency = 1e9, 1e9, 1024
+	}, fixtureOpts{tracing: tr})
+	h := f.issueB(b, "api.write")
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64,
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: f.addr, User: url.User(h)})}}
+	getParallel(b, c, "http://api.example.com:"+strconv.Itoa(f.up.port)+"/ok")
 }
