@@ -11,6 +11,8 @@ import (
 
 // Options configure a Broker beyond its Config.
 type Options struct {
+	// Now is the broker's clock (time.Now when nil): handle deadlines,
+	// and the secret cache's TTL and fresh-read interval.
 	Now     func() time.Time
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -38,6 +40,8 @@ type Broker struct {
 func New(cfg Config, store Store, secrets *SecretCache, opts Options) *Broker {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	} else if secrets != nil {
+		secrets.useClock(opts.Now)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

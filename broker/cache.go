@@ -63,6 +63,10 @@ func NewSecretCache(sources map[string]SecretSource, ttl, staleIfError time.Dura
 	}
 }
 
+// useClock makes the cache read now instead of time.Now; New hands it
+// the broker's clock, so one Options.Now moves handles and secrets alike.
+func (c *SecretCache) useClock(now func() time.Time) { c.now = now }
+
 // sourceRetry is how long a secret source whose read failed as
 // unavailable (Vault sealed, unreachable, refusing the token) is known
 // down. Meanwhile fresh re-reads of its secrets, which an upstream 401/403

@@ -44,8 +44,10 @@ func newRedisBrokerWith(tb testing.TB, rc RedisConfig, clk *clock) (*Broker, *Re
 func TestRedisTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.Redis(t)
-	a, _ := newRedisBroker(t, r.Addr, nil)
-	b, _ := newRedisBroker(t, r.Addr, nil)
+	clk := newClock()
+	clk.Advance(time.Since(clk.Now())) // Redis expires keys on the wall clock
+	a, _ := newRedisBroker(t, r.Addr, clk)
+	b, _ := newRedisBroker(t, r.Addr, clk)
 	issue := func(br *Broker, plugin, inv, intent string) Issued {
 		t.Helper()
 		iss, err := br.Issue(ctx, IssueRequest{PluginID: plugin, InvocationID: inv, Intent: intent,
@@ -86,7 +88,7 @@ func TestRedisTwoReplicas(t *testing.T) {
 	if _, err := b.Resolve(ctx, h3.Handle); err != nil {
 		t.Fatalf("other plugin's handle after revocation: %v", err)
 	}
-	time.Sleep(2 * time.Millisecond) // the plugin watermark has millisecond resolution
+	clk.Advance(2 * time.Millisecond) // the plugin watermark has millisecond resolution
 	fresh := issue(b, "p1", "inv-4", "example.read")
 	if _, err := a.Resolve(ctx, fresh.Handle); err != nil {
 		t.Fatalf("restarted plugin's new handle: %v", err)
@@ -98,11 +100,13 @@ func TestRedisTwoReplicas(t *testing.T) {
 func TestRedisExpiry(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.Redis(t)
-	b, store := newRedisBroker(t, r.Addr, nil)
+	clk := newClock()
+	clk.Advance(time.Since(clk.Now())) // Redis expires keys on the wall clock
+	b, store := newRedisBroker(t, r.Addr, clk)
 	b.cfg.ExpiredRetention = 0
 	store.retention = 0
 	iss, err := b.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "i", Intent: "example.read",
-		Destinations: apiDest, Deadline: time.Now().Add(300 * time.Millisecond)})
+		Destinations: apiDest, Deadline: clk.Now().Add(300 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +118,7 @@ func TestRedisExpiry(t *testing.T) {
 	if got := time.UnixMilli(0).Add(pexp); got.Sub(iss.ExpiresAt).Abs() > time.Millisecond {
 		t.Fatalf("PEXPIREAT = %v, want %v", got, iss.ExpiresAt)
 	}
-	time.Sleep(400 * time.Millisecond)
+	clk.Advance(400 * time.Millisecond)
 	if _, err := b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleUnknown) && !errors.Is(err, ErrHandleExpired) {
 		t.Fatalf("after expiry: %v", err)
 	}

@@ -69,6 +69,7 @@ func (h *Host) Quarantine(ctx context.Context, name, invocation string, kinds []
 	e.mu.Lock()
 	e.quarantine = q
 	e.mu.Unlock()
+	h.feed.notify()
 	var keepErr error
 	if path := h.quarantineFile(name); path != "" {
 		b, _ := json.Marshal(q)
@@ -130,6 +131,7 @@ func (h *Host) Release(name, by string) (bool, error) {
 	e.mu.Lock()
 	e.quarantine = nil
 	e.mu.Unlock()
+	h.feed.notify()
 	_, err := h.opts.Record(name, "plugin.released", "", map[string]any{"by": by})
 	return true, err
 }

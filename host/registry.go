@@ -87,6 +87,8 @@ type Host struct {
 	grants  grantCalls
 	// policy is opts.Policy until SetPolicy replaces it (a reload).
 	policy atomic.Pointer[policy.Policy]
+	// feed is told of every change of the plugins (Changed).
+	feed changeFeed
 }
 
 // New returns an empty host; opts are what every plugin gets (broker,
@@ -127,7 +129,9 @@ func (h *Host) Add(name string, kind Kind, launch Launcher) error {
 	}
 	e := newEntry(name, kind, launch, h.opts.Restart)
 	e.quarantine = h.loadQuarantine(name)
+	e.feed = &h.feed
 	h.plugins[name] = e
+	h.feed.notify()
 	// A series from the start: a plugin that never runs is down, not
 	// absent (an absent series fires no alert).
 	h.metrics.setUp(e, false)

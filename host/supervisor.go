@@ -97,6 +97,10 @@ type entry struct {
 	wake        chan struct{}
 	// quarantine, when set, refuses every call (Host.Quarantine).
 	quarantine *quarantine
+	// tools are what the last running process listed (Host.Tools);
+	// feed is told of every state change.
+	tools []Tool
+	feed  *changeFeed
 }
 
 func newEntry(name string, kind Kind, launch Launcher, r RestartPolicy) *entry {
@@ -131,6 +135,7 @@ func (e *entry) setLocked(s State) {
 	}
 	close(e.changed)
 	e.changed = make(chan struct{})
+	e.feed.notify()
 }
 
 func (e *entry) set(s State, mutate func(e *entry)) {

@@ -90,7 +90,7 @@ func grpcClients() []grpcClientCmd {
 		}},
 		{"grpc-js", func(t *testing.T, target string) *exec.Cmd {
 			c := exec.Command("node", "testdata/grpc_client.js", target)
-			c.Env = []string{"AIRLOCK_TEST_GRPC_MODULE=" + nodeModule(t, "@grpc/grpc-js", "1.12.5")}
+			c.Env = []string{"AIRLOCK_TEST_GRPC_MODULE=" + testenv.NodeModule(t, "@grpc/grpc-js", "1.12.5")}
 			return c
 		}},
 	}

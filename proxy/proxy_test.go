@@ -377,8 +377,17 @@ func TestHostHeaderMustMatchTarget(t *testing.T) {
 // Vault admins rotated the secret; the upstream now refuses the old one.
 // The proxy refetches, sees a newer version and retries once.
 func TestRotationAwareRetry(t *testing.T) {
-	f := newFixture(t, nil)
-	h := f.issue(t, "api.write", "inv-rot")
+	// The broker's clock is its secret cache's too: the test moves it past
+	// MinFreshInterval instead of sleeping.
+	clock := testenv.NewClock()
+	f := newFixtureWith(t, nil, fixtureOpts{now: clock.Now})
+	req := brokerReq("inv-rot", f.up.port, 0)
+	req.Deadline = clock.Now().Add(time.Minute)
+	iss, err := f.b.Issue(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := iss.Handle
 	if code, _, _ := do(t, f.client(h), "GET", f.url("/x"), nil, ""); code != 200 {
 		t.Fatal("warm-up failed")
 	}
@@ -387,7 +396,7 @@ func TestRotationAwareRetry(t *testing.T) {
 	f.up.rotated = "Bearer sk-rotated-99999999"
 	f.up.mu.Unlock()
 	// Fresh reads come at most once per broker.MinFreshInterval per secret.
-	time.Sleep(broker.MinFreshInterval)
+	clock.Advance(broker.MinFreshInterval)
 	code, _, body := do(t, f.client(h), "PUT", f.url("/protected"), nil, "payload")
 	if code != 200 || body != "welcome" {
 		t.Fatalf("after rotation: %d %q", code, body)

@@ -6,43 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
-
-// nodeModule is the npm package name@version for the Node clients,
-// installed into the tool cache (as tools/check-deploy.sh installs its
-// linter) if missing; it returns the package's directory.
-func nodeModule(t *testing.T, name, version string) string {
-	t.Helper()
-	cache := os.Getenv("AIRLOCK_TOOLS_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				t.Fatal(err)
-			}
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "airlock-tools")
-	}
-	prefix := filepath.Join(cache, "npm")
-	mod := filepath.Join(prefix, "node_modules", filepath.FromSlash(name))
-	if b, err := os.ReadFile(filepath.Join(mod, "package.json")); err == nil && strings.Contains(string(b), `"version": "`+version+`"`) {
-		return mod
-	}
-	if err := os.MkdirAll(prefix, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("npm", "install", "--prefix", prefix, "--silent", "--no-audit", "--no-fund", name+"@"+version).CombinedOutput(); err != nil {
-		t.Fatalf("installing %s for the Node client: %v\n%s", name, err, out)
-	}
-	return mod
-}
 
 type wsClientCmd struct {
 	name string
@@ -56,7 +23,7 @@ func wsClients() []wsClientCmd {
 		}},
 		{"node-ws", func(t *testing.T, target string) *exec.Cmd {
 			c := exec.Command("node", "testdata/ws_client.js", target)
-			c.Env = []string{"AIRLOCK_TEST_WS_MODULE=" + nodeModule(t, "ws", "8.18.0")}
+			c.Env = []string{"AIRLOCK_TEST_WS_MODULE=" + testenv.NodeModule(t, "ws", "8.18.0")}
 			return c
 		}},
 	}

@@ -13,7 +13,7 @@ import (
 // never flag's bare "Usage of …"; version -h does not print the version.
 func TestHelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{
-		{"serve", "-h"}, {"check-config", "-h"}, {"host", "-h"}, {"invoke", "-h"}, {"plugins", "-h"}, {"dev", "-h"},
+		{"serve", "-h"}, {"check-config", "-h"}, {"host", "-h"}, {"invoke", "-h"}, {"mcp", "-h"}, {"plugins", "-h"}, {"dev", "-h"},
 		{"explain", "-h"}, {"version", "-h"}, {"token", "mint", "-h"}, {"token", "verify", "-h"}, {"token", "rotate", "-h"},
 		{"handle", "issue", "-h"}, {"handle", "inspect", "-h"}, {"handle", "revoke", "-h"}, {"evidence", "verify", "-h"},
 		{"policy", "test", "-h"}, {"policy", "check", "-h"}, {"policy", "-h"},

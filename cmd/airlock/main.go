@@ -37,6 +37,8 @@ var commands = []command{
 		func(ctx context.Context, a []string, s stdio) error { return cmdHost(ctx, a, s.out, s.err) }},
 	{"invoke", "call a plugin method or Executa tool through the host's control API",
 		func(ctx context.Context, a []string, s stdio) error { return cmdInvoke(ctx, a, s.out, s.err) }},
+	{"mcp", "serve the host's MCP tools on stdin/stdout for a local agent (host.mcp)",
+		func(ctx context.Context, a []string, s stdio) error { return cmdMCP(ctx, a, s.in, s.out, s.err) }},
 	{"plugins", "list the host's plugins: kind, state, restarts, health, last failure",
 		func(ctx context.Context, a []string, s stdio) error { return cmdPlugins(ctx, a, s.out, s.err) }},
 	{"ports", "install, list, show or remove the ports (descriptor sets) plugins serve",

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"log/slog"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -40,7 +39,7 @@ func TestOpenAIBackendFailures(t *testing.T) {
 	f := newFixture(t)
 	in, _ := f.b.Intent("openai")
 	logs := &testenv.SyncBuffer{}
-	backend := &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "gpt-test", Intent: "openai",
+	backend := &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "gpt-test", Intent: "openai",
 		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
 	p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: localMinter(f), Verifier: f.verifier,
 		EgressProxy: f.proxy, Sampling: backend, SamplingTimeout: 700 * time.Millisecond, Log: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -54,13 +53,13 @@ func TestOpenAIBackendFailures(t *testing.T) {
 		code      float64
 		errorCode string
 	}{
-		{"unauthorized", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad key", http.StatusUnauthorized) }, CodeSamplingProviderError, BackendUnauthorized},
+		{"unauthorized", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad key", http.StatusUnauthorized) }, CodeSamplingProviderError, sampling.KindUnauthorized},
 		{"rate limited", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "7")
 			http.Error(w, "slow down", http.StatusTooManyRequests)
-		}, CodeSamplingProviderError, BackendRateLimited},
-		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", http.StatusInternalServerError) }, CodeSamplingProviderError, BackendUpstream},
-		{"malformed answer", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"choices":"nope"`)) }, CodeSamplingProviderError, BackendBadResponse},
+		}, CodeSamplingProviderError, sampling.KindRateLimited},
+		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "oops", http.StatusInternalServerError) }, CodeSamplingProviderError, sampling.KindUpstream},
+		{"malformed answer", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"choices":"nope"`)) }, CodeSamplingProviderError, sampling.KindBadResponse},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
@@ -82,14 +81,14 @@ func TestOpenAIBackendFailures(t *testing.T) {
 	}
 	// The key is unavailable (no such intent): its own code, and the
 	// backend is never called.
-	bad := &OpenAIBackend{BaseURL: backend.BaseURL, Model: "m", Intent: "missing", Broker: f.b, EgressProxy: f.proxy}
+	bad := &sampling.OpenAI{BaseURL: backend.BaseURL, Model: "m", Intent: "missing", Broker: f.b, EgressProxy: f.proxy}
 	p2, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: localMinter(f), Verifier: f.verifier,
 		EgressProxy: f.proxy, Sampling: bad})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p2.Shutdown()
-	if d := sampleVia(t, p2, ping); d["errorCode"] != BackendUnavailable {
+	if d := sampleVia(t, p2, ping); d["errorCode"] != sampling.KindUnavailable {
 		t.Fatalf("credential unavailable: %v", d)
 	}
 	if strings.Contains(logs.String(), "sk-openai-in-vault") {
@@ -100,63 +99,12 @@ func TestOpenAIBackendFailures(t *testing.T) {
 // retryAfter reaches the plugin in error.data.
 func TestRetryAfterReachesPlugin(t *testing.T) {
 	p := &Process{log: slog.New(slog.DiscardHandler)}
-	e := p.samplingFailure(context.Background(), context.Background(), &BackendError{Kind: BackendRateLimited, Status: 429, RetryAfter: 7 * time.Second})
+	e := p.samplingFailure(context.Background(), context.Background(), &sampling.Error{Kind: sampling.KindRateLimited, Status: 429, RetryAfter: 7 * time.Second})
 	var d map[string]any
 	_ = json.Unmarshal(e.Data, &d)
-	if e.Code != CodeSamplingProviderError || d["errorCode"] != BackendRateLimited || d["retryAfter"] != float64(7) || d["status"] != float64(429) {
+	if e.Code != CodeSamplingProviderError || d["errorCode"] != sampling.KindRateLimited || d["retryAfter"] != float64(7) || d["status"] != float64(429) {
 		t.Fatalf("%+v %v", e, d)
 	}
-	if got := retryAfter("Wed, 21 Oct 2099 07:28:00 GMT", time.Now()); got <= 0 {
-		t.Fatalf("HTTP-date Retry-After: %v", got)
-	}
-}
-
-// One client for every call: connections to the proxy are kept alive
-// (the host's open files do not grow per call), and a base_url with or
-// without /v1 reaches /v1/chat/completions.
-func TestOpenAIBackendReusesConnections(t *testing.T) {
-	f := newFixture(t)
-	in, _ := f.b.Intent("openai")
-	var paths atomic.Int64
-	f.setChat(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/chat/completions" {
-			paths.Add(1)
-		}
-		json.NewEncoder(w).Encode(map[string]any{"model": "m", "choices": []any{map[string]any{"message": map[string]string{"content": "ok"}, "finish_reason": "stop"}}})
-	})
-	for _, base := range []string{"", "/v1", "/v1/"} {
-		o := &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + base, Model: "m", Intent: "openai",
-			Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
-		complete := func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			req := &SamplingRequest{MaxTokens: 5}
-			if _, err := o.Complete(ctx, req); err != nil {
-				t.Fatalf("base %q: %v", base, err)
-			}
-		}
-		complete()
-		fds := openFiles(t)
-		for i := 0; i < 20; i++ {
-			complete()
-		}
-		if grew := openFiles(t) - fds; grew > 2 {
-			t.Fatalf("base %q: open files grew by %d over 20 calls", base, grew)
-		}
-		o.CloseIdleConnections()
-	}
-	if paths.Load() != 63 {
-		t.Fatalf("%d calls reached /v1/chat/completions, want 63", paths.Load())
-	}
-}
-
-func openFiles(t *testing.T) int {
-	t.Helper()
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(es)
 }
 
 // A sampling call ends with its invoke: the backend's context is done at
@@ -187,9 +135,9 @@ func TestSamplingEndsWithInvoke(t *testing.T) {
 
 type backendFunc func(ctx context.Context)
 
-func (b backendFunc) Complete(ctx context.Context, _ *SamplingRequest) (Completion, error) {
+func (b backendFunc) Complete(ctx context.Context, _ *sampling.Request) (sampling.Completion, error) {
 	b(ctx)
-	return Completion{}, ctx.Err()
+	return sampling.Completion{}, ctx.Err()
 }
 
 func (b backendFunc) SupportsFormat(string) bool { return false }

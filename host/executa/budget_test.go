@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 )
 
 // usageBackend answers every call; with reported set it says what the
@@ -20,9 +22,9 @@ type usageBackend struct {
 	calls    atomic.Int32
 }
 
-func (b *usageBackend) Complete(_ context.Context, req *SamplingRequest) (Completion, error) {
+func (b *usageBackend) Complete(_ context.Context, req *sampling.Request) (sampling.Completion, error) {
 	b.calls.Add(1)
-	c := Completion{Text: "ok", Model: "m", StopReason: "endTurn", Provider: "test"}
+	c := sampling.Completion{Text: "ok", Model: "m", StopReason: "endTurn", Provider: "test"}
 	if b.reported {
 		c.InputTokens, c.OutputTokens, c.UsageReported = len(req.Messages[0].Content.Text)/4, 10, true
 	}
@@ -146,7 +148,7 @@ func TestSamplingOvercountingBackendIsSerialised(t *testing.T) {
 	})
 	in, _ := f.b.Intent("openai")
 	cs := newCompatServices(t, f)
-	cs.opts.Sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
+	cs.opts.Sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
 		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
 	p := cs.start(t, sdkPython("ok"))
 	text, maxTokens := strings.Repeat("z", 3<<10), 100
@@ -161,7 +163,7 @@ func TestSamplingOvercountingBackendIsSerialised(t *testing.T) {
 			t.Fatalf("unexpected code %v in %v", c, d["codes"])
 		}
 	}
-	var req SamplingRequest
+	var req sampling.Request
 	json.Unmarshal([]byte(`{"messages":[{"role":"user","content":{"type":"text","text":"`+text+`"}}]}`), &req)
 	used := promptCount + completionCount
 	overshoot := used - (promptTokens(&req) + maxTokens)
@@ -224,7 +226,7 @@ func TestSamplingWithinTheEstimateRunsInParallel(t *testing.T) {
 	})
 	in, _ := f.b.Intent("openai")
 	cs := newCompatServices(t, f)
-	cs.opts.Sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
+	cs.opts.Sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
 		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
 	p := cs.start(t, sdkPython("ok"))
 	d := invokeData(t, p, "sample_many", `{"n":4,"max_tokens":100}`)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 )
 
 // Ending an invoke ends its in-flight sampling request all the way to the
@@ -31,7 +33,7 @@ func TestSamplingCancelledThroughTheProxy(t *testing.T) {
 			w.Write([]byte(`{"choices":[{"message":{"content":"late"}}]}`))
 		}
 	})
-	f.sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
+	f.sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port) + "/v1", Model: "m", Intent: "openai",
 		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
 	p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: localMinter(f), Verifier: f.verifier,
 		EgressProxy: f.proxy, Sampling: f.sampling, SamplingTimeout: 5 * time.Minute, Log: slog.New(slog.DiscardHandler)})

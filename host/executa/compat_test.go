@@ -22,6 +22,8 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/aps"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/egressenv"
 )
 
@@ -29,18 +31,18 @@ import (
 // storage, files/* on a real listener, a fixture sampling backend.
 type compatServices struct {
 	opts  Options
-	files *Files
+	files *aps.Files
 }
 
 func newCompatServices(t *testing.T, f *fixture) *compatServices {
 	t.Helper()
 	dir := t.TempDir()
-	kv, err := OpenKVStore(filepath.Join(dir, "aps.db"))
+	kv, err := aps.Open(filepath.Join(dir, "aps.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kv.Close() })
-	files := &Files{KV: kv, Dir: filepath.Join(dir, "files")}
+	files := &aps.Files{KV: kv, Dir: filepath.Join(dir, "files")}
 	srv := httptest.NewServer(files.Handler())
 	t.Cleanup(srv.Close)
 	files.BaseURL = srv.URL
@@ -49,7 +51,7 @@ func newCompatServices(t *testing.T, f *fixture) *compatServices {
 {"match":"violate","text":"{\"summary\":1,\"extra\":true}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 {"match":"","text":"{\"summary\":\"ok\"}","model":"fx","json":true,"inputTokens":5,"outputTokens":5}
 `), 0o600)
-	backend, err := LoadFixtureBackend(fixture)
+	backend, err := sampling.LoadFixture(fixture)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,15 +275,15 @@ func TestSDKStyleNodePlugin(t *testing.T) {
 func TestPresignedPUTFromGoClient(t *testing.T) {
 	f := newFixture(t)
 	cs := newCompatServices(t, f)
-	proxyFunc := (&httpproxy.Config{HTTPProxy: "http://" + f.proxy, NoProxy: launch.NoProxy(cs.files.directHosts()...)}).ProxyFunc()
+	proxyFunc := (&httpproxy.Config{HTTPProxy: "http://" + f.proxy, NoProxy: launch.NoProxy(cs.files.DirectHosts()...)}).ProxyFunc()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		Proxy: func(r *http.Request) (*url.URL, error) { return proxyFunc(r.URL) }}}
 	for name, body := range map[string]string{"go.txt": "from go", "empty.txt": ""} {
-		res, rerr := cs.files.call("files/upload_begin", "user/u1", json.RawMessage(`{"path":"`+name+`","size_bytes":`+itoa(len(body))+`}`))
-		if rerr != nil {
-			t.Fatalf("%s upload_begin: %v", name, rerr)
+		up, err := cs.files.Begin("user/u1", name, "", int64(len(body)))
+		if err != nil {
+			t.Fatalf("%s upload_begin: %v", name, err)
 		}
-		req, _ := http.NewRequest(http.MethodPut, res.(map[string]any)["put_url"].(string), bytes.NewReader([]byte(body)))
+		req, _ := http.NewRequest(http.MethodPut, up.URL, bytes.NewReader([]byte(body)))
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -290,9 +292,8 @@ func TestPresignedPUTFromGoClient(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s PUT: %d", name, resp.StatusCode)
 		}
-		if _, rerr := cs.files.call("files/upload_complete", "user/u1", json.RawMessage(`{"path":"`+name+`","etag":`+
-			strconvQuote(resp.Header.Get("ETag"))+`}`)); rerr != nil {
-			t.Fatalf("%s complete: %v", name, rerr)
+		if _, err := cs.files.Complete("user/u1", name, resp.Header.Get("ETag")); err != nil {
+			t.Fatalf("%s complete: %v", name, err)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/aps"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/tokens"
@@ -137,11 +139,11 @@ type Options struct {
 	// Verifier checks the tokens plugins present on reverse RPC.
 	Verifier *tokens.Verifier
 	// Sampling is the backend of sampling/createMessage; none when nil.
-	Sampling SamplingBackend
+	Sampling sampling.Backend
 	// KV is the APS key-value store of storage/*; none when nil.
-	KV *KVStore
+	KV *aps.Store
 	// Files serves files/*; none when nil.
-	Files *Files
+	Files *aps.Files
 	// SamplingTimeout bounds one sampling backend call (default 60 s; the
 	// invoke's deadline bounds it too).
 	SamplingTimeout time.Duration

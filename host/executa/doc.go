@@ -10,14 +10,16 @@
 //
 // The package is over 1,500 lines because it is the whole host side of
 // one protocol: the process and its frames, negotiation, and the reverse
-// RPC services a plugin calls back (sampling, storage, files). Each file
-// is one of those concerns. Most share the Process and its calls in
-// flight; two are host-wide instead, one per host for every Executa
-// plugin: the files upload server with its collection of abandoned
-// uploads (Files, files.go), which the plugins' files/* calls sign URLs
-// for, and the OpenAI-compatible sampling backend (OpenAIBackend,
-// openai.go, backend_errors.go), which the sampling service calls
-// through the egress proxy.
+// RPC services a plugin calls back (sampling, storage, files: their
+// gates, tokens, per-invoke limits and error codes). Each file is one of
+// those concerns, and each shares the Process and its calls in flight.
+// What is host-wide instead, one per host for every Executa plugin, lives
+// in packages of its own that this one reaches through Options and never
+// the other way: the sampling backends (host/executa/sampling: the
+// OpenAI-compatible backend through the egress proxy, the fixture), and
+// APS storage (host/executa/aps: the key-value store, and the files
+// service with its upload server and its collection of abandoned
+// uploads).
 //
 // # Security
 //

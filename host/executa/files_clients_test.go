@@ -2,7 +2,6 @@ package executa
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -50,14 +49,14 @@ func TestPresignedPUTFromStockClients(t *testing.T) {
 		for name, argv := range clients {
 			t.Run(string(level)+"/"+name, func(t *testing.T) {
 				path := name + "-" + string(level) + ".txt"
-				res, rerr := cs.files.call("files/upload_begin", "user/u1", json.RawMessage(`{"path":"`+path+`","size_bytes":4}`))
-				if rerr != nil {
-					t.Fatalf("upload_begin: %v", rerr)
+				up, err := cs.files.Begin("user/u1", path, "", 4)
+				if err != nil {
+					t.Fatalf("upload_begin: %v", err)
 				}
-				args := argv(res.(map[string]any)["put_url"].(string))
+				args := argv(up.URL)
 				var logs testenv.SyncBuffer
 				p, err := launch.Start(context.Background(), launch.Request{Plugin: "files-client", Path: args[0], Args: args[1:],
-					Direct: cs.files.directHosts()}, launch.Options{EgressProxy: f.proxy, Sandbox: sandbox.Config{Level: level},
+					Direct: cs.files.DirectHosts()}, launch.Options{EgressProxy: f.proxy, Sandbox: sandbox.Config{Level: level},
 					Log: slog.New(slog.NewTextHandler(&logs, nil))})
 				if err != nil {
 					t.Fatal(err)
@@ -77,9 +76,8 @@ func TestPresignedPUTFromStockClients(t *testing.T) {
 				if err := p.Err(); err != nil || etag == "" {
 					t.Fatalf("PUT: %v\n%s\n%s", err, out, logs.String())
 				}
-				if _, rerr := cs.files.call("files/upload_complete", "user/u1", json.RawMessage(`{"path":"`+path+`","etag":`+
-					strconvQuote(etag)+`}`)); rerr != nil {
-					t.Fatalf("complete: %v", rerr)
+				if _, err := cs.files.Complete("user/u1", path, etag); err != nil {
+					t.Fatalf("complete: %v", err)
 				}
 			})
 		}

@@ -13,18 +13,19 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/aps"
 )
 
 func TestFilesService(t *testing.T) {
 	f := newFixture(t)
-	kv, err := OpenKVStore(filepath.Join(t.TempDir(), "aps.db"))
+	kv, err := aps.Open(filepath.Join(t.TempDir(), "aps.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Close()
 	clk := time.Now()
-	kv.now = func() time.Time { return clk }
-	files := &Files{KV: kv, Dir: filepath.Join(t.TempDir(), "blobs")}
+	kv.Now = func() time.Time { return clk }
+	files := &aps.Files{KV: kv, Dir: filepath.Join(t.TempDir(), "blobs")}
 	srv := httptest.NewServer(files.Handler())
 	defer srv.Close()
 	files.BaseURL = srv.URL
@@ -87,7 +88,7 @@ func TestFilesService(t *testing.T) {
 		t.Fatalf("download: %q", got)
 	}
 	// Signed URLs expire.
-	clk = clk.Add(DefaultURLTTL + time.Minute)
+	clk = clk.Add(aps.DefaultURLTTL + time.Minute)
 	resp, err = http.Get(dl)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg PluginConfig, opts Options) (*Process, error
 	intents := slices.Compact(slices.Sorted(maps.Values(cfg.Credentials)))
 	proc, err := launch.Start(ctx, launch.Request{Plugin: cfg.Name, Path: path, Args: cfg.Args, InstallDir: installDir(path, cfg.Args),
 		Env:     pluginEnv(os.Environ(), envSpec{set: cfg.Env, inherit: cfg.InheritEnv, inheritAll: cfg.InheritAllEnv, deny: cfg.EnvDeny}),
-		NoHTTPS: opts.NoHTTPSProxy, PassIntents: intents, Direct: opts.Files.directHosts(), Stdin: true,
+		NoHTTPS: opts.NoHTTPSProxy, PassIntents: intents, Direct: opts.Files.DirectHosts(), Stdin: true,
 	}, launch.Options{Broker: opts.Broker, EgressProxy: opts.EgressProxy, InterceptCAFile: opts.InterceptCAFile,
 		Sandbox: opts.Sandbox, Hide: opts.Hide, ProxyServe: opts.ProxyServe, StderrLevel: opts.StderrLevel, Redactor: opts.Redactor, Log: p.log})
 	if err != nil {

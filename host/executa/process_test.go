@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/sandbox"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -48,7 +49,7 @@ type fixture struct {
 	seen     chan string
 	// chat, when set, answers /v1/chat/completions instead of the echo.
 	chat     atomic.Pointer[http.HandlerFunc]
-	sampling SamplingBackend
+	sampling sampling.Backend
 	port     int
 	ring     *tokens.Ring
 	audit    *testenv.SyncBuffer // the proxy's audit lines

@@ -1,17 +1,15 @@
 package executa
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -35,146 +33,10 @@ const (
 	MaxSchemaBytes        = 32 << 10
 	MaxSchemaDepth        = 8
 	MaxSchemaNodes        = 512
-	DefaultSamplingWindow = 60 * time.Second
+	DefaultSamplingWindow = sampling.DefaultTimeout
 )
 
 var schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// SamplingRequest is sampling/createMessage's params.
-type SamplingRequest struct {
-	Messages []struct {
-		Role    string `json:"role"`
-		Content struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	} `json:"messages"`
-	MaxTokens      int             `json:"maxTokens"`
-	SystemPrompt   string          `json:"systemPrompt,omitempty"`
-	Temperature    *float64        `json:"temperature,omitempty"`
-	StopSequences  []string        `json:"stopSequences,omitempty"`
-	IncludeContext string          `json:"includeContext,omitempty"`
-	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
-	OnUnsupported  string          `json:"onUnsupported,omitempty"`
-	SamplingToken  string          `json:"sampling_token,omitempty"`
-	InvokeID       string          `json:"invoke_id,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	// Caller is who asked, set by the host (never read from the
-	// plugin's params): a backend that reaches its API through the
-	// proxy names them in the handle it mints, so the audit line credits
-	// the calling plugin and invocation.
-	Caller SamplingCaller `json:"-"`
-}
-
-// SamplingCaller is the plugin and host invocation a sampling call
-// serves.
-type SamplingCaller struct {
-	Plugin, Invocation string
-}
-
-// ResponseFormat asks for structured output.
-type ResponseFormat struct {
-	Type       string `json:"type"` // json_object | json_schema
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Strict bool            `json:"strict"`
-		Schema json.RawMessage `json:"schema"`
-	} `json:"json_schema,omitempty"`
-}
-
-// Completion is what a backend returns.
-type Completion struct {
-	Text         string
-	Model        string
-	StopReason   string
-	InputTokens  int
-	OutputTokens int
-	Provider     string
-	Structured   bool // the backend honoured a response format
-	// UsageReported says the backend gave InputTokens and OutputTokens.
-	// Without it the call is counted at what was reserved for it, never
-	// as free.
-	UsageReported bool
-}
-
-// SamplingBackend produces completions.
-type SamplingBackend interface {
-	Complete(ctx context.Context, req *SamplingRequest) (Completion, error)
-	SupportsFormat(kind string) bool
-}
-
-// FixtureBackend answers from a JSONL file of canned responses, for dev
-// and tests: each line {"match": "...", "text": "...", "model": "..."}; the
-// first whose match is in the last user message (or empty) answers. An
-// entry with neither inputTokens nor outputTokens stands for a backend
-// that reports no usage.
-type FixtureBackend struct {
-	entries []fixtureEntry
-}
-
-type fixtureEntry struct {
-	Match        string `json:"match"`
-	Text         string `json:"text"`
-	Model        string `json:"model"`
-	InputTokens  int    `json:"inputTokens"`
-	OutputTokens int    `json:"outputTokens"`
-	JSON         bool   `json:"json"`
-}
-
-// LoadFixtureBackend reads a JSONL fixture file.
-func LoadFixtureBackend(path string) (*FixtureBackend, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fb := &FixtureBackend{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var e fixtureEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("sampling fixture %s line %d: not a JSON object", path, n)
-		}
-		fb.entries = append(fb.entries, e)
-	}
-	return fb, sc.Err()
-}
-
-// Complete implements SamplingBackend.
-func (fb *FixtureBackend) Complete(_ context.Context, req *SamplingRequest) (Completion, error) {
-	last := ""
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			last = m.Content.Text
-		}
-	}
-	for _, e := range fb.entries {
-		if e.Match == "" || strings.Contains(last, e.Match) {
-			model := e.Model
-			if model == "" {
-				model = "fixture"
-			}
-			return Completion{Text: e.Text, Model: model, StopReason: "endTurn", InputTokens: e.InputTokens,
-				OutputTokens: e.OutputTokens, Provider: "fixture", Structured: e.JSON,
-				UsageReported: e.InputTokens > 0 || e.OutputTokens > 0}, nil
-		}
-	}
-	return Completion{}, errors.New("no fixture matches")
-}
-
-// SupportsFormat implements SamplingBackend: fixtures marked json can
-// answer structured requests.
-func (fb *FixtureBackend) SupportsFormat(string) bool {
-	for _, e := range fb.entries {
-		if e.JSON {
-			return true
-		}
-	}
-	return false
-}
 
 // samplingBudget is one invoke's use of sampling.
 type samplingBudget struct {
@@ -248,7 +110,7 @@ func (b *samplingBudget) settle(reserved, used int, counted bool) {
 // sample handles sampling/createMessage after the gates passed.
 func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMessage) (any, *RPCError) {
 	bad := func(msg string) *RPCError { return rpcError(CodeSamplingInvalid, msg, "INVALID_REQUEST") }
-	var req SamplingRequest
+	var req sampling.Request
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, bad("params are not a sampling request")
 	}
@@ -344,7 +206,7 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 	// ctx is the invoke's: the backend call ends with it at the latest.
 	cctx, cancel := context.WithTimeout(ctx, p.opts.samplingTimeout())
 	defer cancel()
-	req.Caller = SamplingCaller{Plugin: p.cfg.Name, Invocation: inv.id}
+	req.Caller = sampling.Caller{Plugin: p.cfg.Name, Invocation: inv.id}
 	c, err := p.opts.Sampling.Complete(cctx, &req)
 	if err != nil {
 		return nil, p.samplingFailure(ctx, cctx, err)
@@ -376,7 +238,7 @@ func (p *Process) sample(ctx context.Context, inv *liveInvoke, params json.RawMe
 // no tokenizer spends less than a byte on a token, so one token per byte
 // of text, plus per-message framing, is never below what a backend
 // counts. A schema sent as response_format counts too.
-func promptTokens(req *SamplingRequest) int {
+func promptTokens(req *sampling.Request) int {
 	const perMessage, perRequest = 8, 16
 	n := perRequest + len(req.SystemPrompt)
 	for _, m := range req.Messages {
@@ -402,9 +264,9 @@ func (p *Process) samplingFailure(invokeCtx, callCtx context.Context, err error)
 		p.log.Warn("sampling backend timed out", "timeout", p.opts.samplingTimeout())
 		return rpcError(CodeSamplingTimeout, "the sampling backend timed out", "TIMEOUT")
 	}
-	var be *BackendError
+	var be *sampling.Error
 	if !errors.As(err, &be) {
-		be = &BackendError{Kind: BackendUpstream, Err: err}
+		be = &sampling.Error{Kind: sampling.KindUpstream, Err: err}
 	}
 	p.log.Warn("sampling backend failed", "reason", be.Kind, "status", be.Status, "retry_after", be.RetryAfter, "err", be.Err)
 	data := map[string]any{"errorCode": be.Kind}
@@ -416,11 +278,11 @@ func (p *Process) samplingFailure(invokeCtx, callCtx context.Context, err error)
 	}
 	raw, _ := json.Marshal(data)
 	msg := map[string]string{
-		BackendUnauthorized: "the sampling backend refused the host's credential",
-		BackendRateLimited:  "the sampling backend is rate limiting; retry after retryAfter seconds",
-		BackendUpstream:     "the sampling backend failed",
-		BackendBadResponse:  "the sampling backend's answer was not understood",
-		BackendUnavailable:  "the sampling backend's credential or route is unavailable",
+		sampling.KindUnauthorized: "the sampling backend refused the host's credential",
+		sampling.KindRateLimited:  "the sampling backend is rate limiting; retry after retryAfter seconds",
+		sampling.KindUpstream:     "the sampling backend failed",
+		sampling.KindBadResponse:  "the sampling backend's answer was not understood",
+		sampling.KindUnavailable:  "the sampling backend's credential or route is unavailable",
 	}[be.Kind]
 	return &RPCError{Code: CodeSamplingProviderError, Message: msg, Data: raw}
 }

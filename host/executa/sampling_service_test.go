@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 )
 
 func TestSamplingService(t *testing.T) {
@@ -20,7 +21,7 @@ func TestSamplingService(t *testing.T) {
 {"match":"","text":"{\"ok\":true}","json":true,"inputTokens":5000,"outputTokens":1000}
 `), 0o600)
 	var err error
-	if f.sampling, err = LoadFixtureBackend(fixture); err != nil {
+	if f.sampling, err = sampling.LoadFixture(fixture); err != nil {
 		t.Fatal(err)
 	}
 	p, err := f.start(t, py("good"), Timeouts{})
@@ -75,7 +76,7 @@ func TestOpenAIBackendThroughProxy(t *testing.T) {
 	f := newFixture(t)
 	in, _ := f.b.Intent("openai")
 	issued := &issueRecorder{API: f.b}
-	f.sampling = &OpenAIBackend{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",
+	f.sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",
 		Destinations: in.Destinations, Broker: issued, EgressProxy: f.proxy}
 	p, err := f.start(t, py("good"), Timeouts{})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host/executa/aps"
 )
 
 type callResult struct {
@@ -46,12 +47,12 @@ func code(c callResult) string {
 func TestStorageService(t *testing.T) {
 	f := newFixture(t)
 	path := filepath.Join(t.TempDir(), "aps.db")
-	kv, err := OpenKVStore(path)
+	kv, err := aps.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := time.Now()
-	kv.now = func() time.Time { return clk }
+	kv.Now = func() time.Time { return clk }
 	start := func() *Process {
 		p, err := Start(context.Background(), py("good"), Options{Broker: f.b, Secrets: f.b, Tokens: broker.LocalMinter{Issuer: f.issuer},
 			Verifier: f.verifier, EgressProxy: f.proxy, KV: kv})
@@ -122,7 +123,7 @@ func TestStorageService(t *testing.T) {
 	rpcs(t, p, user, `{"method":"storage/set","params":{"key":"durable","value":"kept","scope":"user"}}`)
 	p.Shutdown()
 	kv.Close()
-	if kv, err = OpenKVStore(path); err != nil {
+	if kv, err = aps.Open(path); err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Close()
@@ -151,7 +152,7 @@ func TestStorageService(t *testing.T) {
 
 func TestStorageQuota(t *testing.T) {
 	f := newFixture(t)
-	kv, err := OpenKVStore(filepath.Join(t.TempDir(), "aps.db"))
+	kv, err := aps.Open(filepath.Join(t.TempDir(), "aps.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,19 +175,5 @@ func TestStorageQuota(t *testing.T) {
 	}
 	if u := kv.Usage("user/u-q"); u <= 0 || u > 200 {
 		t.Fatalf("usage %d", u)
-	}
-}
-
-// A second host on the same state directory is told why it cannot open
-// the store, not just "timeout".
-func TestKVStoreLockedByAnotherProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "aps.db")
-	kv, err := OpenKVStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
-	if _, err := OpenKVStore(path); err == nil || !strings.Contains(err.Error(), "locked by another process") {
-		t.Fatalf("second open: %v", err)
 	}
 }

@@ -29,6 +29,15 @@ type PortInstaller struct {
 	// Record, when set, appends a host-authored evidence record of each
 	// change (lifecycle.port_installed, lifecycle.port_removed).
 	Record func(typ string, data map[string]any)
+	// OnChange, when set, is told after each port installed or removed
+	// (the host's Host.PortsChanged: a plugin's tools changed).
+	OnChange func()
+}
+
+func (in *PortInstaller) changed() {
+	if in.OnChange != nil {
+		in.OnChange()
+	}
 }
 
 func (in *PortInstaller) record(typ string, data map[string]any) {
@@ -50,6 +59,7 @@ func (in *PortInstaller) InstallPort(_ context.Context, set []byte, replace bool
 			rules[m.Method] = m.RiskClass
 		}
 		in.record("lifecycle.port_installed", map[string]any{"port": res.Port.Name, "sha256": res.Port.SHA256, "replaced": res.Replaced, "risk_classes": rules})
+		in.changed()
 	}
 	return PortResult{Name: res.Port.Name, Source: "installed", SHA256: res.Port.SHA256, Replaced: res.Replaced, Methods: res.Port.Methods}, nil
 }
@@ -61,6 +71,7 @@ func (in *PortInstaller) RemovePort(_ context.Context, name string) (any, error)
 		return nil, err
 	}
 	in.record("lifecycle.port_removed", map[string]any{"port": name})
+	in.changed()
 	return PortResult{Name: name, Source: "installed"}, nil
 }
 

@@ -105,6 +105,9 @@ type Host struct {
 	// namespaces, landlock, off), extra read-only paths and limits, per
 	// plugin.
 	Sandbox host.SandboxConfig `yaml:"sandbox"`
+	// MCP serves the plugins' tools to agents over the Model Context
+	// Protocol on the control API's listener (off by default).
+	MCP HostMCP `yaml:"mcp"`
 }
 
 // DefaultCheckpointInterval is how often evidence checkpoints are signed.
@@ -419,6 +422,9 @@ func (c Host) Validate() error {
 		}
 	}
 	if err := c.Executa.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.MCP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Decision.Validate(); err != nil {

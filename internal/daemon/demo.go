@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/host"
+	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 )
 
 // demoUpstream is the third-party API of the demo: it checks the secret
@@ -45,6 +46,7 @@ type banner struct {
 	controlToken, clientFlags       string
 	status                          []host.Status
 	intercept                       bool // the proxy intercepts CONNECT
+	mcp                             bool // host.mcp is enabled
 }
 
 func printBanner(out io.Writer, b banner) {
@@ -57,6 +59,10 @@ func printBanner(out io.Writer, b banner) {
 	control := b.control
 	if !strings.HasPrefix(control, "unix:") {
 		control = "http://" + control
+	}
+	mcpLine := ""
+	if b.mcp {
+		mcpLine = fmt.Sprintf("  MCP endpoint     %s%s   (streamable HTTP, the control API's credentials; docs/mcp.md)\n", control, hostmcp.Path)
 	}
 	for _, s := range b.status {
 		fmt.Fprintf(&plugins, "  %-16s %-9s %-10s", s.Name, s.Kind, s.State)
@@ -83,7 +89,7 @@ airlock dev is running:
   egress proxy     http://%s   (plugins get HTTP_PROXY pointing here)
   control API      %s   (POST /v1/invocations, GET /v1/plugins)
   control token    %s   (every control API request presents it)
-  admin            http://%s   (/readyz, /metrics, JWKS)
+%s  admin            http://%s   (/readyz, /metrics, JWKS)
   broker API       unix:%s   (airlock handle, airlock explain)
   demo upstream    https://%s:%d   (local TLS, trusted through upstream_ca_file)
   demo secret      in %s, sha256 %s (only the proxy and the upstream see it)
@@ -98,5 +104,5 @@ Try a credentialed call end to end, in another terminal:
 
 Ctrl-C stops everything.
 
-`, b.proxy, control, b.controlToken, b.admin, b.brokerAPI, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke, pflags)
+`, b.proxy, control, b.controlToken, mcpLine, b.admin, b.brokerAPI, b.upstream, b.upPort, b.secrets, b.secretFP, b.kid, b.evidence, plugins.String(), try.String(), b.invoke, pflags)
 }

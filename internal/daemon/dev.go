@@ -119,7 +119,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	}
 	printBanner(opts.Stdout, banner{proxy: sn.proxyAddr, control: hn.control, controlToken: cfg.Host.ControlTokenFile, clientFlags: flags, admin: sn.adminAddr, brokerAPI: cfg.Broker.API.Socket, upstream: DemoHost, upPort: up.port,
 		secrets: demo.file, secretFP: demo.fp, kid: activeKID(sn.ring), evidence: evPath, invoke: opts.Invoke,
-		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != ""})
+		status: hn.h.Status(), intercept: cfg.Proxy.Intercept.CAFile != "", mcp: cfg.Host.MCP.Enabled})
 	// Ready once the banner is out: callers (and tests) read it then.
 	if opts.OnReady != nil {
 		opts.OnReady(Ready{Admin: sn.adminAddr, Proxy: sn.proxyAddr, Control: hn.control})

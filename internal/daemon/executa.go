@@ -2,15 +2,18 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/host/executa"
+	"github.com/airlock-dev/airlock/host/executa/aps"
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/serve"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -44,7 +47,7 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 	if err != nil {
 		return nil, err
 	}
-	kv, err := executa.OpenKVStore(xc.Storage)
+	kv, err := aps.Open(xc.Storage)
 	if err != nil {
 		return nil, fmt.Errorf("host.executa.storage: %w", err)
 	}
@@ -56,13 +59,13 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		EgressProxy: deps.egressProxy, KV: kv, Log: log, SamplingTimeout: xc.Sampling.Timeout, Timeouts: xc.Timeouts}
 	switch s := xc.Sampling; {
 	case s.Fixture != "":
-		b, err := executa.LoadFixtureBackend(s.Fixture)
+		b, err := sampling.LoadFixture(s.Fixture)
 		if err != nil {
 			return nil, fmt.Errorf("host.executa.sampling.fixture: %w", err)
 		}
 		xs.opts.Sampling = b
 	case s.OpenAI != nil:
-		ob := &executa.OpenAIBackend{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
+		ob := &sampling.OpenAI{BaseURL: s.OpenAI.BaseURL, Model: s.OpenAI.Model, Intent: s.OpenAI.Intent,
 			JSON: s.OpenAI.JSON, Broker: deps.broker, EgressProxy: deps.egressProxy, Log: log}
 		xs.opts.Sampling = ob
 		xs.closers = append(xs.closers, ob.CloseIdleConnections)
@@ -72,20 +75,24 @@ func startExecutaServices(ctx context.Context, cfg *config.Config, deps hostDeps
 		if err != nil {
 			return nil, fmt.Errorf("host.executa.files_listen: %w", err)
 		}
-		xs.opts.Files = &executa.Files{KV: kv, Dir: xc.FilesDir, BaseURL: "http://" + l.Addr().String()}
-		srv := &http.Server{Handler: xs.opts.Files.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		files := &aps.Files{KV: kv, Dir: xc.FilesDir, BaseURL: "http://" + l.Addr().String()}
+		xs.opts.Files = files
+		srv := &http.Server{Handler: files.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		// The upload server runs until close (after the plugins are down),
+		// the collection of abandoned uploads until ctx ends or close;
+		// close returns once both have, before the store closes, and
+		// uploads in flight finish first (up to serve.ShutdownGrace).
+		serving, stopServing := context.WithCancel(context.Background())
+		gcCtx, stopGC := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := serve.HTTP(serving, srv, l); err != nil {
 				log.Error("executa files listener", "err", err)
 			}
-		}()
-		// Uploads begun and never completed are collected.
-		gcCtx, stopGC := context.WithCancel(ctx)
-		gcDone := make(chan struct{})
-		go func() { defer close(gcDone); xs.opts.Files.Run(gcCtx, executa.DefaultUploadGC/4) }()
-		xs.closers = append(xs.closers, func() { _ = srv.Close(); <-done; stopGC(); <-gcDone })
+			_ = srv.Close() // what outlived the grace
+		})
+		wg.Go(func() { files.Run(gcCtx, aps.DefaultUploadGC/4) })
+		xs.closers = append(xs.closers, func() { stopServing(); stopGC(); wg.Wait() })
 	}
 	return xs, nil
 }

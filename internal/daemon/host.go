@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/executa"
+	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 	"github.com/airlock-dev/airlock/host/pluginv1"
 	hostpolicy "github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/admin"
@@ -183,6 +184,8 @@ type hostNode struct {
 	// ev is the evidence log, reopened on SIGHUP (after logrotate
 	// renamed it).
 	ev *evidence.Log
+	// mcp is the MCP server, when host.mcp is enabled.
+	mcp *hostmcp.Server
 	*node
 }
 
@@ -225,7 +228,8 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	for port, why := range hopts.Ports.Refused() {
 		record("lifecycle.port_refused", map[string]any{"port": port, "reason": why})
 	}
-	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record})
+	ctl.EnablePorts(&pluginv1.PortInstaller{Ports: hopts.Ports, PortsDir: pluginv1.PortsDir(cfg.StateDir), Lockfile: cfg.Host.Lockfile, Record: record,
+		OnChange: h.PortsChanged})
 	// Shut the plugins down first, then the services they use.
 	n.closers = append(n.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), HostShutdownTimeout)
@@ -235,7 +239,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if err := n.startPlugins(cfg, deps); err != nil {
 		return nil, err
 	}
-	if err := n.serveControl(cfg, ctl); err != nil {
+	if err := n.serveControl(cfg, n.withMCP(cfg, ctl, opts.Version)); err != nil {
 		return nil, err
 	}
 	if err := n.serveAdminChecks(cfg, deps.admin, ownRegistry); err != nil {
@@ -352,7 +356,7 @@ func (n *hostNode) startPlugins(cfg *config.Config, deps hostDeps) error {
 }
 
 // serveControl serves the control API on host.control.
-func (n *hostNode) serveControl(cfg *config.Config, ctl *control.Handler) error {
+func (n *hostNode) serveControl(cfg *config.Config, ctl http.Handler) error {
 	h := n.h
 	l, handler, auth, err := listenControlAuth(cfg.Host, ctl, n.log)
 	if err != nil {
@@ -364,6 +368,11 @@ func (n *hostNode) serveControl(cfg *config.Config, ctl *control.Handler) error 
 		n.control = "unix:" + n.control
 	}
 	srv := controlServer(handler)
+	if m := n.mcp; m != nil {
+		// MCP sessions hold streams open: end them, or the graceful
+		// shutdown waits for them.
+		srv.RegisterOnShutdown(func() { _ = m.Close() })
+	}
 	n.serve("control API", func(ctx context.Context) error {
 		// The plugins' shutdown cancels the calls in flight, so the
 		// server's graceful shutdown does not wait out their deadlines.

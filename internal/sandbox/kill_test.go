@@ -12,10 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -69,25 +67,6 @@ func hostOfTree() int {
 	select {}
 }
 
-// waitGone waits until pid has exited: a pidfd turns readable then,
-// whoever the process's parent is.
-func waitGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err == unix.ESRCH {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	// A generous bound, so that a regression fails instead of hanging.
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(time.Minute/time.Millisecond))
-	if err != nil || n == 0 {
-		t.Fatalf("%s (pid %d) is still alive: %v", what, pid, err)
-	}
-}
-
 // Kill ends a sandbox at each level, a process the plugin left in a
 // session of its own included: at the namespaces level with SIGKILL to
 // the init, which the kernel delivers there only from outside the
@@ -123,10 +102,10 @@ func TestKillEndsTheSandbox(t *testing.T) {
 			}
 			sleeper := testenv.Descendant(t, cmd.Process.Pid, "sleep")
 			Kill(cmd.Process.Pid)
-			waitGone(t, cmd.Process.Pid, "the init")
+			testenv.WaitGone(t, cmd.Process.Pid, "the init")
 			_ = cmd.Wait()
 			box.Wait()
-			waitGone(t, sleeper, "the plugin's detached process")
+			testenv.WaitGone(t, sleeper, "the plugin's detached process")
 		})
 	}
 }
@@ -158,8 +137,8 @@ func TestSandboxDiesWithItsHost(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = host.Wait()
-			waitGone(t, initPid, "the init")
-			waitGone(t, sleeper, "the plugin's detached process")
+			testenv.WaitGone(t, initPid, "the init")
+			testenv.WaitGone(t, sleeper, "the plugin's detached process")
 		})
 	}
 }

@@ -137,8 +137,11 @@ func (p *Proc) removeDirs() {
 // Pid is the process id (and process group id).
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
-// Exited is closed once the process has exited, its group is killed and
-// its directories are removed.
+// Exited is closed once the process has exited, its group has been sent
+// SIGKILL and its directories are removed. A descendant killed with the
+// group runs no more code, but the kernel may still be finishing its exit
+// (it has let go of its files, stderr included, and is not yet a zombie):
+// whoever must see it gone waits on it (a pidfd), not on /proc at once.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
 // ExitErr is Err for a report: a failed exit as Err has it (an

@@ -53,9 +53,10 @@ func TestProcKillsGroupAndRemovesDirs(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no exit")
 			}
-			if testenv.ProcessAlive(child) {
-				t.Fatalf("child %d survived its plugin", child)
-			}
+			// Exited closes once the group has been sent SIGKILL and the
+			// child has let go of the stderr pipe, which it does on its way
+			// out, before it has exited: wait for the exit itself.
+			testenv.WaitGone(t, child, "the child, which survived its plugin")
 			if _, err := os.Stat(private); !os.IsNotExist(err) {
 				t.Fatalf("private dir left behind: %v", err)
 			}

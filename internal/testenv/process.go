@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // process is a started service with its combined output kept for errors.
@@ -111,6 +113,26 @@ func ProcessAlive(pid int) bool {
 		return false
 	}
 	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// WaitGone waits until pid has exited: a pidfd turns readable then,
+// whoever the process's parent is, so a process that was sent SIGKILL
+// but is still on its way out is waited for, not reported alive. The
+// bound is generous, so that a regression fails instead of hanging.
+func WaitGone(tb testing.TB, pid int, what string) {
+	tb.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.Close(fd)
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(time.Minute/time.Millisecond))
+	if err != nil || n == 0 {
+		tb.Fatalf("%s (pid %d) is still alive: %v", what, pid, err)
+	}
 }
 
 // Descendant waits up to 20 s for a live descendant of root whose command

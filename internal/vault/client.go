@@ -32,6 +32,10 @@ type Client struct {
 	auth     *vaultapi.Secret
 	loggedIn time.Time // the last successful login
 	logins   int
+
+	// now is the clock that dates logins for ReauthQuiet (time.Now; a
+	// test moves it instead of sleeping).
+	now func() time.Time
 }
 
 // ReauthQuiet is how long after a login further Reauth requests are
@@ -99,7 +103,7 @@ func newClient(cfg Config, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1)}, nil
+	return &Client{API: api, cfg: cfg, log: log, reauth: make(chan struct{}, 1), now: time.Now}, nil
 }
 
 // Start is Connect for a long-running process that must come up while
@@ -243,7 +247,7 @@ func (c *Client) loginWith(ctx context.Context, m vaultapi.AuthMethod, name stri
 
 func (c *Client) setAuth(s *vaultapi.Secret) {
 	c.mu.Lock()
-	c.loggedIn = time.Now()
+	c.loggedIn = c.now()
 	c.logins++
 	c.auth = s
 	c.mu.Unlock()
@@ -297,7 +301,7 @@ func (c *Client) Run(ctx context.Context) {
 				c.log.Debug("vault token renewed")
 			case <-c.reauth:
 				c.mu.Lock()
-				recent := time.Since(c.loggedIn) < ReauthQuiet
+				recent := c.now().Sub(c.loggedIn) < ReauthQuiet
 				first := c.logins == 0
 				c.mu.Unlock()
 				if recent {

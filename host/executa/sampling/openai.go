@@ -1,4 +1,4 @@
-package executa
+package sampling
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ import (
 	"github.com/airlock-dev/airlock/internal/randid"
 )
 
-// OpenAIBackend calls an OpenAI-compatible chat-completions endpoint
+// OpenAI calls an OpenAI-compatible chat-completions endpoint
 // through Airlock's own egress proxy with a brokered credential: the API
 // key never leaves the secret source and the proxy's checks apply to the
 // host's own calls too.
-type OpenAIBackend struct {
+type OpenAI struct {
 	// BaseURL is http://host[:port][/prefix] (http: the proxy adds TLS).
 	BaseURL string
 	Model   string
@@ -45,7 +45,7 @@ type OpenAIBackend struct {
 // endpoint is the chat-completions URL: BaseURL may name the API root
 // (http://api.example.com) or its /v1 (http://api.example.com/v1), as
 // OpenAI's own clients take it.
-func (o *OpenAIBackend) endpoint() string {
+func (o *OpenAI) endpoint() string {
 	base := strings.TrimSuffix(o.BaseURL, "/")
 	if strings.HasSuffix(base, "/v1") {
 		return base + "/chat/completions"
@@ -56,7 +56,7 @@ func (o *OpenAIBackend) endpoint() string {
 // httpClient is the backend's one client. The handle travels in each
 // request's Proxy-Authorization, not in the proxy URL, so every call
 // shares the pool of connections to the proxy.
-func (o *OpenAIBackend) httpClient(proxy string) *http.Client {
+func (o *OpenAI) httpClient(proxy string) *http.Client {
 	o.once.Do(func() {
 		o.client = &http.Client{Transport: &http.Transport{
 			Proxy:               http.ProxyURL(&url.URL{Scheme: "http", Host: proxy}),
@@ -67,17 +67,17 @@ func (o *OpenAIBackend) httpClient(proxy string) *http.Client {
 }
 
 // CloseIdleConnections releases the kept-alive connections.
-func (o *OpenAIBackend) CloseIdleConnections() {
+func (o *OpenAI) CloseIdleConnections() {
 	if o.client != nil {
 		o.client.CloseIdleConnections()
 	}
 }
 
-// SupportsFormat implements SamplingBackend.
-func (o *OpenAIBackend) SupportsFormat(string) bool { return o.JSON }
+// SupportsFormat implements Backend.
+func (o *OpenAI) SupportsFormat(string) bool { return o.JSON }
 
-// Complete implements SamplingBackend.
-func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Completion, error) {
+// Complete implements Backend.
+func (o *OpenAI) Complete(ctx context.Context, req *Request) (Completion, error) {
 	// The handle is the calling plugin's, under an invocation id of its
 	// own (revoked below without touching the caller's other handles)
 	// that begins with the caller's: the proxy's audit line credits them.
@@ -90,12 +90,12 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(DefaultSamplingWindow)
+		deadline = time.Now().Add(DefaultTimeout)
 	}
 	iss, err := o.Broker.Issue(ctx, broker.IssueRequest{PluginID: plugin, InvocationID: inv, Intent: o.Intent,
 		Destinations: o.Destinations, Deadline: deadline})
 	if err != nil {
-		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: fmt.Errorf("sampling credential: %w", err)}
+		return Completion{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("sampling credential: %w", err)}
 	}
 	defer host.EndInvocation(ctx, o.Broker, o.Log, plugin, inv, deadline)
 	msgs := []map[string]string{}
@@ -131,7 +131,7 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 		if ctx.Err() != nil {
 			return Completion{}, ctx.Err()
 		}
-		return Completion{}, &BackendError{Kind: BackendUnavailable, Err: errors.New("the egress proxy could not be reached")}
+		return Completion{}, &Error{Kind: KindUnavailable, Err: errors.New("the egress proxy could not be reached")}
 	}
 	defer func() {
 		// Read to the end so the connection goes back to the pool.
@@ -158,7 +158,7 @@ func (o *OpenAIBackend) Complete(ctx context.Context, req *SamplingRequest) (Com
 		if ctx.Err() != nil {
 			return Completion{}, ctx.Err()
 		}
-		return Completion{}, &BackendError{Kind: BackendBadResponse, Status: resp.StatusCode}
+		return Completion{}, &Error{Kind: KindBadResponse, Status: resp.StatusCode}
 	}
 	stop := map[string]string{"stop": "endTurn", "length": "maxTokens"}[out.Choices[0].FinishReason]
 	if stop == "" {

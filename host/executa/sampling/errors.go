@@ -1,4 +1,4 @@
-package executa
+package sampling
 
 import (
 	"errors"
@@ -8,27 +8,27 @@ import (
 	"time"
 )
 
-// Why a sampling backend failed. Each reaches the plugin as its own
-// errorCode (in error.data) and is logged once for the operator.
+// Why a sampling backend failed (Error.Kind). Each reaches the plugin as
+// its own errorCode (in error.data) and is logged once for the operator.
 const (
-	BackendUnauthorized = "PROVIDER_UNAUTHORIZED" // the backend refused the key (401/403)
-	BackendRateLimited  = "PROVIDER_RATE_LIMITED" // 429; retryAfter when the backend said
-	BackendUpstream     = "PROVIDER_ERROR"        // 5xx or another unexpected status
-	BackendBadResponse  = "PROVIDER_BAD_RESPONSE" // the answer is not a chat completion
-	BackendUnavailable  = "PROVIDER_UNAVAILABLE"  // the key could not be had (Vault down) or the proxy refused
+	KindUnauthorized = "PROVIDER_UNAUTHORIZED" // the backend refused the key (401/403)
+	KindRateLimited  = "PROVIDER_RATE_LIMITED" // 429; retryAfter when the backend said
+	KindUpstream     = "PROVIDER_ERROR"        // 5xx or another unexpected status
+	KindBadResponse  = "PROVIDER_BAD_RESPONSE" // the answer is not a chat completion
+	KindUnavailable  = "PROVIDER_UNAVAILABLE"  // the key could not be had (Vault down) or the proxy refused
 )
 
-// BackendError is a sampling backend's failure, with what the plugin may
-// learn: the kind, the status, when to retry. It never holds the key or
-// the backend's body.
-type BackendError struct {
+// Error is a sampling backend's failure, with what the plugin may learn:
+// the kind, the status, when to retry. It never holds the key or the
+// backend's body.
+type Error struct {
 	Kind       string
 	Status     int           // the backend's HTTP status, when it answered
 	RetryAfter time.Duration // from Retry-After, when given
 	Err        error         // the cause, for the operator's log
 }
 
-func (e *BackendError) Error() string {
+func (e *Error) Error() string {
 	if e.Status != 0 {
 		return fmt.Sprintf("sampling backend: %s (HTTP %d)", e.Kind, e.Status)
 	}
@@ -38,23 +38,23 @@ func (e *BackendError) Error() string {
 	return "sampling backend: " + e.Kind
 }
 
-func (e *BackendError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // statusError classifies a backend's non-200 answer. The egress proxy's
 // own refusals (X-Airlock-Error) mean the credential or the route is not
 // available, not that the backend failed.
-func statusError(resp *http.Response) *BackendError {
-	e := &BackendError{Status: resp.StatusCode}
+func statusError(resp *http.Response) *Error {
+	e := &Error{Status: resp.StatusCode}
 	switch {
 	case resp.Header.Get("X-Airlock-Error") != "":
-		e.Kind = BackendUnavailable
+		e.Kind = KindUnavailable
 		e.Err = errors.New("the egress proxy refused: " + resp.Header.Get("X-Airlock-Error"))
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		e.Kind = BackendUnauthorized
+		e.Kind = KindUnauthorized
 	case resp.StatusCode == http.StatusTooManyRequests:
-		e.Kind = BackendRateLimited
+		e.Kind = KindRateLimited
 	default:
-		e.Kind = BackendUpstream
+		e.Kind = KindUpstream
 	}
 	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
