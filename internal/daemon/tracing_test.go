@@ -79,3 +79,57 @@ func TestServeTracing(t *testing.T) {
 	}
 	leaks()
 }
+
+// With tracing on, each control-API call of airlock host is a span in
+// the caller's trace, refused calls included; its resource names no id;
+// the host's spans are exported by the time it has stopped.
+func TestHostControlTracing(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	cfg := testConfig(t)
+	cfg.Tracing.Endpoint = rcv.URL()
+	startServeForHost(t, cfg)
+	stop, err := runHost(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, base := controlClient(cfg)
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	call := func(c *http.Client, path string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(c, "/v1/plugins"); code != http.StatusOK {
+		t.Fatalf("GET /v1/plugins: %d", code)
+	}
+	if code := call(c, "/v1/grants/g-secret-id"); code == http.StatusOK {
+		t.Fatalf("GET of an unknown grant: %d", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range rcv.Spans() {
+		if s.Name != spanControl {
+			continue
+		}
+		if s.TraceID != trace || s.ParentSpanID != "00f067aa0ba902b7" || s.Service != "airlock-host" {
+			t.Errorf("control span in trace %s under %s of %s", s.TraceID, s.ParentSpanID, s.Service)
+		}
+		for _, v := range s.Strings() {
+			if strings.Contains(v, "g-secret-id") {
+				t.Errorf("a control span carries the path's id: %q", v)
+			}
+		}
+		got = append(got, s.Attrs["http.request.method"]+" "+s.Attrs["airlock.control.resource"]+" "+s.Attrs["http.response.status_code"])
+	}
+	if len(got) != 2 || got[0] != "GET /v1/plugins 200" || !strings.HasPrefix(got[1], "GET /v1/grants ") {
+		t.Errorf("control spans %q", got)
+	}
+}
