@@ -3,13 +3,17 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/internal/tracing/tracingtest"
 )
 
@@ -132,4 +136,39 @@ func TestHostControlTracing(t *testing.T) {
 	if len(got) != 2 || got[0] != "GET /v1/plugins 200" || !strings.HasPrefix(got[1], "GET /v1/grants ") {
 		t.Errorf("control spans %q", got)
 	}
+}
+
+// The control API's writer, wrapped for its span, still flushes and
+// reaches the connection (NDJSON streams, MCP's ResponseController).
+func TestTraceControlWriterFlushes(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	errs := make(chan error, 1)
+	srv := httptest.NewServer(traceControl(tr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			errs <- err
+			return
+		}
+		_, _ = io.WriteString(w, "line\n")
+		if _, ok := w.(http.Flusher); !ok {
+			errs <- errors.New("not an http.Flusher")
+			return
+		}
+		errs <- rc.Flush()
+	})))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/v1/invocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	srv.Client().CloseIdleConnections()
 }
