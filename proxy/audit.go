@@ -46,6 +46,10 @@ type auditRecord struct {
 	// Lease is the fingerprint of the invocation's lease the secret came
 	// with (source vault_lease); empty for a static secret.
 	Lease string
+	// tr is what the request's spans are made from, and names its trace
+	// (trace_id), when tracing is on (trace.go); a pointer, so that a
+	// record is no larger with tracing off.
+	tr *reqTrace
 
 	// grant is the live grant of the handle the request presented (or
 	// another plugin's, presented by presentedBy): a refusal that is a
@@ -105,6 +109,15 @@ func pathAndKeys(u *url.URL) string {
 	return p + "?" + strings.Join(keys, "&")
 }
 
+// traceAttr is the trace_id attribute, or the empty one (which handlers
+// leave out) when tracing is off.
+func (a *auditRecord) traceAttr() slog.Attr {
+	if id := a.traceID(); id != "" {
+		return slog.String("trace_id", id)
+	}
+	return slog.Attr{}
+}
+
 func (a *auditRecord) log(l *slog.Logger) {
 	if l == nil {
 		return
@@ -118,6 +131,6 @@ func (a *auditRecord) log(l *slog.Logger) {
 		slog.Int("secret_version", a.Version), slog.String("decision", a.decision()), slog.String("code", a.Code),
 		slog.String("reason", a.Reason), slog.Int("echo_redactions", a.Redactions), slog.Bool("retried", a.Retried),
 		slog.String("processor", a.Processor), slog.String("token_cache", a.TokenCache),
-		slog.String("lease_fp", a.Lease), slog.String("addr_class", a.AddrClass.String()),
+		slog.String("lease_fp", a.Lease), slog.String("addr_class", a.AddrClass.String()), a.traceAttr(),
 	)
 }

@@ -93,6 +93,7 @@ func (a *auditRecord) appendLine(b []byte, now time.Time) []byte {
 	b = jsonenc.AppendString(b, a.Lease)
 	b = append(b, `,"addr_class":`...)
 	b = jsonenc.AppendString(b, a.AddrClass.String())
+	b = a.appendTraceID(b)
 	return append(b, "}\n"...)
 }
 

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // auditJSON is the audit line as encoding/json encodes it: the reference
@@ -40,6 +42,7 @@ type auditJSON struct {
 	TokenCache string    `json:"token_cache"`
 	Lease      string    `json:"lease_fp"`
 	AddrClass  string    `json:"addr_class"`
+	TraceID    string    `json:"trace_id,omitempty"`
 }
 
 func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
@@ -52,7 +55,7 @@ func referenceLine(t testing.TB, a *auditRecord, now time.Time) []byte {
 		Status: a.Status, Bytes: a.BytesOut, UpstreamMS: a.UpstreamMS, TotalMS: a.totalMS(), Version: a.Version,
 		Decision: a.decision(), Code: a.Code, Reason: a.Reason, Redactions: a.Redactions, Retried: a.Retried,
 		Processor: a.Processor, TokenCache: a.TokenCache, Lease: a.Lease,
-		AddrClass: a.AddrClass.String()})
+		AddrClass: a.AddrClass.String(), TraceID: a.traceID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func escapingRecord() *auditRecord {
 		Path: "/v1/x?a&b\u2028\u2029é\xff\xfe", Status: 403, BytesOut: 1 << 40, UpstreamMS: 1.25e-7,
 		total: 1234567 * time.Microsecond, Version: 7, Code: CodeDestination, Reason: "bad \"host\" \x7f ☃",
 		Redactions: 2, Retried: true, Processor: "hmac", TokenCache: "hit", Lease: "le\u00e9\"fp",
-		AddrClass: addrAllowConfigured}
+		AddrClass: addrAllowConfigured, tr: &reqTrace{id: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}}}
 }
 
 // The hand-written line is byte for byte what encoding/json writes for

@@ -60,6 +60,7 @@ type exchange struct {
 // transport failure becomes a denial.
 func (x *exchange) send(req *http.Request) *http.Response {
 	t0 := time.Now()
+	req = x.audit.tr.withDialTrace(req)
 	x.ctx, x.sent = req.Context(), true
 	resp, class, err := x.s.roundTrip(req, x.credential())
 	x.judgeToken(resp, err)
@@ -70,6 +71,7 @@ func (x *exchange) send(req *http.Request) *http.Response {
 		}
 	}
 	x.audit.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	x.audit.tr.done(spanExchange, t0, err)
 	x.audit.AddrClass = class
 	if err != nil {
 		d := upstreamDenial(err)
@@ -127,7 +129,9 @@ func (x *exchange) judgeToken(resp *http.Response, err error) {
 // request refused with 401 is sent once more with a fresh access token.
 // A retry that cannot be prepared keeps the first answer.
 func (x *exchange) retry(req *http.Request, resp *http.Response) (*http.Response, addrClass, error, bool) {
+	ts := x.audit.tr.now()
 	fresh, err := x.s.broker.Secret(req.Context(), x.grant, true)
+	x.audit.tr.done(spanSecret, ts, err)
 	rotated := err == nil && (fresh.Version != x.secret.Version || fresh.Value != x.secret.Value)
 	tokenRefused := x.tokenRetry && resp.StatusCode == http.StatusUnauthorized
 	if !(rotated && x.canRetry || tokenRefused) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // staticResolver answers from a map; names not in it do not exist.
@@ -275,6 +276,8 @@ type fixtureOpts struct {
 	ledger broker.Ledger
 	// store is the broker's handle store; a memory store when nil.
 	store broker.Store
+	// tracing makes the requests' spans (trace_test.go); off when nil.
+	tracing *tracing.Tracing
 }
 
 func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture {
@@ -334,7 +337,7 @@ func newFixtureWith(t testing.TB, mutate func(*Config), o fixtureOpts) *fixture 
 	}
 	var err error
 	f.proxy, err = New(cfg, f.b, Options{Resolver: f.res, Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Registerer: o.reg,
-		AuditSink: o.auditSink, Ledger: o.ledger})
+		AuditSink: o.auditSink, Ledger: o.ledger, Tracing: o.tracing})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,13 @@ import (
 
 	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/serve"
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Broker is what the proxy needs from the broker.
@@ -55,6 +57,8 @@ type Options struct {
 	// charged, access grants are checked and violations recorded; nil:
 	// the broker's handle store when it keeps the ledger (enforce.go).
 	Ledger broker.Ledger
+	// Tracing, when set, makes a span of each request (trace.go).
+	Tracing *tracing.Tracing
 }
 
 // Server is the egress proxy.
@@ -83,6 +87,8 @@ type Server struct {
 	// either may be nil.
 	ledger  broker.Ledger
 	revoker invocationRevoker
+	// tracer is nil when tracing is off (trace.go).
+	tracer trace.Tracer
 }
 
 // New builds a proxy. Zero fields of cfg take their defaults
@@ -146,6 +152,9 @@ func New(cfg Config, b Broker, opts Options) (*Server, error) {
 		log: opts.Logger, audit: opts.Audit, sink: opts.AuditSink, metrics: newMetrics(opts.Registerer), echo: *cfg.EchoGuard,
 		ledger: ledgerOf(opts.Ledger, b)}
 	s.revoker, _ = b.(invocationRevoker)
+	if opts.Tracing != nil {
+		s.tracer = opts.Tracing.Tracer("github.com/airlock-dev/airlock/proxy")
+	}
 	s.limits.Store(lim)
 	if cfg.Intercept.CAFile != "" {
 		if s.caStore, err = newCAStore(cfg.Intercept, opts.Vault); err != nil {
@@ -216,6 +225,7 @@ func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, d *denial) 
 
 // answer finishes a's record with d and writes d as the response.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, a *auditRecord, d *denial) {
+	s.traceStart(r, a)
 	s.finish(a, d)
 	d.write(w, r)
 }
@@ -257,6 +267,9 @@ func (s *Server) finish(a *auditRecord, d *denial) {
 		if a.Status == 0 {
 			a.Status = codeStatus[d.code]
 		}
+	}
+	if s.tracer != nil {
+		s.endSpans(a, now)
 	}
 	if s.sink != nil {
 		a.writeLine(s.sink, now)
@@ -306,6 +319,7 @@ func (s *Server) attribute(ctx context.Context, handle string, a *auditRecord) (
 }
 
 func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
+	s.traceStart(r, a)
 	handle, ok := extractHandle(r)
 	if !ok {
 		return nil, deny(CodeHandleMissing, "no credential handle: send it as Proxy-Authorization (Bearer, or Basic with the handle as user name)")
@@ -364,7 +378,9 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		}
 		x.canRetry, x.tokenRetry = idempotent(r.Method), tokenRetry
 	}
+	ts := a.tr.now()
 	sec, err := s.broker.Secret(r.Context(), g, false)
+	a.tr.done(spanSecret, ts, err)
 	if err != nil {
 		return x, secretDenial(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"time"
 
 	"github.com/airlock-dev/airlock/proxy/internal/h1"
@@ -121,6 +122,12 @@ func (u *upstreamClient) roundTrip(req *http.Request, cred credKey) (*http.Respo
 }
 
 func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, serverName string, cc *clientCert) (*upConn, error) {
+	// The dial and handshake reported as net/http's transports report
+	// them (the request's span, trace.go).
+	ct := httptrace.ContextClientTrace(ctx)
+	if ct != nil && ct.GetConn != nil {
+		ct.GetConn(addr)
+	}
 	raw, class, err := u.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -137,6 +144,9 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 	if err := tc.HandshakeContext(hctx); err != nil {
 		raw.Close()
 		return nil, err
+	}
+	if ct != nil && ct.GotConn != nil {
+		ct.GotConn(httptrace.GotConnInfo{Conn: tc})
 	}
 	return &upConn{ClientConn: h1.NewClientConn(tc, raw), key: key, class: class}, nil
 }

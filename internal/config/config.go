@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/internal/hostport"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -46,6 +47,9 @@ type Config struct {
 	Broker   broker.Config `yaml:"broker"`
 	Proxy    proxy.Config  `yaml:"proxy"`
 	Host     Host          `yaml:"host"`
+	// Tracing exports OpenTelemetry spans (off unless tracing.endpoint
+	// is set).
+	Tracing tracing.Config `yaml:"tracing"`
 	// Path is the file this config was loaded from ("" for the
 	// embedded defaults): plugins never see it.
 	Path string `yaml:"-"`
@@ -198,6 +202,7 @@ func (c *Config) applyDefaults() {
 	c.Tokens = c.Tokens.WithDefaults()
 	c.Broker = c.Broker.WithDefaults()
 	c.Proxy = c.Proxy.WithDefaults()
+	c.Tracing = c.Tracing.WithDefaults()
 	if c.Broker.EgressProxy == "" {
 		// Plugins are told to use the proxy this process runs.
 		c.Broker.EgressProxy = c.Proxy.Listen
@@ -290,6 +295,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Host.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Proxy.Limits.Scope == proxy.LimitsGlobal && c.Broker.Store.Type != broker.StoreRedis {

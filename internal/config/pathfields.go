@@ -30,6 +30,8 @@ var pathFields = map[string]pathKind{
 	"log.level":    notPath,
 	"admin.listen": notPath,
 
+	"tracing.endpoint": notPath, // a URL
+
 	"vault.address":                         notPath,
 	"vault.namespace":                       notPath,
 	"vault.ca_file":                         hidePath,

@@ -266,7 +266,7 @@ func startDevHost(ctx context.Context, cfg *config.Config, dir string, opts Opti
 	}
 	hn, err := startHost(ctx, cfg, opts, hostDeps{broker: sn.broker, tokens: broker.LocalMinter{Issuer: sn.issuer},
 		keys: sn.ring, secrets: sn.broker, egressProxy: sn.proxyAddr, proxyServe: sn.serveSandbox, admin: sn.admin, registry: sn.registry,
-		policy: policy, evidence: ev})
+		policy: policy, evidence: ev, tracing: sn.tracing})
 	if err != nil {
 		ev.Close()
 		return nil, "", err

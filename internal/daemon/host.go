@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/serve"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -114,6 +115,8 @@ type hostDeps struct {
 	policy      *hostpolicy.Policy
 	evidence    *evidence.Log
 	evidenceKey *evidence.Key
+	// tracing is Serve's (Dev); else the host starts its own.
+	tracing *tracing.Tracing
 }
 
 // handoffTo hands sandboxed plugins' proxy listeners to the airlock serve
@@ -186,6 +189,8 @@ type hostNode struct {
 	ev *evidence.Log
 	// mcp is the MCP server, when host.mcp is enabled.
 	mcp *hostmcp.Server
+	// tracing makes the control API's spans; nil: off (tracing.go).
+	tracing *tracing.Tracing
 	*node
 }
 
@@ -209,6 +214,9 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 		return nil, err
 	}
 	reg, ownRegistry := hostRegistry(deps)
+	if err := n.startHostTracing(cfg, deps, reg, opts.Version); err != nil {
+		return nil, err
+	}
 	hopts, err := hostOptions(cfg, log)
 	if err != nil {
 		return nil, err
@@ -367,7 +375,7 @@ func (n *hostNode) serveControl(cfg *config.Config, ctl http.Handler) error {
 	if l.Addr().Network() == "unix" {
 		n.control = "unix:" + n.control
 	}
-	srv := controlServer(handler)
+	srv := controlServer(traceControl(n.tracing, handler))
 	if m := n.mcp; m != nil {
 		// MCP sessions hold streams open: end them, or the graceful
 		// shutdown waits for them.

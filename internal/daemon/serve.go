@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/handoff"
 	"github.com/airlock-dev/airlock/internal/health"
 	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/internal/vault"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
@@ -122,6 +123,7 @@ type serveNode struct {
 	adminAddr string
 	proxyAddr string
 	proxy     *proxy.Server
+	tracing   *tracing.Tracing // nil: off
 	*node
 }
 
@@ -156,6 +158,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 		return nil, err
 	}
 	reg := n.newRegistry(opts.Version)
+	if err := n.startTracing(cfg, opts.Version); err != nil {
+		return nil, err
+	}
 	b, runBroker, closeBroker, err := newBroker(cfg, vc, reg, log, parts.secrets)
 	if err != nil {
 		return nil, err
@@ -325,7 +330,7 @@ func (n *serveNode) startProxy(cfg *config.Config, parts serveParts, vc *vault.C
 	if parts.proxyConfig != nil {
 		parts.proxyConfig(&pc)
 	}
-	popts := proxy.Options{Logger: n.log, Audit: n.log.With("log", "audit"), Registerer: n.registry}
+	popts := proxy.Options{Logger: n.log, Audit: n.log.With("log", "audit"), Registerer: n.registry, Tracing: n.tracing}
 	if auditOut != nil {
 		// Closed after the proxy and the hand-over listeners stop (closers
 		// run in reverse), so that every request's line is written.
