@@ -199,7 +199,7 @@ func TestApprovalGrantUsesIncludeTheWaitingCall(t *testing.T) {
 func TestApprovalWaitEndsAtTheCallDeadline(t *testing.T) {
 	rt := &callRuntime{risk: policy.RiskPrivileged}
 	f := newDecisionFixture(t, approvalPolicy, DecisionConfig{}, rt)
-	deadline := time.Now().Add(300 * time.Millisecond)
+	deadline := time.Now().Add(2 * time.Second)
 	pending := make(chan ApprovalPending, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -209,13 +209,24 @@ func TestApprovalWaitEndsAtTheCallDeadline(t *testing.T) {
 		})
 		done <- err
 	}()
-	p := <-pending
-	time.Sleep(time.Until(deadline) + 50*time.Millisecond) // the approval comes after the call's deadline
+	var p ApprovalPending
+	select {
+	case p = <-pending:
+	case err := <-done:
+		t.Fatalf("the call ended before it was held for approval: %v", err)
+	}
+	// The wait ends at the call's deadline, with no approval; the
+	// approval comes after it.
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a call past its deadline succeeded")
+		}
+	case <-time.After(time.Until(deadline) + 30*time.Second):
+		t.Fatal("the held call outlived its deadline")
+	}
 	if _, err := f.ledger.DecideApproval(context.Background(), p.ApprovalID, "bob", true, time.Now()); err != nil {
 		t.Fatal(err)
-	}
-	if err := <-done; err == nil {
-		t.Fatal("a call past its deadline succeeded")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
