@@ -15,17 +15,19 @@ import (
 // TestInitRunByHandMountsNothing: an operator who runs the init's probe
 // or its setup by hand, as root, outside the namespaces Airlock makes,
 // gets a refusal, not the sandbox's mounts on the host (/ made private, a
-// tmpfs over the temp directory). The child runs in a mount namespace of
-// its own, so a regression mounts there and not on the test machine; it
-// has no PID namespace, which is what the init checks.
+// tmpfs over the temp directory). The child runs in user and mount
+// namespaces of its own, so a regression mounts there and not on the test
+// machine; it has no PID namespace, which is what the init checks.
 func TestInitRunByHandMountsNothing(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("only root can mount; an unprivileged user's mounts fail anyway")
-	}
+	// A user namespace that maps the caller to root lets the child mount
+	// in its mount namespace whether the test runs as root or not.
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 	byHand := func(args ...string) *exec.Cmd {
 		cmd := exec.Command("/proc/self/exe", args...)
 		cmd.Env = initEnv()
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: ids, GidMappings: gids, Pdeathsig: syscall.SIGKILL}
 		return cmd
 	}
 
