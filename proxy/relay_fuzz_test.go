@@ -5,18 +5,17 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/proxy/internal/h1"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // A differential fuzz target for the response path: an upstream's
@@ -25,88 +24,21 @@ import (
 // over an in-memory connection. The loop's own request and response
 // targets are h1's.
 
-// memConn is a connection whose reads come from a fixed input and whose
-// writes are collected; Close reports on done.
-type memConn struct {
-	r    *bytes.Reader
-	mu   sync.Mutex
-	out  bytes.Buffer
-	once sync.Once
-	done chan struct{}
-}
-
-func newMemConn(in string) *memConn {
-	return &memConn{r: bytes.NewReader([]byte(in)), done: make(chan struct{})}
-}
-
-func (c *memConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-func (c *memConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
-}
-func (c *memConn) Close() error                     { c.once.Do(func() { close(c.done) }); return nil }
-func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8899} }
-func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000} }
-func (c *memConn) SetDeadline(time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *memConn) written() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
-
-// serveNetHTTP runs net/http's server with h on one connection that
-// carries in, and returns what the server wrote.
-func serveNetHTTP(h http.Handler, in string) []byte {
-	c := newMemConn(in)
-	l := &memListener{c: c, closed: make(chan struct{})}
-	srv := &http.Server{Handler: h, MaxHeaderBytes: 1 << 20, ErrorLog: log.New(io.Discard, "", 0)}
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(l); close(served) }()
-	<-c.done
-	l.Close()
-	_ = srv.Close()
-	<-served
-	return c.written()
-}
-
-// memListener hands net/http's server its one connection, then blocks
-// until closed.
-type memListener struct {
-	c      net.Conn
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (l *memListener) Accept() (net.Conn, error) {
-	if c := l.c; c != nil {
-		l.c = nil // Serve calls Accept from one goroutine
-		return c, nil
-	}
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *memListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *memListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
-
 // proxyWrite is what the proxy's HTTP/1.1 loop sends for emit, run as
 // the handler of the request in.
 func proxyWrite(emit func(http.ResponseWriter), in string) []byte {
-	mc := newMemConn(in)
-	l := &memListener{c: mc, closed: make(chan struct{})}
+	mc := testenv.NewMemConn(in)
+	l := testenv.NewMemListener(mc)
 	loop := &h1.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { emit(w) }),
 		Log: slog.New(slog.DiscardHandler), ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: 1 << 20,
 		Refuse: func(context.Context, h1.Refusal) *http.Response { panic("the loop refused the request") }}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { _ = loop.Serve(ctx, l); close(served) }()
-	<-mc.done
+	<-mc.Done()
 	cancel()
 	<-served
-	return mc.written()
+	return mc.Written()
 }
 
 // clientView is what a client reads from a response.
@@ -176,7 +108,7 @@ func FuzzResponseWrite(f *testing.F) {
 		}
 		in := method + " / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
 		ours := readAsClient(t, proxyWrite(emit, in), method)
-		ref := readAsClient(t, serveNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { emit(w) }), in), method)
+		ref := readAsClient(t, testenv.ServeNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { emit(w) }), in), method)
 		if ours.Status != ref.Status || ours.Body != ref.Body {
 			t.Fatalf("the proxy sent %d %q, net/http %d %q", ours.Status, ours.Body, ref.Status, ref.Body)
 		}

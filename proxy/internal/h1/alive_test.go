@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // tcpPair is a loopback TCP connection: the probed end and its peer.
@@ -102,7 +104,7 @@ func TestIdleProbe(t *testing.T) {
 	if (&IdleProbe{}).Idle() {
 		t.Error("a probe that cannot read the socket's state calls it idle")
 	}
-	if NewIdleProbe(&memConn{}).Idle() {
+	if NewIdleProbe(&testenv.MemConn{}).Idle() {
 		t.Error("a connection with no socket is called idle")
 	}
 }

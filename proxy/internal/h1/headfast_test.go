@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // The head fast paths (headfast.go, headparse.go) against net/http's
@@ -41,7 +43,7 @@ type requestView struct {
 // or readRequestSlow) on a client connection whose head limit is limit.
 func readRequestView(raw string, limit int64, closeFirst bool, read func(*Conn) (*http.Request, RefuseCode, string)) requestView {
 	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: limit}
-	c := newConn(cs, newMemConn(raw), context.Background())
+	c := newConn(cs, testenv.NewMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request
 	req, code, reason := read(c)
 	v := requestView{Code: code, Reason: reason}
@@ -318,7 +320,7 @@ func TestReadResponseEmpty(t *testing.T) {
 // readRequest, and an upstream reader that reads rawResp again.
 type headBench struct {
 	c       *Conn
-	mc      *memConn
+	mc      *testenv.MemConn
 	raw     []byte
 	br      *bufio.Reader
 	rd      *strings.Reader
@@ -326,7 +328,7 @@ type headBench struct {
 }
 
 func newHeadBench(raw, rawResp string) *headBench {
-	mc := newMemConn(raw)
+	mc := testenv.NewMemConn(raw)
 	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: 1 << 20}
 	rd := strings.NewReader(rawResp)
 	return &headBench{c: newConn(cs, mc, context.Background()), mc: mc, raw: []byte(raw),
@@ -334,7 +336,7 @@ func newHeadBench(raw, rawResp string) *headBench {
 }
 
 func (h *headBench) request(tb testing.TB, read func(*Conn) (*http.Request, RefuseCode, string)) {
-	h.mc.r.Reset(h.raw)
+	h.mc.Reset(h.raw)
 	_, _ = h.c.br.Peek(1)
 	req, code, reason := read(h.c)
 	if req == nil {

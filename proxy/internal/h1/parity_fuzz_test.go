@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log"
 	"maps"
-	"net"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -15,78 +13,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // Differential fuzz targets: the proxy's own HTTP/1.1 server side (conn.go,
 // respwriter.go) against net/http's server, fed the same bytes over an
 // in-memory connection.
-
-// memConn is a connection whose reads come from a fixed input and whose
-// writes are collected; Close reports on done.
-type memConn struct {
-	r    *bytes.Reader
-	mu   sync.Mutex
-	out  bytes.Buffer
-	once sync.Once
-	done chan struct{}
-}
-
-func newMemConn(in string) *memConn {
-	return &memConn{r: bytes.NewReader([]byte(in)), done: make(chan struct{})}
-}
-
-func (c *memConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-func (c *memConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
-}
-func (c *memConn) Close() error                     { c.once.Do(func() { close(c.done) }); return nil }
-func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8899} }
-func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000} }
-func (c *memConn) SetDeadline(time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *memConn) written() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
-
-// serveNetHTTP runs net/http's server with h on one connection that
-// carries in, and returns what the server wrote.
-func serveNetHTTP(h http.Handler, in string) []byte {
-	c := newMemConn(in)
-	l := &memListener{c: c, closed: make(chan struct{})}
-	srv := &http.Server{Handler: h, MaxHeaderBytes: 1 << 20, ErrorLog: log.New(io.Discard, "", 0)}
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(l); close(served) }()
-	<-c.done
-	l.Close()
-	_ = srv.Close()
-	<-served
-	return c.written()
-}
-
-// memListener hands net/http's server its one connection, then blocks
-// until closed.
-type memListener struct {
-	c      net.Conn
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (l *memListener) Accept() (net.Conn, error) {
-	if c := l.c; c != nil {
-		l.c = nil // Serve calls Accept from one goroutine
-		return c, nil
-	}
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *memListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *memListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // parsedRequest is what both servers agree a request head says.
 type parsedRequest struct {
@@ -114,7 +47,7 @@ func parsed(r *http.Request, host string) *parsedRequest {
 func netHTTPRequest(raw string) (*parsedRequest, int) {
 	var got *parsedRequest
 	var once sync.Once
-	out := serveNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	out := testenv.ServeNetHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		once.Do(func() {
 			host := r.Host
 			if h, ok := rawHost(raw); ok && r.URL.IsAbs() {
@@ -145,7 +78,7 @@ func rawHost(raw string) (string, bool) {
 // proxyRequest is the proxy's reading of the first request in raw.
 func proxyRequest(raw string, limit int64) (*parsedRequest, RefuseCode, string) {
 	cs := &Server{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, HeaderLimit: limit}
-	c := newConn(cs, newMemConn(raw), context.Background())
+	c := newConn(cs, testenv.NewMemConn(raw), context.Background())
 	_, _ = c.br.Peek(1) // as serve waits for a request: the fast path reads a whole head
 	req, code, reason := c.readRequest()
 	if req == nil {
