@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -29,13 +30,7 @@ func (n *serveNode) startTracing(cfg *config.Config, version string) error {
 		return err
 	}
 	n.tracing = tr
-	n.closers = append(n.closers, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdown)
-		defer cancel()
-		if err := tr.Shutdown(ctx); err != nil {
-			n.log.Warn("tracing: shutdown", "error", err.Error())
-		}
-	})
+	n.closers = append(n.closers, shutdownTracing(tr, n.log))
 	n.log.Info("tracing on: spans are exported over OTLP/HTTP", "endpoint", cfg.Tracing.Endpoint, "sample_ratio", *cfg.Tracing.SampleRatio)
 	return nil
 }
@@ -53,13 +48,7 @@ func (n *hostNode) startHostTracing(cfg *config.Config, deps hostDeps, reg prome
 		return err
 	}
 	n.tracing = tr
-	n.closers = append(n.closers, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdown)
-		defer cancel()
-		if err := tr.Shutdown(ctx); err != nil {
-			n.log.Warn("tracing: shutdown", "error", err.Error())
-		}
-	})
+	n.closers = append(n.closers, shutdownTracing(tr, n.log))
 	return nil
 }
 
@@ -138,3 +127,15 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// shutdownTracing is the closer that exports what is queued, for at most
+// tracingShutdown, and ends the exporter.
+func shutdownTracing(tr *tracing.Tracing, log *slog.Logger) func() {
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdown)
+		defer cancel()
+		if err := tr.Shutdown(ctx); err != nil {
+			log.Warn("tracing: shutdown", "error", err.Error())
+		}
+	}
+}
