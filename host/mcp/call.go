@@ -38,6 +38,10 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 			mu      sync.Mutex
 			pending *host.ApprovalPending
 			hold    *time.Timer
+			// admitted: the wait for approval is over and the call
+			// goes to the plugin; the hold must not cancel it then,
+			// nor may its end be told as "pending".
+			admitted bool
 		)
 		defer func() {
 			mu.Lock()
@@ -67,10 +71,27 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 					cancel(errHeld)
 					return
 				}
-				hold = time.AfterFunc(s.opts.ApprovalHold, func() { cancel(errHeld) })
+				hold = time.AfterFunc(s.opts.ApprovalHold, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if !admitted {
+						cancel(errHeld)
+					}
+				})
+			},
+			OnAdmitted: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				admitted = true
+				if hold != nil {
+					hold.Stop()
+				}
 			}})
 		mu.Lock()
 		held := pending
+		if admitted {
+			held = nil
+		}
 		mu.Unlock()
 		if err != nil {
 			if held != nil && (errors.Is(err, errHeld) || errors.Is(err, context.DeadlineExceeded)) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,6 +35,11 @@ type stub struct {
 	// port, once set, lists a second method too (as a port installed
 	// adds methods to a plugin/v1 plugin).
 	port atomic.Bool
+	// slow, when set, is how long a call runs before it succeeds (it
+	// ends cancelled if its context ends first); started is told (if
+	// set) when a call starts running.
+	slow    time.Duration
+	started chan struct{}
 }
 
 func (s *stub) crash() {
@@ -68,17 +74,31 @@ func (s *stub) Prepare(req host.InvokeRequest) (host.Action, error) {
 	if req.Method != "echo" {
 		return nil, host.ErrMethodNotDispatchable
 	}
-	return stubAction{in: req.JSON, risk: s.risk}, nil
+	return stubAction{in: req.JSON, risk: s.risk, slow: s.slow, started: s.started}, nil
 }
 
 type stubAction struct {
-	in   json.RawMessage
-	risk policy.Risk
+	in      json.RawMessage
+	risk    policy.Risk
+	slow    time.Duration
+	started chan struct{}
 }
 
 func (a stubAction) Risk() policy.Risk { return a.risk }
 
-func (a stubAction) Run(_ context.Context, call host.Call) *host.Outcome {
+func (a stubAction) Run(ctx context.Context, call host.Call) *host.Outcome {
+	if a.started != nil {
+		a.started <- struct{}{}
+	}
+	if a.slow > 0 {
+		t := time.NewTimer(a.slow)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return &host.Outcome{InvocationID: call.ID, Status: host.CallCancelled, Reason: host.CancelReason(ctx)}
+		case <-t.C:
+		}
+	}
 	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded, Data: a.in}
 }
 
