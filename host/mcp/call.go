@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
-	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // errHeld ends the wait of a call held for approval past
@@ -57,9 +56,12 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 			OnRunning: func(m host.Progress) {
 				msg := "running"
 				for _, d := range m.Diagnostics {
-					msg += fmt.Sprintf(" [plugin, untrusted: %s: %s]", d.Code, d.Message)
+					msg += " [plugin, untrusted: " + quoted(d.Code) + ": " + quoted(d.Message) + "]"
+					if len(msg) > MaxProgressMessage {
+						break
+					}
 				}
-				prog.send(redact.Clip(msg, MaxProgressMessage))
+				prog.send(inert(msg, MaxProgressMessage))
 			},
 			OnPending: func(a host.ApprovalPending) {
 				prog.send(fmt.Sprintf("pending approval %s: %d approval(s) by principals other than the caller, until %s",

@@ -1,0 +1,35 @@
+package mcp
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// inert is a plugin's text as an agent may be shown it: at most n bytes
+// (cut at a character), valid UTF-8, and with every control, format or
+// invisible character (escape sequences, carriage returns, bidi
+// overrides, zero-width and tag characters) as U+FFFD, so that it can
+// neither rewrite what a terminal or a client shows around it nor hide
+// text from a person that a model reads. Newlines and tabs stay.
+func inert(s string, n int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r) ||
+			r == '\u2028' || r == '\u2029') {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > n {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// quoted is a plugin's text on one line, in Go quotes: escaped, so that
+// it cannot end the marking around it.
+func quoted(s string) string {
+	return strconv.QuoteToGraphic(inert(s, MaxProgressMessage))
+}
