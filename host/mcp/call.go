@@ -32,6 +32,7 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
+		defer s.track(req.Session.ID(), p.ID, cancel)()
 		prog := &progress{ctx: ctx, req: req}
 		var (
 			mu      sync.Mutex

@@ -40,6 +40,7 @@ type stub struct {
 	// set) when a call starts running.
 	slow    time.Duration
 	started chan struct{}
+	ended   chan host.CallStatus
 	// method names the tool (default "echo"); desc, when set, is its
 	// description; running, when set, is the progress its calls report
 	// before they end.
@@ -80,7 +81,7 @@ func (s *stub) Prepare(req host.InvokeRequest) (host.Action, error) {
 	if req.Method != cmp.Or(s.method, "echo") {
 		return nil, host.ErrMethodNotDispatchable
 	}
-	return stubAction{in: req.JSON, risk: s.risk, slow: s.slow, started: s.started, running: s.running}, nil
+	return stubAction{in: req.JSON, risk: s.risk, slow: s.slow, started: s.started, ended: s.ended, running: s.running}, nil
 }
 
 type stubAction struct {
@@ -88,6 +89,7 @@ type stubAction struct {
 	risk    policy.Risk
 	slow    time.Duration
 	started chan struct{}
+	ended   chan host.CallStatus
 	// method names the tool (default "echo"); desc, when set, is its
 	// description; running, when set, is the progress its calls report
 	// before they end.
@@ -110,6 +112,9 @@ func (a stubAction) Run(ctx context.Context, call host.Call) *host.Outcome {
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
+			if a.ended != nil {
+				a.ended <- host.CallCancelled
+			}
 			return &host.Outcome{InvocationID: call.ID, Status: host.CallCancelled, Reason: host.CancelReason(ctx)}
 		case <-t.C:
 		}

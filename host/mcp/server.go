@@ -61,6 +61,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	tools map[string]catalogEntry // by MCP tool name
+	calls map[string]*inflight    // by session id
 
 	stop  context.CancelFunc
 	done  chan struct{}
@@ -81,7 +82,7 @@ func New(h *host.Host, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{h: h, opts: opts, log: log, tools: map[string]catalogEntry{}, done: make(chan struct{})}
+	s := &Server{h: h, opts: opts, log: log, tools: map[string]catalogEntry{}, calls: map[string]*inflight{}, done: make(chan struct{})}
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -130,6 +131,7 @@ func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.stop()
 		<-s.done
+		s.endCalls("", "")
 		for ss := range s.srv.Sessions() {
 			_ = ss.Close()
 		}

@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -68,4 +69,79 @@ func TestApprovedWithinHoldRunsToTheEnd(t *testing.T) {
 	if out, _ := a.res.StructuredContent.(map[string]any); a.res.IsError || out["status"] != "STATUS_SUCCEEDED" {
 		t.Fatalf("a call approved within the hold: %+v", out)
 	}
+}
+
+// A client that ends its session, or cancels its call, while the call
+// runs at the plugin ends the call: nothing keeps running for a
+// requester that left.
+func TestClientGoneEndsCall(t *testing.T) {
+	for _, how := range []string{"cancel", "close"} {
+		t.Run(how, func(t *testing.T) {
+			started, ended := make(chan struct{}, 1), make(chan host.CallStatus, 1)
+			f := newFixture(t, allowAll, func(h *host.Host) error {
+				return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+					return &stub{exited: make(chan struct{}), risk: policy.RiskRead, slow: time.Hour, started: started, ended: ended}, nil
+				})
+			}, "agent", "other")
+			cs := connect(t, f.url, f.tokens["agent"], nil)
+			waitTool(t, cs, nil, "stub__echo", true)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{}})
+			}()
+			<-started
+			if how == "cancel" {
+				cancel()
+			} else {
+				// What a client's DELETE of its session does (the Go
+				// SDK's client sends it only once its calls end).
+				// Another principal's DELETE of the session ends nothing.
+				if resp := deleteSession(t, f.url, f.tokens["other"], cs.ID()); resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("another principal's DELETE: %d", resp.StatusCode)
+				}
+				select {
+				case <-ended:
+					t.Fatal("another principal's DELETE ended the call")
+				default:
+				}
+				dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+				defer dcancel()
+				req, _ := http.NewRequestWithContext(dctx, http.MethodDelete, f.url, nil)
+				req.Header.Set("Authorization", "Bearer "+f.tokens["agent"])
+				req.Header.Set("Mcp-Session-Id", cs.ID())
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatalf("the session's DELETE did not answer while its call ran: %v", err)
+				}
+				resp.Body.Close()
+			}
+			select {
+			case st := <-ended:
+				if st != host.CallCancelled {
+					t.Fatalf("status %s", st)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the call still runs at the plugin after the client left")
+			}
+			cancel()
+			<-done
+		})
+	}
+}
+
+// deleteSession sends a DELETE of session with token.
+func deleteSession(t *testing.T, url, token, session string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
 }
