@@ -91,6 +91,7 @@ func New(h *host.Host, opts Options) *Server {
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	s.srv.AddReceivingMiddleware(noEcho)
 	s.sync()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel

@@ -1,10 +1,15 @@
 package mcp
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // inert is a plugin's text as an agent may be shown it: at most n bytes
@@ -32,4 +37,22 @@ func inert(s string, n int) string {
 // it cannot end the marking around it.
 func quoted(s string) string {
 	return strconv.QuoteToGraphic(inert(s, MaxProgressMessage))
+}
+
+// errUnknownTool is what a call of a tool not listed is told: the SDK's
+// own error repeats the name the request gave.
+var errUnknownTool = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+	Message: "unknown tool: it is not (or no longer) listed; list the tools again"}
+
+// noEcho keeps the SDK's protocol errors of tools/call from repeating a
+// value of the request.
+func noEcho(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var je *jsonrpc.Error
+		if method == "tools/call" && errors.As(err, &je) && strings.HasPrefix(je.Message, "unknown tool") {
+			return nil, errUnknownTool
+		}
+		return res, err
+	}
 }

@@ -75,3 +75,15 @@ func TestUntrustedTextIsInert(t *testing.T) {
 		t.Fatal("no progress")
 	}
 }
+
+// A call of a tool that is not listed is refused without repeating the
+// name the request gave.
+func TestUnknownToolNotEchoed(t *testing.T) {
+	f := newFixture(t, allowAll, nil, "agent")
+	cs := connect(t, f.url, f.tokens["agent"], nil)
+	const marker = "REQUEST-VALUE-9c2e"
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: marker, Arguments: map[string]any{}})
+	if err == nil || strings.Contains(err.Error(), marker) || !strings.Contains(err.Error(), "unknown tool") {
+		t.Fatalf("a call of an unknown tool: %v", err)
+	}
+}
