@@ -90,11 +90,6 @@ type stubAction struct {
 	slow    time.Duration
 	started chan struct{}
 	ended   chan host.CallStatus
-	// method names the tool (default "echo"); desc, when set, is its
-	// description; running, when set, is the progress its calls report
-	// before they end.
-	method  string
-	desc    string
 	running []host.Diagnostic
 }
 
