@@ -43,7 +43,7 @@ func (s *Server) principals(next http.Handler) http.Handler {
 				"detail": "the MCP endpoint is served behind the control API's authentication, which named no caller"})
 			return
 		}
-		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && sid != "" {
+		if sid := r.Header.Get(sessionHeader); r.Method == http.MethodDelete && sid != "" {
 			// The SDK closes a session only once its calls end: end
 			// those of the session's own principal first.
 			s.endCalls(sid, p.ID)
@@ -51,6 +51,10 @@ func (s *Server) principals(next http.Handler) http.Handler {
 		if r.Header.Get("Authorization") == "" {
 			r = r.Clone(r.Context())
 			r.Header.Set("Authorization", "Bearer "+connAuthenticated)
+		}
+		if r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
+			s.newSession(w, r, p.ID, verified)
+			return
 		}
 		verified.ServeHTTP(w, r)
 	})
