@@ -193,6 +193,7 @@ func toolOf(plugin string, kind host.Kind, t host.Tool) *mcp.Tool {
 	if t.Input != nil {
 		schema = MessageSchema(t.Input)
 	}
+	schema = inertSchema(schema)
 	if len(schema) == 0 || !isObjectSchema(schema) {
 		schema = json.RawMessage(`{"type":"object"}`)
 	}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -55,4 +56,42 @@ func noEcho(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// inertSchema is a plugin's JSON Schema with the text a person or a
+// model reads in it (each "description" and "title") made inert; the
+// values it constrains (enum, default, const, pattern) stay as they are.
+// A schema that is not JSON is returned as it is (the caller checks it).
+func inertSchema(raw []byte) []byte {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "description" || k == "title") {
+					x[k] = inert(s, MaxDescription)
+					continue
+				}
+				switch k {
+				case "enum", "default", "const", "examples":
+					continue // values, not text about them
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
 }

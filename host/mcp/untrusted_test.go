@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,5 +86,38 @@ func TestUnknownToolNotEchoed(t *testing.T) {
 	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: marker, Arguments: map[string]any{}})
 	if err == nil || strings.Contains(err.Error(), marker) || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("a call of an unknown tool: %v", err)
+	}
+}
+
+// The descriptions and titles in a plugin's input schema reach the agent
+// as inert as the tool's description.
+func TestSchemaTextIsInert(t *testing.T) {
+	f := newFixture(t, allowAll, func(h *host.Host) error {
+		schema, _ := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{
+			"say": map[string]any{"type": "string", "description": hostile, "title": hostile, "enum": []string{"a\x1b"}}}})
+		return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+			return &stub{exited: make(chan struct{}), schema: string(schema)}, nil
+		})
+	}, "agent")
+	cs := connect(t, f.url, f.tokens["agent"], nil)
+	tool := waitTool(t, cs, nil, "stub__echo", true)
+	b, _ := json.Marshal(tool.InputSchema)
+	var s struct {
+		Properties map[string]struct {
+			Description, Title string
+			Enum               []string
+		}
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	say := s.Properties["say"]
+	for _, text := range []string{say.Description, say.Title} {
+		if r, bad := controls(text); bad || text == "" {
+			t.Fatalf("schema text carries %U: %q", r, text)
+		}
+	}
+	if len(say.Enum) != 1 || say.Enum[0] != "a\x1b" {
+		t.Fatalf("a value the schema constrains changed: %q", say.Enum)
 	}
 }
