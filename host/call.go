@@ -38,6 +38,11 @@ type InvokeRequest struct {
 	// OnPending, when set, is told once when the call starts waiting for
 	// an approval the policy requires.
 	OnPending func(ApprovalPending)
+	// OnAdmitted, when set, is told once when every gate passed (an
+	// approval waited for included) and the call is about to be
+	// recorded and sent to the plugin: from then on, ending the call's
+	// context cancels a call that ran.
+	OnAdmitted func()
 }
 
 // Actor is who a call is made for: Kind is "user", "service", …, and

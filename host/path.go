@@ -38,6 +38,9 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if req.Deadline.IsZero() || !req.Deadline.After(time.Now()) {
 		return nil, ErrDeadlineRequired
 	}
+	if req.OnAdmitted != nil {
+		req.OnAdmitted()
+	}
 	ctx, cancel := context.WithDeadline(ctx, req.Deadline)
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)

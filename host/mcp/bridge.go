@@ -56,6 +56,7 @@ func Bridge(ctx context.Context, local mcp.Transport, endpoint string, hc *http.
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	b.srv.AddReceivingMiddleware(noEcho)
 	if err := b.sync(ctx); err != nil {
 		return err
 	}

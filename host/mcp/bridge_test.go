@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,6 +61,11 @@ func TestBridge(t *testing.T) {
 	if out, _ := res.StructuredContent.(map[string]any); !res.IsError || out["error"] != "policy_denied" ||
 		res.Meta[hostmcp.MetaRefusal] != "policy_denied" {
 		t.Fatalf("bridged refusal: %+v", res)
+	}
+	const marker = "REQUEST-VALUE-41d7"
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: marker, Arguments: map[string]any{}}); err == nil ||
+		strings.Contains(err.Error(), marker) {
+		t.Errorf("a bridged call of an unknown tool: %v", err)
 	}
 	if err := addStub(f.h, "late"); err != nil {
 		t.Fatal(err)

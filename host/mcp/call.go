@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
-	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // errHeld ends the wait of a call held for approval past
@@ -33,11 +32,16 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
+		defer s.track(req.Session.ID(), p.ID, cancel)()
 		prog := &progress{ctx: ctx, req: req}
 		var (
 			mu      sync.Mutex
 			pending *host.ApprovalPending
 			hold    *time.Timer
+			// admitted: the wait for approval is over and the call
+			// goes to the plugin; the hold must not cancel it then,
+			// nor may its end be told as "pending".
+			admitted bool
 		)
 		defer func() {
 			mu.Lock()
@@ -53,9 +57,12 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 			OnRunning: func(m host.Progress) {
 				msg := "running"
 				for _, d := range m.Diagnostics {
-					msg += fmt.Sprintf(" [plugin, untrusted: %s: %s]", d.Code, d.Message)
+					msg += " [plugin, untrusted: " + quoted(d.Code) + ": " + quoted(d.Message) + "]"
+					if len(msg) > MaxProgressMessage {
+						break
+					}
 				}
-				prog.send(redact.Clip(msg, MaxProgressMessage))
+				prog.send(inert(msg, MaxProgressMessage))
 			},
 			OnPending: func(a host.ApprovalPending) {
 				prog.send(fmt.Sprintf("pending approval %s: %d approval(s) by principals other than the caller, until %s",
@@ -67,10 +74,27 @@ func (s *Server) handler(plugin, method string) mcp.ToolHandler {
 					cancel(errHeld)
 					return
 				}
-				hold = time.AfterFunc(s.opts.ApprovalHold, func() { cancel(errHeld) })
+				hold = time.AfterFunc(s.opts.ApprovalHold, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if !admitted {
+						cancel(errHeld)
+					}
+				})
+			},
+			OnAdmitted: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				admitted = true
+				if hold != nil {
+					hold.Stop()
+				}
 			}})
 		mu.Lock()
 		held := pending
+		if admitted {
+			held = nil
+		}
 		mu.Unlock()
 		if err != nil {
 			if held != nil && (errors.Is(err, errHeld) || errors.Is(err, context.DeadlineExceeded)) {

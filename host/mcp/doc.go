@@ -29,10 +29,14 @@
 // Handler is served only behind the control API's authentication
 // (control.Auth): it names no caller itself, and refuses a request that
 // arrives without one. A session is bound to the principal that opened
-// it; a request of another principal on it is refused. Tool
+// it; a request of another principal on it is refused, a principal
+// holds at most Options.MaxSessions sessions, and a session's DELETE
+// ends its calls in flight. A tool name is never that of another
+// plugin's method (colliding names all get a suffix). Tool
 // descriptions, input schemas, results and progress text come from
 // plugins: each is marked as untrusted (in the text and in _meta under
-// MetaUntrusted), clipped, and never trusted by the host. A refusal
+// MetaUntrusted), clipped, stripped of control and invisible
+// characters, and never trusted by the host. A refusal
 // carries Airlock's code and host-authored detail, never a value of the
 // request; log lines name principal, plugin and code only.
 //

@@ -35,16 +35,26 @@ func (s *Server) principals(next http.Handler) http.Handler {
 		return &auth.TokenInfo{UserID: p.ID, Extra: map[string]any{principalKey: p}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := control.CallerFrom(r.Context()); !ok || p.ID == "" {
+		p, ok := control.CallerFrom(r.Context())
+		if !ok || p.ID == "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "unauthenticated",
 				"detail": "the MCP endpoint is served behind the control API's authentication, which named no caller"})
 			return
 		}
+		if sid := r.Header.Get(sessionHeader); r.Method == http.MethodDelete && sid != "" {
+			// The SDK closes a session only once its calls end: end
+			// those of the session's own principal first.
+			s.endCalls(sid, p.ID)
+		}
 		if r.Header.Get("Authorization") == "" {
 			r = r.Clone(r.Context())
 			r.Header.Set("Authorization", "Bearer "+connAuthenticated)
+		}
+		if r.Method == http.MethodPost && r.Header.Get(sessionHeader) == "" {
+			s.newSession(w, r, p.ID, verified)
+			return
 		}
 		verified.ServeHTTP(w, r)
 	})

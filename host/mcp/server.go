@@ -30,6 +30,9 @@ type Options struct {
 	// (zero: DefaultSessionIdle), so that clients that leave without
 	// ending their session do not accumulate.
 	SessionIdle time.Duration
+	// MaxSessions bounds the sessions one principal holds at once (zero:
+	// DefaultMaxSessions); a request to open another is refused (429).
+	MaxSessions int
 	// Version is the server version agents see in initialize.
 	Version string
 	Log     *slog.Logger
@@ -61,6 +64,11 @@ type Server struct {
 
 	mu    sync.Mutex
 	tools map[string]catalogEntry // by MCP tool name
+	calls map[string]*inflight    // by session id
+	// owners are the principals of the sessions opened (by session
+	// id); opening counts the sessions being opened, by principal.
+	owners  map[string]string
+	opening map[string]int
 
 	stop  context.CancelFunc
 	done  chan struct{}
@@ -81,7 +89,8 @@ func New(h *host.Host, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{h: h, opts: opts, log: log, tools: map[string]catalogEntry{}, done: make(chan struct{})}
+	s := &Server{h: h, opts: opts, log: log, tools: map[string]catalogEntry{}, calls: map[string]*inflight{},
+		owners: map[string]string{}, opening: map[string]int{}, done: make(chan struct{})}
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -90,6 +99,7 @@ func New(h *host.Host, opts Options) *Server {
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	s.srv.AddReceivingMiddleware(noEcho)
 	s.sync()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
@@ -130,6 +140,7 @@ func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.stop()
 		<-s.done
+		s.endCalls("", "")
 		for ss := range s.srv.Sessions() {
 			_ = ss.Close()
 		}

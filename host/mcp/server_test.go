@@ -34,6 +34,13 @@ type fixture struct {
 // first lists the tools.
 func newFixture(t *testing.T, policyYAML string, setup func(h *host.Host) error, principals ...string) *fixture {
 	t.Helper()
+	return newFixtureOpts(t, hostmcp.Options{}, policyYAML, setup, principals...)
+}
+
+// newFixtureOpts is newFixture with the MCP server's options.
+func newFixtureOpts(t *testing.T, opts hostmcp.Options, policyYAML string, setup func(h *host.Host) error,
+	principals ...string) *fixture {
+	t.Helper()
 	pol, err := policy.Parse([]byte(policyYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +65,7 @@ func newFixture(t *testing.T, policyYAML string, setup func(h *host.Host) error,
 			t.Fatal(err)
 		}
 	}
-	s := hostmcp.New(f.h, hostmcp.Options{})
+	s := hostmcp.New(f.h, opts)
 	t.Cleanup(func() { _ = s.Close() })
 	f.url, f.tokens = serveMCP(t, s.Handler(), principals...)
 	return f

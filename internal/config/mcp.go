@@ -19,6 +19,9 @@ type HostMCP struct {
 	// SessionIdle closes a session unused for this long (default 1h, at
 	// most 24h).
 	SessionIdle time.Duration `yaml:"session_idle"`
+	// MaxSessions bounds the sessions one principal holds at once
+	// (default 64, at most 10000).
+	MaxSessions int `yaml:"max_sessions"`
 }
 
 // Validate returns every problem of the section at once.
@@ -32,6 +35,9 @@ func (m HostMCP) Validate() error {
 	}
 	if m.SessionIdle < 0 || m.SessionIdle > 24*time.Hour {
 		errs = append(errs, errors.New("host.mcp.session_idle: must be between 0 and 24h"))
+	}
+	if m.MaxSessions < 0 || m.MaxSessions > 10000 {
+		errs = append(errs, errors.New("host.mcp.max_sessions: must be between 0 and 10000"))
 	}
 	return errors.Join(errs...)
 }

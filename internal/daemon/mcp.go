@@ -18,8 +18,8 @@ func (n *hostNode) withMCP(cfg *config.Config, ctl *control.Handler, version str
 		return ctl
 	}
 	m := hostmcp.New(n.h, hostmcp.Options{CallTimeout: cfg.Host.MCP.CallTimeout, ApprovalHold: cfg.Host.MCP.ApprovalHold,
-		SessionIdle: cfg.Host.MCP.SessionIdle,
-		Version:     version, Log: n.log})
+		SessionIdle: cfg.Host.MCP.SessionIdle, MaxSessions: cfg.Host.MCP.MaxSessions,
+		Version: version, Log: n.log})
 	n.mcp = m
 	n.closers = append(n.closers, func() { _ = m.Close() })
 	mux := http.NewServeMux()
