@@ -123,7 +123,9 @@ func TestOtherProcessesRefused(t *testing.T) {
 // The same with the host as an unprivileged user (setpriv to nobody):
 // every plugin runs as the host's uid, and so does the attacker.
 func TestOtherProcessesRefusedUnprivileged(t *testing.T) {
-	t.Parallel() // launches plugins: waits more than it computes
+	// Not parallel: it writes a copy of the test binary and executes it,
+	// which fails with ETXTBSY while a parallel test's fork still holds
+	// the copy's write descriptor.
 	if os.Getuid() != 0 {
 		t.Skip("this run is already unprivileged: it is the inner run of TestOtherProcessesRefusedUnprivileged")
 	}
