@@ -51,7 +51,9 @@ tools:
 # on subprocesses and servers for much of their time, and the fuzzer
 # takes the core they leave idle; its output follows theirs. The
 # deployment check leaves the units' Go test to go test ./..., which runs
-# it anyway.
+# it anyway. Four test packages run at once (-p 4; go test's default is
+# one per core): most of them wait on plugins, Vault, Redis and RabbitMQ
+# more than they compute (docs/testing.md, "Test time").
 test: tools lint proto-check
 	@CHECK_DEPLOY_UNITS=skip ./tools/check-deploy.sh
 	@mkdir -p bin; \
@@ -60,7 +62,7 @@ test: tools lint proto-check
 	REDIS_SERVER_BIN="$$(./tools/ensure-redis.sh)" \
 	AIRLOCK_REQUIRE_SERVICES=1 \
 	GORACE=atexit_sleep_ms=0 \
-	$(GO) test -race -count=1 -timeout 15m ./...; tests=$$?; \
+	$(GO) test -race -count=1 -p 4 -timeout 15m ./...; tests=$$?; \
 	wait $$fuzz; fuzzed=$$?; cat bin/fuzz.log; \
 	if [ $$fuzzed -ne 0 ]; then echo "make test: fuzzing failed (above)"; fi; \
 	[ $$tests -eq 0 ] && [ $$fuzzed -eq 0 ]
