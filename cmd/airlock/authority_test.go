@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // airlockProcess runs the airlock binary as a process of its own (the
@@ -60,7 +62,7 @@ func flipBit(t *testing.T, path string) string {
 // and a bit-flipped token are refused with Unauthenticated, nothing is
 // minted, and no message shows either token. The host's token works.
 func TestBrokerAPIRefusesCallerWithoutToken(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	dir := t.TempDir()
 	secrets := filepath.Join(dir, "secrets.yaml")
 	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret}\n"), 0o600); err != nil {

@@ -60,7 +60,7 @@ broker:
 }
 
 func TestSecretsRefreshEndpoint(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("version: v1\nadmin: {listen: %q}\n", admin))
 	startServe(t, nil, cfg, admin)
 	post := func() int {
@@ -90,7 +90,7 @@ func TestSecretsRefreshEndpoint(t *testing.T) {
 // airlock serve exposes the broker API on its unix socket; a host in
 // another process issues and revokes through it.
 func TestServeBrokerAPI(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	dir := t.TempDir()
 	secrets := filepath.Join(dir, "secrets.yaml")
 	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret}\n"), 0o600); err != nil {
@@ -153,7 +153,7 @@ func TestServeProxyEndToEnd(t *testing.T) {
 	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret-123456}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	admin, proxyAddr := freeAddr(t), freeAddr(t)
+	admin, proxyAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	sock := filepath.Join(dir, "run", "broker.sock")
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 admin: {listen: %q}
@@ -211,7 +211,7 @@ proxy:
 // SIGHUP makes the running server drop its cached secrets (Vault admins
 // rotate, then signal).
 func TestServeSIGHUPRefreshesSecrets(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("version: v1\nadmin: {listen: %q}\n", admin))
 	cmd, logs := startServeProcess(t, nil, cfg, admin)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -19,7 +19,7 @@ import (
 // commands find both), evidence verifies, and SIGINT stops it cleanly.
 func TestDevEndToEnd(t *testing.T) {
 	state := t.TempDir()
-	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+freeAddr(t)+"\"}\n")
+	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+testenv.FreeAddr(t)+"\"}\n")
 	cmd := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--executa", executaBin)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "AIRLOCK_CONFIG=", "AIRLOCK_CONTROL=", "AIRLOCK_CONTROL_TOKEN_FILE=")
 	stdout, _ := cmd.StdoutPipe()

@@ -7,13 +7,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // The ops CLI against a running airlock serve: issue a handle, inspect it
 // by fingerprint, explain requests (allowed, an undeclared path, a refused
 // address, an intent), revoke it by fingerprint and by invocation.
 func TestHandleAndExplainCLI(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	dir := t.TempDir()
 	secrets := filepath.Join(dir, "secrets.yaml")
 	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret}\n"), 0o600); err != nil {
@@ -38,7 +40,7 @@ broker:
 proxy:
   listen: %q
   resolve: {api.demo.test: [93.184.216.34], internal.demo.test: [10.1.2.3]}
-`, admin, sock, secrets, freeAddr(t)))
+`, admin, sock, secrets, testenv.FreeAddr(t)))
 	startServe(t, nil, cfg, admin)
 	run := func(wantCode int, args ...string) string {
 		t.Helper()

@@ -63,7 +63,7 @@ func TestServeAndHostEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(policy, []byte("version: v1\ndefault: allow\n"), 0o600)
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	fixture := filepath.Join(dir, "sampling.jsonl")
 	os.WriteFile(fixture, []byte(`{"match":"","text":"one open ticket","model":"e2e-fixture","inputTokens":9,"outputTokens":3}`+"\n"), 0o600)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
@@ -103,7 +103,7 @@ host:
         command: %q
         strict: true
         credentials: {TICKETS_API_KEY: tickets.placeholder}
-`, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
+`, filepath.Join(dir, "state"), admin, v.Addr, filepath.Join(dir, "run", "broker.sock"), rd.Addr, upPort, testenv.FreeAddr(t), ca.PEMFile,
 		policy, fixture, executaBin))
 	// The control API is the default: a unix socket under the state
 	// directory, and the token beside it; the CLI finds both through the

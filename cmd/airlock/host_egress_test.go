@@ -26,7 +26,7 @@ import (
 // three say ok.
 func TestServeRestartShowsPluginEgress(t *testing.T) {
 	dir := t.TempDir()
-	serveAdmin, hostAdmin := freeAddr(t), freeAddr(t)
+	serveAdmin, hostAdmin := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 state_dir: %q
 admin: {listen: %q}
@@ -36,7 +36,7 @@ proxy:
   listen: %q
 host:
   admin: %q
-`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), freeAddr(t), hostAdmin))
+`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), hostAdmin))
 	serve, _ := startServeProcess(t, nil, cfg, serveAdmin)
 
 	pkg := t.TempDir()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -61,22 +60,12 @@ func setEnv(t *testing.T, env []string) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // writeConfig writes a config; unless it names the proxy, the proxy gets
 // a free port so tests never collide with each other or a running airlock.
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	if !strings.Contains(body, "\nproxy:") {
-		body += fmt.Sprintf("proxy:\n  listen: %q\n", freeAddr(t))
+		body += fmt.Sprintf("proxy:\n  listen: %q\n", testenv.FreeAddr(t))
 	}
 	p := filepath.Join(t.TempDir(), "airlock.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -197,7 +186,7 @@ func jwksKids(t *testing.T, admin string) []string {
 // The done-means of the foundation: serve's JWKS verifies a token that
 // `token mint` made, through `token verify`.
 func TestServeMintVerifyWithFileKeys(t *testing.T) {
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 admin: {listen: %q}
 log: {format: json}
@@ -266,7 +255,7 @@ tokens:
 
 func TestServeWithVaultKeys(t *testing.T) {
 	v := testenv.Vault(t)
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf(`version: v1
 admin: {listen: %q}
 vault: {address: %q}

@@ -26,7 +26,7 @@ func TestMCPStdio(t *testing.T) {
 		"    when: 'input.project == \"forbidden\"'\n  - name: rest\n    effect: allow\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+freeAddr(t)+"\"}\nhost:\n  policy: "+policy+"\n  mcp: {enabled: true}\n")
+	cfg := writeConfig(t, "version: v1\nadmin: {listen: \""+testenv.FreeAddr(t)+"\"}\nhost:\n  policy: "+policy+"\n  mcp: {enabled: true}\n")
 	env := append(os.Environ(), "XDG_STATE_HOME="+state, "AIRLOCK_CONFIG=", "AIRLOCK_CONTROL=", "AIRLOCK_CONTROL_TOKEN_FILE=")
 	dev := exec.Command(airlockBin, "dev", "--config", cfg, "--provider", providerBin, "--executa", executaBin)
 	dev.Env = env

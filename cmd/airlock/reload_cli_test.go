@@ -65,7 +65,7 @@ func TestServeSIGHUPReloadsIntentsAndLimits(t *testing.T) {
 	if err := os.WriteFile(secrets, []byte("demo/api: {token: demo-secret-1}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	admin, proxyAddr := freeAddr(t), freeAddr(t)
+	admin, proxyAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	sock := filepath.Join(dir, "run", "broker.sock")
 	config := func(intents, limits string) string {
 		return fmt.Sprintf(`version: v1
@@ -213,7 +213,7 @@ func TestHostSIGHUPReloadsPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	evLog := filepath.Join(dir, "evidence.jsonl")
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	fixture := filepath.Join(dir, "sampling.jsonl")
 	if err := os.WriteFile(fixture, []byte(`{"match":"","text":"t","model":"reload-fixture","inputTokens":1,"outputTokens":1}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ host:
       - name: executa-tickets
         command: %q
         credentials: {TICKETS_API_KEY: tickets.placeholder}
-`, filepath.Join(dir, "state"), admin, filepath.Join(dir, "run", "broker.sock"), secrets, freeAddr(t), policy, evLog, fixture, executaBin))
+`, filepath.Join(dir, "state"), admin, filepath.Join(dir, "run", "broker.sock"), secrets, testenv.FreeAddr(t), policy, evLog, fixture, executaBin))
 	startServeProcess(t, nil, cfg, admin)
 
 	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)

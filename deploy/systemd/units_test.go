@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -152,9 +151,9 @@ func (m *machine) writeConfig() {
 		doc[k] = s
 		return s
 	}
-	section("admin")["listen"] = freeAddr(m.t)
-	section("proxy")["listen"] = freeAddr(m.t)
-	section("host")["admin"] = freeAddr(m.t)
+	section("admin")["listen"] = testenv.FreeAddr(m.t)
+	section("proxy")["listen"] = testenv.FreeAddr(m.t)
+	section("host")["admin"] = testenv.FreeAddr(m.t)
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		m.t.Fatal(err)
@@ -439,14 +438,4 @@ func lookupGroup(t *testing.T, name string) int {
 	}
 	n, _ := strconv.Atoi(g.Gid)
 	return n
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/airlock-dev/airlock/host/pluginv1"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/tokens"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // startServeAndHost runs Serve and Host on cfg until the test ends, as
@@ -115,7 +117,7 @@ func TestControlAPIRefusesUnauthenticatedInstall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			if tc.tcp {
-				cfg.Host.Control = freeAddr(t)
+				cfg.Host.Control = testenv.FreeAddr(t)
 				cfg.Host.ControlTokenFile = filepath.Join(cfg.StateDir, "control-tcp.token")
 				if err := cfg.Validate(); err != nil {
 					t.Fatal(err)
@@ -180,7 +182,7 @@ func TestControlSocketRefusesUID(t *testing.T) {
 // whatever skipped Validate.
 func TestControlTCPWithoutAuthorityRefused(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Host.Control, cfg.Host.ControlTokenFile = freeAddr(t), ""
+	cfg.Host.Control, cfg.Host.ControlTokenFile = testenv.FreeAddr(t), ""
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "host.control_token_file") {
 		t.Fatalf("Validate: %v", err)
 	}

@@ -38,23 +38,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // testConfig is the embedded defaults on free ports under a temp state
 // directory.
 func testConfig(t *testing.T) *config.Config {
 	t.Helper()
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	cfg, err := config.Parse([]byte(fmt.Sprintf("version: v1\nadmin: {listen: %q}\nproxy: {listen: %q}\nhost: {admin: %q}\n",
-		freeAddr(t), freeAddr(t), freeAddr(t))))
+		testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t))))
 	if err != nil {
 		t.Fatal(err)
 	}

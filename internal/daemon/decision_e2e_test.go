@@ -200,8 +200,8 @@ host:
     sampling: {fixture: %q}
     plugins:
       - {name: executa-tickets, command: %q, credentials: {TICKETS_API_KEY: tickets.placeholder}}
-`, state, freeAddr(t), filepath.Join(shared, "secrets.yaml"), redisAddr, e2eTicketsHost, upPort, freeAddr(t), ca.PEMFile,
-		e2eTicketsHost, freeAddr(t), filepath.Join(shared, "policy.yaml"), p.tokens["alice"], p.tokens["bob"], fixture, executaBin)))
+`, state, testenv.FreeAddr(t), filepath.Join(shared, "secrets.yaml"), redisAddr, e2eTicketsHost, upPort, testenv.FreeAddr(t), ca.PEMFile,
+		e2eTicketsHost, testenv.FreeAddr(t), filepath.Join(shared, "policy.yaml"), p.tokens["alice"], p.tokens["bob"], fixture, executaBin)))
 	if err == nil {
 		err = cfg.Validate()
 	}

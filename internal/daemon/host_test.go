@@ -10,6 +10,8 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/config"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // startServeForHost runs Serve until the test ends, for a Host to use.
@@ -94,7 +96,7 @@ func TestOneHostPerStateDir(t *testing.T) {
 	}
 	second := *cfg
 	second.Host.Evidence = filepath.Join(t.TempDir(), "second-evidence.jsonl")
-	second.Host.Control, second.Host.Admin = freeAddr(t), freeAddr(t)
+	second.Host.Control, second.Host.Admin = testenv.FreeAddr(t), testenv.FreeAddr(t)
 	stopSecond, err := runHost(t, &second)
 	if err == nil {
 		_ = stopSecond()

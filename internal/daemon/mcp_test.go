@@ -60,7 +60,7 @@ func mcpDev(t *testing.T) (endpoint, tokenFile, token, baseURL string, stop func
 	// A crashed plugin stays down (restarting) for the rest of the test.
 	cfg.Host.Restart = host.RestartPolicy{Base: time.Hour, Max: time.Hour}
 	cfg.Host.ControlPrincipals.Tokens = append(cfg.Host.ControlPrincipals.Tokens, config.ControlToken{Principal: "agent", File: tokenFile})
-	control := freeAddr(t)
+	control := testenv.FreeAddr(t)
 	ready := make(chan Ready, 1)
 	var out testenv.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())

@@ -67,7 +67,7 @@ proxy:
   upstream_ca_file: %q
   resolve: {%s: [127.0.0.1]}
 host: {admin: %q, policy: %q}
-`, freeAddr(t), secrets, freeAddr(t), ca.PEMFile, notesHost, freeAddr(t), policy)))
+`, testenv.FreeAddr(t), secrets, testenv.FreeAddr(t), ca.PEMFile, notesHost, testenv.FreeAddr(t), policy)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ proxy:
   upstream_ca_file: %q
   resolve: {api.replicas.test: [127.0.0.1]}
   intercept: {ca_file: %q, vault: {mount: secret, path: airlock/replica-intercept-ca}}
-`, state, freeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), rd.Addr, upPort, freeAddr(t), ca.PEMFile,
+`, state, testenv.FreeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), rd.Addr, upPort, testenv.FreeAddr(t), ca.PEMFile,
 			filepath.Join(state, "intercept-ca.pem"))))
 		if err == nil {
 			err = cfg.Validate()

@@ -54,7 +54,7 @@ proxy:
   upstream_ca_file: %q
   resolve: {api.streams.test: [127.0.0.1]}
   intercept: {ca_file: %q, ca_key_file: %q}
-`, state, freeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), grpcPort, ws.Port, freeAddr(t), ca.PEMFile,
+`, state, testenv.FreeAddr(t), v.Addr, filepath.Join(state, "run", "broker.sock"), grpcPort, ws.Port, testenv.FreeAddr(t), ca.PEMFile,
 		filepath.Join(state, "intercept-ca.pem"), filepath.Join(state, "intercept-ca.key"))))
 	if err == nil {
 		err = cfg.Validate()

@@ -71,16 +71,6 @@ func missing(tb testing.TB, what string) {
 	tb.Skip(msg)
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func randomToken(prefix string) string {
 	return prefix + randid.Hex(16)
 }
