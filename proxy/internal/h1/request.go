@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -20,10 +21,14 @@ import (
 // proxy's own. The body is sent with its Content-Length when known, else
 // chunked; a body shorter than its Content-Length is an error.
 func WriteRequest(w *bufio.Writer, req *http.Request) error {
+	target := RequestTarget(req.URL)
+	if !validTarget(target) {
+		return ErrInvalidTarget
+	}
 	b := w.AvailableBuffer()
 	b = append(b, req.Method...)
 	b = append(b, ' ')
-	b = append(b, RequestTarget(req.URL)...)
+	b = append(b, target...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	host := req.Host
 	if host == "" {
@@ -82,6 +87,21 @@ func WriteRequest(w *bufio.Writer, req *http.Request) error {
 	}
 	_, err := w.WriteString("\r\n")
 	return err
+}
+
+// ErrInvalidTarget refuses to write a request whose target holds a byte
+// that would end or split a request line (a space or a control
+// character): the upstream would read another request line than the one
+// the proxy checked. A URL parser may keep such bytes raw in a query.
+var ErrInvalidTarget = errors.New("the request target holds a space or a control character")
+
+func validTarget(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return t != ""
 }
 
 // RequestTarget is the origin-form target sent upstream: the client's
