@@ -17,6 +17,24 @@ import (
 // bridge's own words, never the remote error's text.
 var errBridgeCall = errors.New("the Airlock host did not answer the call")
 
+// ErrEndpointOff: the host answers, but serves no MCP endpoint.
+var ErrEndpointOff = errors.New("the Airlock host serves no MCP endpoint: set host.mcp.enabled: true in its config and restart it (docs/mcp.md)")
+
+// endpointOff tells, after a failed connect, whether the host answered
+// at endpoint with 404: the control API is up with MCP turned off.
+func endpointOff(ctx context.Context, endpoint string, hc *http.Client) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, http.NoBody)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusNotFound
+}
+
 // Bridge serves, on local (a stdio transport, for an agent that starts
 // `airlock mcp` as its MCP server), the tools of the host's MCP endpoint
 // at endpoint, reached with hc, which authenticates as the control API
@@ -44,6 +62,9 @@ func Bridge(ctx context.Context, local mcp.Transport, endpoint string, hc *http.
 	})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
 	if err != nil {
+		if endpointOff(ctx, endpoint, hc) {
+			return ErrEndpointOff
+		}
 		return fmt.Errorf("connecting to the host's MCP endpoint: %w", err)
 	}
 	defer cs.Close()
