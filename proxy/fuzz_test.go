@@ -14,7 +14,8 @@ import (
 // segments, empty segments or backslashes).
 func FuzzParseTarget(f *testing.F) {
 	for _, s := range []string{"http://api.example.com/v1/x", "http://API.Example.com.:8080/a/../b", "http://xn--bcher-kva.example/",
-		"http://bücher.example/%2e%2e/x", "http://[::1]:80/", "http://a.b/%5c", "http://user@a.b/", "https://a.b/", "http://a.b//x/./y"} {
+		"http://bücher.example/%2e%2e/x", "http://[::1]:80/", "http://a.b/%5c", "http://user@a.b/", "https://a.b/", "http://a.b//x/./y",
+		"http://../", "http://a..b/", "http://a%25./", "http://[fe80::1%25eth0]/"} {
 		f.Add(s, "")
 	}
 	f.Add("http://a.example.com/x", "A.EXAMPLE.COM:80")

@@ -192,6 +192,9 @@ func TestDenials(t *testing.T) {
 		{"encoded dot-dot escape", narrow, "GET", f.url("/v1/%2e%2e/admin"), nil, 403, CodeDestination},
 		{"encoded slash escape", narrow, "GET", f.url("/v1%2F..%2Fadmin"), nil, 403, CodeDestination},
 		{"backslash", narrow, "GET", f.url("/v1/..%5Cadmin"), nil, 400, CodePathNotAllowed},
+		{"empty label in host", write, "GET", other("api..example.com"), nil, 400, CodeBadRequest},
+		{"host of dots", write, "GET", other(".."), nil, 400, CodeBadRequest},
+		{"percent in a name", write, "GET", other("api%25.example.com"), nil, 400, CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -136,7 +136,13 @@ func normalizeHostUncached(h string) (string, error) {
 	if h == "" {
 		return "", errEmptyHost
 	}
-	if ip := net.ParseIP(h); ip != nil || strings.Contains(h, "%") {
+	// IDNA lets empty labels through ("..", ".a", "a..b", "a.." after the
+	// one trailing dot goes): none is a DNS name.
+	if strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return "", errEmptyLabel
+	}
+	// An IPv6 literal, with or without a zone: "%" is allowed nowhere else.
+	if ip := net.ParseIP(h); ip != nil || strings.Contains(h, ":") && strings.Contains(h, "%") {
 		return strings.ToLower(h), nil
 	}
 	a, err := idnaProfile.ToASCII(h)
@@ -150,7 +156,10 @@ type hostError string
 
 func (e hostError) Error() string { return string(e) }
 
-const errEmptyHost = hostError("empty host")
+const (
+	errEmptyHost  = hostError("empty host")
+	errEmptyLabel = hostError("empty label in host")
+)
 
 // cleanPath decodes the raw path, refuses backslashes and control
 // characters (some servers treat \ as /), and resolves dot segments and
