@@ -53,16 +53,20 @@ type fixture struct {
 	port     int
 	ring     *tokens.Ring
 	audit    *testenv.SyncBuffer // the proxy's audit lines
+	// clock is the broker's: a test jumps it past a pass's expiry
+	// instead of sleeping there.
+	clock *testenv.SkewClock
 }
 
-// passTTL is short enough for a test to outlive a pass's first expiry,
-// long enough that a loaded machine renews it in time (it is renewed
-// when a third of its life has passed).
-const passTTL = 5 * time.Second
+// passTTL is long enough that the host's own renewals (at a third of
+// the pass's life, on the real clock) do not happen between a test's
+// jumps of the broker's clock, and short enough that a jump past it
+// stays before the invocations' real deadlines (60 s).
+const passTTL = 30 * time.Second
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{seen: make(chan string, 8), audit: &testenv.SyncBuffer{}}
+	f := &fixture{seen: make(chan string, 8), audit: &testenv.SyncBuffer{}, clock: new(testenv.SkewClock)}
 	ca := testenv.NewCA(t)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -101,8 +105,6 @@ func newFixture(t *testing.T) *fixture {
 	os.WriteFile(secrets, []byte("x/api: {token: "+apiSecret+"}\nx/openai: {key: sk-openai-in-vault}\n"), 0o600)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	f.proxy = l.Addr().String()
-	// A short pass TTL: a plugin outlives its pass's first expiry within
-	// a test, so the host's renewal is exercised.
 	bc := broker.Config{EgressProxy: f.proxy, PassTTL: passTTL, Secrets: broker.SecretsConfig{File: secrets}, Intents: map[string]broker.Intent{
 		"api": {Class: broker.ClassRead, Secret: broker.SecretRef{Source: broker.SourceFile, Path: "x/api", Field: "token"},
 			Inject:       broker.Inject{Kind: &broker.PlaceholderInject{}},
@@ -113,7 +115,7 @@ func newFixture(t *testing.T) *fixture {
 	}}.WithDefaults()
 	f.port = p
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
-	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{})
+	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{Now: f.clock.Now})
 	caDir := t.TempDir()
 	f.caFile = filepath.Join(caDir, "intercept-ca.pem")
 	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,

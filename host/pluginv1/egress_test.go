@@ -8,12 +8,20 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/testenv"
 	ticketsv1 "github.com/airlock-dev/airlock/proto/numinance/ports/tickets/v1"
 )
 
+// A plugin's https:// calls go through the interception with its pass,
+// and keep working past the pass's first expiry because the host renews
+// it. The broker runs on a test clock: the pass TTL is long enough that
+// no renewal happens on the real clock during the test, so the call
+// after the clock has passed the first expiry succeeds only through the
+// renewal the health probe asks for.
 func TestProviderHTTPSThroughInterception(t *testing.T) {
-	const passTTL = 2 * time.Second
-	f := newHostFixtureWith(t, passTTL)
+	const passTTL = time.Hour
+	clk := new(testenv.SkewClock)
+	f := newHostFixtureBroker(t, passTTL, func(*broker.Config, broker.Store) broker.Options { return broker.Options{Now: clk.Now} })
 	ctx := context.Background()
 	p, err := Launch(ctx, f.install(t, badBin, "https"), f.opts)
 	if err != nil {
@@ -23,7 +31,8 @@ func TestProviderHTTPSThroughInterception(t *testing.T) {
 	call := func(when string) {
 		t.Helper()
 		out, err := p.Invoke(ctx, host.InvokeRequest{Method: "numinance.ports.tickets.v1.Tickets/ListTickets",
-			Input: &ticketsv1.ListTicketsRequest{}, Deadline: time.Now().Add(30 * time.Second)})
+			// On the broker's clock: the handle's deadline is checked there.
+			Input: &ticketsv1.ListTicketsRequest{}, Deadline: clk.Now().Add(30 * time.Second)})
 		if err != nil || len(out.Diagnostics) != 1 || out.Diagnostics[0].Code != "https:200" {
 			t.Fatalf("%s: %+v %v", when, out, err)
 		}
@@ -32,7 +41,11 @@ func TestProviderHTTPSThroughInterception(t *testing.T) {
 		}
 	}
 	call("first call")
-	time.Sleep(passTTL + passTTL/2)
+	clk.Advance(passTTL * 2 / 3)
+	if err := p.proc.PassErr(ctx); err != nil { // the health probe's renewal
+		t.Fatalf("renewing the pass: %v", err)
+	}
+	clk.Advance(passTTL * 2 / 3)
 	call("past the pass's first expiry")
 }
 

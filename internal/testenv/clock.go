@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,3 +30,15 @@ func (c *Clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// SkewClock runs with the real clock, Advance jumping it ahead: for a
+// component whose times also meet real ones (a handle bound to a real
+// invocation deadline, a renewal loop on real timers), where a frozen
+// clock would read as time standing still. Safe for concurrent use.
+type SkewClock struct{ skew atomic.Int64 }
+
+// Now is the real time plus every Advance so far.
+func (c *SkewClock) Now() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
+
+// Advance moves the clock d ahead of where it would be.
+func (c *SkewClock) Advance(d time.Duration) { c.skew.Add(int64(d)) }

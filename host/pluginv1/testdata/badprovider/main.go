@@ -320,6 +320,9 @@ func (b *bad) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginService_In
 			resp.Body.Close()
 			code += strconv.Itoa(resp.StatusCode)
 		}
+		// The next call opens a tunnel of its own, presenting the pass
+		// again (a kept tunnel is not re-checked against the pass).
+		http.DefaultClient.CloseIdleConnections()
 		return stream.Send(&pluginv1.ActionResult{Status: pluginv1.Status_STATUS_FAILED, Diagnostics: []*pluginv1.Diagnostic{{Code: code, Message: msg}}})
 	case "hang":
 		<-ctx.Done()
