@@ -65,7 +65,7 @@ func Dial(target string, o DialOptions) (*Client, error) {
 		return nil, errors.New("broker API: no token file (broker.api.token_file)")
 	}
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(tokenCredentials{path: o.TokenFile}))
+		grpc.WithPerRPCCredentials(tokenCredentials{path: o.TokenFile}), grpc.WithUnaryInterceptor(traceOut))
 	if err != nil {
 		return nil, fmt.Errorf("broker API: %w", err)
 	}

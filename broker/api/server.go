@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,6 +32,9 @@ type Service struct {
 	Log       *slog.Logger
 	// Explainer answers Explain (the egress proxy); Unimplemented when nil.
 	Explainer broker.Explainer
+	// Tracer, when set, makes a span of each unary call, a child of the
+	// caller's traceparent (trace.go); ServerOptions reads it.
+	Tracer trace.Tracer
 
 	limitOnce sync.Once
 	limit     *callLimit // see ServerOptions

@@ -42,13 +42,17 @@ func (s *Service) ServerOptions() []grpc.ServerOption {
 	s.limitOnce.Do(func() {
 		s.limit = &callLimit{run: make(chan struct{}, maxConcurrentCalls), wait: make(chan struct{}, maxConcurrentCalls)}
 	})
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRequestBytes),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentCalls),
 		grpc.ForceServerCodecV2(newBoundedCodec()),
 		grpc.ChainUnaryInterceptor(s.limit.unary),
 	}
+	if s.Tracer != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(traceIn(s.Tracer)))
+	}
+	return opts
 }
 
 // errBusy: the broker API is running and queueing as many calls as it
