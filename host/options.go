@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/evidence"
@@ -94,6 +95,8 @@ type Options struct {
 	// Registerer receives the plugin metrics; none when nil.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
+	// Tracer makes the invoke path's spans (trace.go); nil: none.
+	Tracer trace.Tracer
 }
 
 // SandboxConfig is the host.sandbox section: the level, extra read-only

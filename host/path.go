@@ -8,6 +8,9 @@ import (
 	"maps"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/internal/randid"
 )
@@ -25,13 +28,18 @@ type invokePath struct {
 	base context.Context
 }
 
-func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req InvokeRequest) (*Outcome, error) {
+func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req InvokeRequest) (out *Outcome, err error) {
 	act, err := rt.Prepare(req)
 	if err != nil {
 		return nil, err
 	}
 	id := newInvocationID()
-	d, err := ip.decide(ctx, id, name, rt, act, req)
+	// The invocation's span, a child of the caller's (the control API's):
+	// the runtime gives the plugin its traceparent.
+	ctx, sp := ip.opts.tracer().Start(ctx, SpanInvocation, trace.WithAttributes(attribute.String(AttrPlugin, name),
+		attribute.String(AttrInvocation, id), attribute.String(AttrMethod, req.Method), attribute.String(AttrKind, string(rt.Kind()))))
+	defer func() { endInvocationSpan(sp, out, err) }()
+	d, err := ip.decideTraced(ctx, id, name, rt, act, req)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +60,10 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	start := map[string]any{"method": req.Method, "dry_run": req.DryRun, "deadline": req.Deadline.UTC().Format(time.RFC3339Nano),
 		"principal": req.Caller.ID, "actor": d.actor}
 	addRun(start, req.Run)
+	traceID := TraceID(ctx)
+	if traceID != "" {
+		start["trace_id"] = traceID
+	}
 	if _, err := ip.opts.Record(name, "invocation.start", id, start); err != nil {
 		return nil, err
 	}
@@ -63,7 +75,7 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 	if d.grant != nil {
 		call.GrantID = d.grant.ID
 	}
-	out := act.Run(ctx, call)
+	out = act.Run(ctx, call)
 	stopWatch()
 	out.InvocationID = id
 	cause := context.Cause(ctx)
@@ -75,6 +87,9 @@ func (ip invokePath) invoke(ctx context.Context, name string, rt Runtime, req In
 
 	// Revoke before anyone is told the call is over.
 	outcome := map[string]any{"status": string(out.Status), "reason": out.Reason, "evidence_ids": out.EvidenceIDs}
+	if traceID != "" {
+		outcome["trace_id"] = traceID
+	}
 	if ip.opts.Broker != nil {
 		maps.Copy(outcome, EndInvocation(ctx, ip.opts.Broker, ip.opts.Log, name, id, req.Deadline))
 	}

@@ -122,7 +122,9 @@ func (p *provider) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginServi
 		if err != nil {
 			return fail("credential_refused")
 		}
-		resp, err := plugin.ProxyClient(cred.GetHandle(), cred.GetEgressProxy()).Get(p.base("tickets.read") + "tickets?project=" + url.QueryEscape(req.GetProject()))
+		get, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base("tickets.read")+"tickets?project="+url.QueryEscape(req.GetProject()), nil)
+		traced(ctx, get)
+		resp, err := plugin.ProxyClient(cred.GetHandle(), cred.GetEgressProxy()).Do(get)
 		if err != nil {
 			return fail("upstream_unreachable")
 		}
@@ -150,7 +152,10 @@ func (p *provider) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginServi
 			return fail("credential_refused")
 		}
 		body, _ := json.Marshal(map[string]string{"project": req.GetProject(), "title": req.GetTitle(), "body": req.GetBody()})
-		resp, err := plugin.ProxyClient(cred.GetHandle(), cred.GetEgressProxy()).Post(p.base("tickets.write")+"tickets", "application/json", bytes.NewReader(body))
+		post, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.base("tickets.write")+"tickets", bytes.NewReader(body))
+		post.Header.Set("Content-Type", "application/json")
+		traced(ctx, post)
+		resp, err := plugin.ProxyClient(cred.GetHandle(), cred.GetEgressProxy()).Do(post)
 		if err != nil {
 			return fail("upstream_unreachable")
 		}
@@ -170,4 +175,13 @@ func (p *provider) Invoke(r *pluginv1.InvokeRequest, stream pluginv1.PluginServi
 			EvidenceIds: []string{ev.GetEvidenceId()}, SideEffect: pluginv1.SideEffect_SIDE_EFFECT_WRITE})
 	}
 	return status.Error(codes.Unimplemented, "method not provided")
+}
+
+// traced sends the host's traceparent for this invocation with r, when
+// the host traces: the egress proxy's span of the request joins the
+// invocation's trace.
+func traced(ctx context.Context, r *http.Request) {
+	if tp := plugin.Traceparent(ctx); tp != "" {
+		r.Header.Set("traceparent", tp)
+	}
 }

@@ -8,8 +8,12 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/randid"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/tokens"
 )
 
@@ -73,6 +77,13 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		binding.UserID = "local"
 	}
 	c := map[string]any{"invoke_id": invokeID}
+	// The invocation span's traceparent, when the host traces: the
+	// plugin's own spans, and its requests through the proxy with a
+	// traceparent header, join the trace. SDKs ignore a key they do not
+	// read.
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		c["traceparent"] = tp
+	}
 	live := &liveInvoke{ctx: ctx, id: invokeID, binding: binding, spend: req.SpendTokens}
 	// The invocation's handles are revoked when it ends, by the invoke
 	// path that opened it (host.EndInvocation).
@@ -157,7 +168,9 @@ func (p *Process) credentials(ctx context.Context, invokeID string, deadline tim
 			if scope != nil {
 				scope(&req)
 			}
-			iss, err := p.opts.Broker.Issue(ctx, req)
+			ictx, endSpan := host.StartCredentialSpan(ctx, trace.SpanFromContext(ctx), p.cfg.Name, invokeID, intent)
+			iss, err := p.opts.Broker.Issue(ictx, req)
+			endSpan(iss.Fingerprint, err)
 			if err != nil {
 				return nil, fmt.Errorf("credentials[%d]: %w", i, err)
 			}

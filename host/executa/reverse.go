@@ -59,7 +59,11 @@ func (p *Process) reverse(m *Message) {
 		reply(e)
 		return
 	}
+	// Every answer from here on ends the call's span (a refusal by a
+	// capability gate included).
+	ctx, endSpan := reverseSpan(inv, m.Method, p.cfg.Name)
 	answer := func(res any, e *RPCError) {
+		endSpan(e)
 		if e != nil {
 			reply(e)
 			return
@@ -70,24 +74,24 @@ func (p *Process) reverse(m *Message) {
 	switch {
 	case m.Method == "sampling/createMessage":
 		if _, ok := p.Capabilities["sampling"]; !ok || !p.Manifest.Has(CapSample) {
-			reply(rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
+			answer(nil, rpcError(CodeNotNegotiated, "sampling needs the sampling capability negotiated and llm.sample declared", "NOT_NEGOTIATED"))
 			return
 		}
-		answer(p.sample(inv.ctx, inv, m.Params))
+		answer(p.sample(ctx, inv, m.Params))
 	case strings.HasPrefix(m.Method, "storage/"):
 		if !p.Manifest.wantsStorageToken() { // the mint gate's predicate
-			reply(rpcError(CodeStorageNotGranted, "storage needs aps.kv, aps.files or an aps.scope.* capability declared", "STORAGE_NOT_GRANTED"))
+			answer(nil, rpcError(CodeStorageNotGranted, "storage needs aps.kv, aps.files or an aps.scope.* capability declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		answer(p.storage(inv.ctx, inv, m.Method, m.Params))
+		answer(p.storage(ctx, inv, m.Method, m.Params))
 	case strings.HasPrefix(m.Method, "files/"):
 		if !p.Manifest.Has(CapFiles) {
-			reply(rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
+			answer(nil, rpcError(CodeStorageNotGranted, "files need aps.files declared", "STORAGE_NOT_GRANTED"))
 			return
 		}
-		answer(p.storage(inv.ctx, inv, m.Method, m.Params))
+		answer(p.storage(ctx, inv, m.Method, m.Params))
 	default:
-		reply(&RPCError{Code: CodeMethodNotFound, Message: "method not found"})
+		answer(nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found"})
 	}
 }
 

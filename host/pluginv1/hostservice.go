@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/strictjson"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
@@ -144,7 +145,9 @@ func (h *hostService) RequestCredential(ctx context.Context, r *pb.RequestCreden
 	for _, d := range intent.GetDestinations() {
 		req.Destinations = append(req.Destinations, destinationOf(d))
 	}
+	ctx, endSpan := host.StartCredentialSpan(ctx, inv.span, h.p.inst.Name, inv.id, intent.GetName())
 	iss, err := h.p.opts.Broker.Issue(ctx, req)
+	endSpan(iss.Fingerprint, err)
 	if err != nil {
 		h.p.record("credential.refused", inv.id, map[string]any{"intent": intent.GetName(), "reason": err.Error()})
 		if errors.Is(err, broker.ErrResidencyViolation) {

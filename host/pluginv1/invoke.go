@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/strictjson"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	pb "github.com/airlock-dev/airlock/proto/numinance/plugin/v1"
 	"github.com/airlock-dev/airlock/sdk/plugin"
 )
@@ -43,6 +45,9 @@ type invocation struct {
 	// key matches the invocation key sent with Invoke: every HostService
 	// call for this invocation presents it.
 	key *peerauth.Token
+	// span is the invocation's (host.SpanInvocation): the parent of the
+	// spans of the plugin's HostService calls for it.
+	span trace.Span
 
 	emitMu     sync.Mutex // one EmitEvidence at a time: check-and-append is atomic
 	mu         sync.Mutex
@@ -178,7 +183,13 @@ func (a *v1Action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	// provider presents it back on each HostService call it makes for it.
 	key := peerauth.NewSecret()
 	ctx = metadata.AppendToOutgoingContext(ctx, plugin.InvocationKeyMetadata, key)
+	// So does the invocation span's traceparent: a provider's own spans
+	// (and the requests it sends through the proxy with it) join the trace.
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, plugin.TraceparentMetadata, tp)
+	}
 	inv := &invocation{id: call.ID, deadline: call.Deadline, dryRun: call.DryRun, scope: call.Scope, cancel: cancel, key: peerauth.NewToken(key),
+		span:  trace.SpanFromContext(ctx),
 		calls: map[string]int{}, evidence: map[string]emitted{}, evidenceID: map[string]string{},
 		references: findReferences(a.msg.ProtoReflect())}
 	p.mu.Lock()

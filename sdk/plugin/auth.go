@@ -52,6 +52,12 @@ const (
 	// ReportMetadata marks a HostService.Log call with no invocation id
 	// as the provider's report of a call it refused (ReportRefused).
 	ReportMetadata = "airlock-report"
+	// TraceparentMetadata carries the W3C traceparent of the host's
+	// invocation span with each Invoke when the host traces (Traceparent
+	// reads it): a provider's own spans, and the requests it sends
+	// through the egress proxy with a traceparent header, join the
+	// invocation's trace.
+	TraceparentMetadata = "traceparent"
 )
 
 // ReportRefused is ReportMetadata's value on a refusal report.

@@ -83,7 +83,7 @@ def tool(name, args, params):
     invoke_id = params.get("invoke_id") or ""  # the SDKs read it here
     meta = {"executa_invoke_id": invoke_id}
     if name == "whoami":
-        return {"invoke_id": invoke_id, "context_invoke_id": ctx.get("invoke_id"),
+        return {"invoke_id": invoke_id, "context_invoke_id": ctx.get("invoke_id"), "traceparent": ctx.get("traceparent"),
                 "credential_names": sorted(creds), "units": creds.get("UNITS"),
                 "key_is_handle": creds.get("API_KEY", "").startswith("alh_"),
                 "env": sorted(k for k in os.environ if k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "SSL_CERT_FILE", "NO_PROXY", "no_proxy", "TMPDIR", "COMPAT_MODE", "PATH", "HOME", "EDITOR", "OPENAI_API_KEY")),

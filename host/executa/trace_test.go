@@ -1,0 +1,61 @@
+package executa
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/tracing"
+	"github.com/airlock-dev/airlock/internal/tracing/tracingtest"
+)
+
+// An invoke made under a span hands the plugin that span's traceparent
+// in context.traceparent, and the plugin's sampling call is a span under
+// it, naming the plugin and the invocation and nothing the plugin wrote.
+// Without a span, the context has no traceparent.
+func TestInvokeTraceparentAndReverseSpans(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{Service: "executa-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	f := newFixture(t)
+	cs := newCompatServices(t, f)
+	p := cs.start(t, sdkPython("healthy"))
+
+	if who := invokeData(t, p, "whoami", `{}`); who["traceparent"] != nil {
+		t.Fatalf("untraced invoke: context.traceparent %v", who["traceparent"])
+	}
+	ctx, root := tr.Tracer("test").Start(context.Background(), "caller")
+	sc := root.SpanContext()
+	r, err := p.Invoke(ctx, InvokeRequest{Tool: "whoami", Arguments: json.RawMessage(`{}`)})
+	if err != nil || !r.Success {
+		t.Fatalf("whoami: %+v %v", r, err)
+	}
+	if got, want := data(t, r)["traceparent"], "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-01"; got != want {
+		t.Fatalf("context.traceparent %v, want %s", got, want)
+	}
+	r, err = p.Invoke(ctx, InvokeRequest{InvokeID: "inv-traced-1", Tool: "sample_schema", Arguments: json.RawMessage(`{"text":"fine"}`)})
+	if err != nil || !r.Success {
+		t.Fatalf("sample_schema: %+v %v", r, err)
+	}
+	root.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range rcv.Spans() {
+		if s.Name != SpanSampling {
+			continue
+		}
+		found = true
+		if s.TraceID != sc.TraceID().String() || s.ParentSpanID != sc.SpanID().String() ||
+			s.Attrs["airlock.invocation"] != "inv-traced-1" || s.Attrs["airlock.plugin"] != p.cfg.Name || len(s.Attrs) != 2 {
+			t.Fatalf("sampling span %+v", s)
+		}
+	}
+	if !found {
+		t.Fatalf("no %s span among %+v", SpanSampling, rcv.Spans())
+	}
+}
