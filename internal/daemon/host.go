@@ -224,6 +224,9 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	hopts.Broker, hopts.Evidence, hopts.EvidenceKey, hopts.Policy = deps.broker, ev, evKey, policy
 	hopts.Ledger = ledgerOf(deps.broker)
 	hopts.EgressProxy, hopts.ProxyServe, hopts.Egress, hopts.Registerer = deps.egressProxy, deps.proxyServe, deps.egress, reg
+	if n.tracing != nil {
+		hopts.Tracer = n.tracing.Tracer("github.com/airlock-dev/airlock/host")
+	}
 	h := host.New(hopts)
 	n.h = h
 	ctl := control.NewHandler(h)

@@ -179,6 +179,9 @@ func startServe(ctx context.Context, cfg *config.Config, opts Options, parts ser
 	if parts.brokerAPI {
 		api := &brokerapi.Service{Broker: b, Tokens: n.issuer, Ring: n.ring, StoreType: cfg.Broker.Store.Type,
 			Version: opts.Version, Log: log, Explainer: n.proxy}
+		if n.tracing != nil {
+			api.Tracer = n.tracing.Tracer("github.com/airlock-dev/airlock/broker/api")
+		}
 		stopAPI, err := serveAPI(cfg.Broker.API, api, n.proxy, log)
 		if err != nil {
 			return nil, err
