@@ -111,7 +111,7 @@ bench:
 # mitmproxy with an injecting addon (Debian's mitmproxy) and, with
 # TOKENIZER=path, superfly/tokenizer, each in its own process.
 # BENCH_FLAGS adds flags (e.g. -profile DIR for the serve binary's CPU
-# profiles; it runs in bench/, a module of its own, so give paths in
+# profiles, -tracing 0.01 for a second serve with tracing on at 1 %; it runs in bench/, a module of its own, so give paths in
 # full).
 SMOKESCREEN := $(HOME)/.cache/airlock-tools/bin/smokescreen
 bench-proxy: build

@@ -22,12 +22,19 @@ const benchPlugin = "bench"
 // its admin listener serves Go's profiling endpoints (--pprof) for
 // -profile.
 func startServeBinary(bin, dir, upstream string) serveProc {
+	return startServeBinaryAs(bin, dir, upstream, "", "")
+}
+
+// startServeBinaryAs is startServeBinary for a second serve beside the
+// first: name sets its files apart ("" for the first), extra is appended
+// to its config (a top-level block such as tracing:).
+func startServeBinaryAs(bin, dir, upstream, name, extra string) serveProc {
 	secrets := path(dir, "serve-secrets.yaml")
 	check(os.WriteFile(secrets, []byte("bench/api: {token: "+benchSecret+"}\n"), 0o600))
 	host, port, _ := strings.Cut(upstream, ":")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort())
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
-	cfg := path(dir, "serve.yaml")
+	cfg := path(dir, "serve"+name+".yaml")
 	check(os.WriteFile(cfg, []byte(fmt.Sprintf(`version: v1
 state_dir: %q
 log: {format: json, level: info}
@@ -49,9 +56,9 @@ proxy:
   intercept: {ca_file: %q, ca_key_file: %q}
   limits: {per_handle_rps: 1000000000, per_handle_burst: 1000000000, per_plugin_rps: 1000000000,
            per_plugin_burst: 1000000000, per_plugin_concurrency: 1048576}
-`, path(dir, "serve-state"), adminAddr, path(dir, "broker.sock"), path(dir, "broker.token"), secrets, benchHost, port, addr,
-		path(dir, "ca.pem"), benchHost, host, path(dir, "intercept-ca.pem"), path(dir, "intercept-ca.key"))), 0o600))
-	audit, err := os.Create(path(dir, "audit.log"))
+`, path(dir, "serve-state"+name), adminAddr, path(dir, "broker"+name+".sock"), path(dir, "broker"+name+".token"), secrets, benchHost, port, addr,
+		path(dir, "ca.pem"), benchHost, host, path(dir, "intercept-ca.pem"), path(dir, "intercept-ca.key"))+extra), 0o600))
+	audit, err := os.Create(path(dir, "audit"+name+".log"))
 	check(err)
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--pprof")
 	cmd.Stdout, cmd.Stderr = audit, audit

@@ -62,6 +62,7 @@ func main() {
 	pluginDuration := flag.Duration("plugin-duration", 16*time.Second, "measuring time per plugin cell, split over its rounds")
 	pluginWarmup := flag.Duration("plugin-warmup", 300*time.Millisecond, "warm-up time per plugin cell and round")
 	conns := flag.String("conns", "", "with -airlock-bin: instead of the load table, measure the serve binary with this many tunnels and WebSockets open (comma-separated counts, e.g. 1000,5000,10000)")
+	tracing := flag.Float64("tracing", 0, "with -airlock-bin: also measure a second `airlock serve` with tracing on at this sample ratio (e.g. 0.01), exporting to an OTLP receiver in this process that discards what it gets")
 	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
 
@@ -203,6 +204,13 @@ func main() {
 				pid: sp.cmd.Process.Pid, admin: sp.admin},
 			target{name: serveInterceptName, url: "https://" + benchHost + ":" + upPort + "/", client: func(c int) *http.Client { return pinned(c, proxyURL) },
 				pid: sp.cmd.Process.Pid, admin: sp.admin})
+		if *tracing > 0 {
+			tp := startServeBinaryAs(*airlockBin, work, up, "-tracing", fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: %g}\n", otlpSink(), *tracing))
+			children = append(children, tp.cmd)
+			tracedURL := &url.URL{Scheme: "http", Host: tp.addr, User: url.User(tp.handle)}
+			binTargets = append(binTargets, target{name: serveTracingName(*tracing), url: "http://" + benchHost + ":" + upPort + "/",
+				client: func(c int) *http.Client { return pinned(c, tracedURL) }, pid: tp.cmd.Process.Pid, admin: tp.admin})
+		}
 		if *sandboxed {
 			plugs = pluginTargets(sp, work, "http://"+benchHost+":"+upPort+"/")
 			for _, pt := range plugs {

@@ -79,6 +79,12 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	ratio("serve binary / mitmproxy with an injecting addon", serveName, mitmName)
 	ratio("serve intercept / mitmproxy with an injecting addon", serveInterceptName, mitmName)
 	ratio("serve binary / in-process, audit discarded", serveName, "airlock")
+	for _, n := range names {
+		if what, ok := strings.CutPrefix(n, "airlock serve ("); ok && strings.HasPrefix(what, "tracing ") {
+			ratio("serve with "+strings.TrimSuffix(what, ")")+" / serve", n, serveName)
+			cpuRatio("proxy CPU per request, serve with "+strings.TrimSuffix(what, ")")+" / serve", n, serveName)
+		}
+	}
 	cpuRatio("proxy CPU per request, serve binary / smokescreen", serveName, smokescreenName)
 	ratio("floor / smokescreen", floorName, smokescreenName)
 	cpuRatio("proxy CPU per request, floor + net/http parsing / floor", parsingFloorName, floorName)
