@@ -19,7 +19,10 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/broker/lease"
 	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing"
+	"github.com/airlock-dev/airlock/internal/tracing/tracingtest"
 )
 
 // mtlsHost is an upstream that requires a client certificate from the
@@ -180,4 +183,61 @@ func requestWith(t *testing.T, ca *testenv.CA, port int, serial string) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// A sampled request whose secret is a lease obtained for it has the
+// lease's span under its request span, in the plugin's trace, with the
+// lease's fingerprint as the audit line has it.
+func TestLeaseObtainTraced(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	v := testenv.Vault(t)
+	mount := "pki-" + rand.Text()[:8]
+	pkiCA := v.MountPKI(t, mount)
+	ca := testenv.NewCA(t)
+	up := startMTLSUpstream(t, ca, v, mount, pkiCA)
+	bc := broker.Config{EgressProxy: "127.0.0.1:0", Intents: map[string]broker.Intent{
+		"mtls": {Class: broker.ClassWrite, Inject: broker.Inject{Kind: &broker.ClientCertInject{}},
+			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "issue/leaf", Field: "certificate",
+				Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}}},
+	}}
+	p := startLeaseProxyTraced(t, ca, bc, nil, v.Client(t), mtlsHost, tr)
+	iss, err := p.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-mtls", InvocationID: "inv-t", Intent: "mtls",
+		Destinations: []broker.Destination{{Host: mtlsHost, Port: up.port}}, Deadline: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest("GET", "http://"+mtlsHost+":"+strconv.Itoa(up.port)+"/whoami", nil)
+	req.Header.Set("Traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	pu := &url.URL{Scheme: "http", Host: p.addr, User: url.User(iss.Handle)}
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: %d %s", resp.StatusCode, resp.Header.Get(HeaderError))
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var reqSpan, leaseSpan tracingtest.Span
+	for _, s := range rcv.Spans() {
+		switch s.Name {
+		case spanRequest:
+			reqSpan = s
+		case lease.SpanObtain:
+			leaseSpan = s
+		}
+	}
+	if reqSpan.TraceID != trace || leaseSpan.TraceID != trace || leaseSpan.ParentSpanID != reqSpan.SpanID ||
+		leaseSpan.Attrs["airlock.lease_fp"] == "" || !strings.Contains(p.audit.String(), `"lease_fp":"`+leaseSpan.Attrs["airlock.lease_fp"]+`"`) {
+		t.Fatalf("request span %+v, lease span %+v", reqSpan, leaseSpan)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/broker/lease"
 	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // mqHost is the name the RabbitMQ management API is reached by, through
@@ -362,6 +363,12 @@ func TestRabbitMQRenewal(t *testing.T) {
 // resolves host to loopback and trusts ca upstream.
 func startLeaseProxy(t testing.TB, ca *testenv.CA, bc broker.Config, store broker.Store, vc *vaultapi.Client, host string) *leaseProxy {
 	t.Helper()
+	return startLeaseProxyTraced(t, ca, bc, store, vc, host, nil)
+}
+
+// startLeaseProxyTraced is startLeaseProxy whose requests tr traces.
+func startLeaseProxyTraced(t testing.TB, ca *testenv.CA, bc broker.Config, store broker.Store, vc *vaultapi.Client, host string, tr *tracing.Tracing) *leaseProxy {
+	t.Helper()
 	if _, ok := store.(*broker.RedisStore); ok {
 		bc.Store = broker.StoreConfig{Type: broker.StoreRedis, Redis: broker.RedisConfig{Address: "127.0.0.1:1"}}
 	}
@@ -384,7 +391,7 @@ func startLeaseProxy(t testing.TB, ca *testenv.CA, bc broker.Config, store broke
 	res.set(host, "127.0.0.1")
 	cfg := Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
 		Limits: LimitsConfig{PerHandleRPS: 100000, PerPluginRPS: 100000}}.WithDefaults()
-	srv, err := New(cfg, p.b, Options{Resolver: res, Audit: slog.New(slog.NewJSONHandler(p.audit, nil))})
+	srv, err := New(cfg, p.b, Options{Resolver: res, Audit: slog.New(slog.NewJSONHandler(p.audit, nil)), Tracing: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

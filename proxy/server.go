@@ -379,7 +379,7 @@ func (s *Server) prepare(r *http.Request, a *auditRecord) (*exchange, *denial) {
 		x.canRetry, x.tokenRetry = idempotent(r.Method), tokenRetry
 	}
 	ts := a.tr.now()
-	sec, err := s.broker.Secret(r.Context(), g, false)
+	sec, err := s.broker.Secret(a.tr.under(r.Context()), g, false)
 	a.tr.done(spanSecret, ts, err)
 	if err != nil {
 		return x, secretDenial(err)

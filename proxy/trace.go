@@ -101,6 +101,16 @@ func (t *reqTrace) now() time.Time {
 	return time.Now()
 }
 
+// under is ctx carrying the request span when the request is recorded,
+// so that a span the broker makes during it (a Vault lease obtained for
+// the secret read) joins the request's trace; ctx as it is otherwise.
+func (t *reqTrace) under(ctx context.Context) context.Context {
+	if t == nil || !t.recording {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, t.span)
+}
+
 // done records phase name from start to now; failed when err is set.
 func (t *reqTrace) done(name string, start time.Time, err error) {
 	if t != nil && t.recording {

@@ -186,7 +186,13 @@ func (l *Manager) acquire(ctx context.Context, key string, g *broker.Grant) (*he
 		return l.adopt(key, raw)
 	}
 	in := l.intents[g.Intent]
-	s, err := l.obtain(ctx, in)
+	octx, endSpan := leaseSpan(ctx, SpanObtain, g.Intent, g.InvocationID)
+	s, err := l.obtain(octx, in)
+	if err != nil {
+		endSpan("", true)
+	} else {
+		endSpan(fingerprint(s.LeaseID), false)
+	}
 	l.metrics.obtain(g.Intent, err)
 	if err != nil {
 		l.log.Warn("lease not obtained", "intent", g.Intent, "invocation", g.InvocationID, "err", err)

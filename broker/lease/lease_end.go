@@ -100,7 +100,9 @@ func (l *Manager) endKey(ctx context.Context, key, intent string) (*broker.Lease
 	}
 	t := &trackedLease{tk: key, key: key, intent: intent, id: sec.ID, fp: rec.Fingerprint, expires: rec.ExpiresAt,
 		deadline: rec.Deadline, revoking: true, raw: raw}
-	ok := l.attempt(ctx, t)
+	rctx, endSpan := leaseSpan(ctx, SpanRevoke, intent, strings.TrimPrefix(key, intent+":"))
+	ok := l.attempt(rctx, t)
+	endSpan(rec.Fingerprint, !ok)
 	return &broker.LeaseEnd{Intent: intent, Fingerprint: rec.Fingerprint, Revoked: ok}, nil
 }
 
