@@ -60,7 +60,11 @@ proxy:
 		path(dir, "ca.pem"), benchHost, host, path(dir, "intercept-ca.pem"), path(dir, "intercept-ca.key"))+extra), 0o600))
 	audit, err := os.Create(path(dir, "audit"+name+".log"))
 	check(err)
-	cmd := exec.Command(bin, "serve", "--config", cfg, "--pprof")
+	args := []string{"serve", "--config", cfg}
+	if name == "" {
+		args = append(args, "--pprof") // for -profile; an older binary to compare may not have it
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = audit, audit
 	check(cmd.Start())
 	waitListening(addr)

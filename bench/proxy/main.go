@@ -62,6 +62,7 @@ func main() {
 	pluginDuration := flag.Duration("plugin-duration", 16*time.Second, "measuring time per plugin cell, split over its rounds")
 	pluginWarmup := flag.Duration("plugin-warmup", 300*time.Millisecond, "warm-up time per plugin cell and round")
 	conns := flag.String("conns", "", "with -airlock-bin: instead of the load table, measure the serve binary with this many tunnels and WebSockets open (comma-separated counts, e.g. 1000,5000,10000)")
+	compare := flag.String("compare", "", "with -airlock-bin: also measure other airlock binaries as `airlock serve` beside it, interleaved (comma-separated name=path, e.g. old=/tmp/airlock-old), to find a change that made a difference")
 	tracing := flag.Float64("tracing", 0, "with -airlock-bin: also measure a second `airlock serve` with tracing on at this sample ratio (e.g. 0.01), exporting to an OTLP receiver in this process that discards what it gets")
 	sandboxed := flag.Bool("sandboxed", true, "with -airlock-bin: also measure the load generator as a plugin at each sandbox level this machine allows, next to it unconfined")
 	flag.Parse()
@@ -204,6 +205,17 @@ func main() {
 				pid: sp.cmd.Process.Pid, admin: sp.admin},
 			target{name: serveInterceptName, url: "https://" + benchHost + ":" + upPort + "/", client: func(c int) *http.Client { return pinned(c, proxyURL) },
 				pid: sp.cmd.Process.Pid, admin: sp.admin})
+		for _, nb := range strings.Split(*compare, ",") {
+			name, bin, ok := strings.Cut(nb, "=")
+			if !ok {
+				continue
+			}
+			cp := startServeBinaryAs(bin, work, up, "-"+name, "")
+			children = append(children, cp.cmd)
+			cu := &url.URL{Scheme: "http", Host: cp.addr, User: url.User(cp.handle)}
+			binTargets = append(binTargets, target{name: "airlock serve @" + name, url: "http://" + benchHost + ":" + upPort + "/",
+				client: func(c int) *http.Client { return pinned(c, cu) }, pid: cp.cmd.Process.Pid, admin: cp.admin})
+		}
 		if *tracing > 0 {
 			tp := startServeBinaryAs(*airlockBin, work, up, "-tracing", fmt.Sprintf("tracing: {endpoint: %q, sample_ratio: %g}\n", otlpSink(), *tracing))
 			children = append(children, tp.cmd)

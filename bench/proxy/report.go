@@ -80,6 +80,11 @@ func report(names []string, cs []int, results map[string]map[int]result, direct 
 	ratio("serve intercept / mitmproxy with an injecting addon", serveInterceptName, mitmName)
 	ratio("serve binary / in-process, audit discarded", serveName, "airlock")
 	for _, n := range names {
+		if strings.HasPrefix(n, "airlock serve @") {
+			ratio(strings.TrimPrefix(n, "airlock ")+" / smokescreen", n, smokescreenName)
+			ratio(strings.TrimPrefix(n, "airlock ")+" / serve binary", n, serveName)
+			cpuRatio("proxy CPU per request, "+strings.TrimPrefix(n, "airlock ")+" / serve binary", n, serveName)
+		}
 		if what, ok := strings.CutPrefix(n, "airlock serve ("); ok && strings.HasPrefix(what, "tracing ") {
 			ratio("serve with "+strings.TrimSuffix(what, ")")+" / serve", n, serveName)
 			cpuRatio("proxy CPU per request, serve with "+strings.TrimSuffix(what, ")")+" / serve", n, serveName)
