@@ -76,20 +76,30 @@ func (a *auditRecord) appendTraceID(b []byte) []byte {
 	return append(b, '"')
 }
 
+// serverSpan is the request span's start option, boxed once: every
+// request of a process that traces pays the span's start, sampled or not,
+// and an option built per request is an allocation.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // traceStart starts a's request span, once, when tracing is on: a child
-// of the span r's traceparent names (r may be nil: none).
+// of the span r's traceparent names (r may be nil: none, and the span is
+// started late, for a request refused before any handler saw it: it
+// starts at the request's start).
 func (s *Server) traceStart(r *http.Request, a *auditRecord) {
 	if s.tracer == nil || a.tr != nil {
 		return
 	}
 	ctx := context.Background()
+	opts := serverSpan
 	if r != nil {
 		// Indexed, not Get: no canonicalization on the request path.
 		if v := r.Header["Traceparent"]; len(v) > 0 {
 			ctx = tracing.Parent(ctx, v[0])
 		}
+	} else {
+		opts = []trace.SpanStartOption{trace.WithTimestamp(a.start), serverSpan[0]}
 	}
-	ctx, sp := s.tracer.Start(ctx, spanRequest, trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, sp := s.tracer.Start(ctx, spanRequest, opts...)
 	a.tr = &reqTrace{ctx: ctx, span: sp, id: sp.SpanContext().TraceID(), recording: sp.IsRecording()}
 }
 
