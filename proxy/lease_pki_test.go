@@ -86,6 +86,16 @@ func startMTLSUpstream(t *testing.T, ca *testenv.CA, v *testenv.VaultServer, mou
 	return u
 }
 
+// mtlsConfig is a broker config whose intent "mtls" is a client
+// certificate leased from the PKI mount.
+func mtlsConfig(mount string) broker.Config {
+	return broker.Config{EgressProxy: "127.0.0.1:0", Intents: map[string]broker.Intent{
+		"mtls": {Class: broker.ClassWrite, Inject: broker.Inject{Kind: &broker.ClientCertInject{}},
+			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "issue/leaf", Field: "certificate",
+				Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}}},
+	}}
+}
+
 // Each invocation presents its own certificate from Vault's PKI engine on
 // the upstream TLS connection (nothing of it in the request; its private
 // key only in the proxy); an invocation's requests share a pooled
@@ -97,11 +107,7 @@ func TestClientCertPerInvocation(t *testing.T) {
 	pkiCA := v.MountPKI(t, mount)
 	ca := testenv.NewCA(t)
 	up := startMTLSUpstream(t, ca, v, mount, pkiCA)
-	bc := broker.Config{EgressProxy: "127.0.0.1:0", Intents: map[string]broker.Intent{
-		"mtls": {Class: broker.ClassWrite, Inject: broker.Inject{Kind: &broker.ClientCertInject{}},
-			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "issue/leaf", Field: "certificate",
-				Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}}},
-	}}
+	bc := mtlsConfig(mount)
 	p := startLeaseProxy(t, ca, bc, nil, v.Client(t), mtlsHost)
 	issue := func(inv string) string {
 		iss, err := p.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-mtls", InvocationID: inv, Intent: "mtls",
@@ -200,11 +206,7 @@ func TestLeaseObtainTraced(t *testing.T) {
 	pkiCA := v.MountPKI(t, mount)
 	ca := testenv.NewCA(t)
 	up := startMTLSUpstream(t, ca, v, mount, pkiCA)
-	bc := broker.Config{EgressProxy: "127.0.0.1:0", Intents: map[string]broker.Intent{
-		"mtls": {Class: broker.ClassWrite, Inject: broker.Inject{Kind: &broker.ClientCertInject{}},
-			Secret: broker.SecretRef{Source: broker.SourceVaultLease, Mount: mount, Path: "issue/leaf", Field: "certificate",
-				Data: map[string]string{"common_name": "plugin.airlock.test", "ttl": "10m"}}},
-	}}
+	bc := mtlsConfig(mount)
 	p := startLeaseProxyTraced(t, ca, bc, nil, v.Client(t), mtlsHost, tr)
 	iss, err := p.b.Issue(context.Background(), broker.IssueRequest{PluginID: "plugin-mtls", InvocationID: "inv-t", Intent: "mtls",
 		Destinations: []broker.Destination{{Host: mtlsHost, Port: up.port}}, Deadline: time.Now().Add(time.Hour)})

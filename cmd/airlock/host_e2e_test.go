@@ -114,29 +114,8 @@ host:
 	env := []string{"VAULT_TOKEN=" + v.RootToken}
 	startServeProcess(t, env, cfg, admin)
 
-	pkg := t.TempDir()
-	bin, _ := os.ReadFile(providerBin)
-	os.WriteFile(filepath.Join(pkg, "provider"), bin, 0o755)
-	mf, _ := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
-	os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(strings.ReplaceAll(string(mf), "port: 443", "port: "+upPort)), 0o600)
-	out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, pkg)
-	if code != 0 || !strings.Contains(out, "installed example.tickets: protocol v1") {
-		t.Fatalf("install: %d %s %s", code, out, stderr)
-	}
-
-	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
-	hostCmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
-	hostLogs := &testenv.SyncBuffer{}
-	hostCmd.Stderr = hostLogs
-	if err := hostCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if hostCmd.ProcessState == nil {
-			hostCmd.Process.Signal(syscall.SIGTERM)
-			hostCmd.Wait()
-		}
-	}()
+	installProvider(t, cfg, upPort)
+	hostCmd, hostLogs := startHostProcess(t, cfg)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := ctl.Get(base + "/v1/plugins"); err == nil {
 			resp.Body.Close()
@@ -229,11 +208,7 @@ host:
 
 	// Installing while the host runs goes through it (the host is the
 	// evidence log's only writer): the plugin starts at once, no fork.
-	pkg2 := t.TempDir()
-	os.WriteFile(filepath.Join(pkg2, "provider"), bin, 0o755)
-	os.WriteFile(filepath.Join(pkg2, "manifest.yaml"), []byte(strings.Replace(strings.ReplaceAll(string(mf), "port: 443", "port: "+upPort),
-		"name: example.tickets", "name: example.tickets2", 1)), 0o600)
-	out, stderr, code = cli(t, nil, "", "host", "install", "--config", cfg, pkg2)
+	out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, providerPackage(t, upPort, "example.tickets2"))
 	if code != 0 || !strings.Contains(out, "through the running airlock host: example.tickets2 is running") {
 		t.Fatalf("install while the host runs: %d %s %s", code, out, stderr)
 	}

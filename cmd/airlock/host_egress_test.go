@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -39,25 +37,8 @@ host:
 `, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), hostAdmin))
 	serve, _ := startServeProcess(t, nil, cfg, serveAdmin)
 
-	pkg := t.TempDir()
-	bin, _ := os.ReadFile(providerBin)
-	os.WriteFile(filepath.Join(pkg, "provider"), bin, 0o755)
-	mf, _ := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
-	os.WriteFile(filepath.Join(pkg, "manifest.yaml"), mf, 0o600)
-	if out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, pkg); code != 0 {
-		t.Fatalf("install: %d %s %s", code, out, stderr)
-	}
-	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
-	hostCmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
-	hostLogs := &testenv.SyncBuffer{}
-	hostCmd.Stderr = hostLogs
-	if err := hostCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		hostCmd.Process.Signal(syscall.SIGTERM)
-		hostCmd.Wait()
-	}()
+	installProvider(t, cfg, "")
+	_, hostLogs := startHostProcess(t, cfg)
 	ctl, base := daemon.ControlClient("unix:"+filepath.Join(dir, "state", "run", "control.sock"),
 		daemon.ControlClientOptions{TokenFile: filepath.Join(dir, "state", "run", "control.token")})
 	egress := func() string {

@@ -388,3 +388,53 @@ host:
 		}
 	}
 }
+
+// providerPackage is a package directory of the sample provider, its
+// manifest's port 443 replaced by port and its name by name when set.
+func providerPackage(t *testing.T, port, name string) string {
+	t.Helper()
+	pkg := t.TempDir()
+	bin, _ := os.ReadFile(providerBin)
+	os.WriteFile(filepath.Join(pkg, "provider"), bin, 0o755)
+	b, _ := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
+	mf := string(b)
+	if port != "" {
+		mf = strings.ReplaceAll(mf, "port: 443", "port: "+port)
+	}
+	if name != "" {
+		mf = strings.Replace(mf, "name: example.tickets", "name: "+name, 1)
+	}
+	os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(mf), 0o600)
+	return pkg
+}
+
+// installProvider installs the sample provider (providerPackage) with
+// `airlock host install` while no host runs.
+func installProvider(t *testing.T, cfg, port string) {
+	t.Helper()
+	out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, providerPackage(t, port, ""))
+	if code != 0 || !strings.Contains(out, "installed example.tickets: protocol v1") {
+		t.Fatalf("install: %d %s %s", code, out, stderr)
+	}
+}
+
+// startHostProcess runs `airlock host --config cfg` with its stderr in
+// the returned buffer; the test's end stops it (SIGTERM) unless the test
+// waited for it.
+func startHostProcess(t *testing.T, cfg string) (*exec.Cmd, *testenv.SyncBuffer) {
+	t.Helper()
+	cmd := exec.Command(airlockBin, "host", "--config", cfg)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+	logs := &testenv.SyncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
+	})
+	return cmd, logs
+}

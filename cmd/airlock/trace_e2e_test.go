@@ -9,10 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,22 +79,8 @@ host:
 		testenv.FreeAddr(t), ca.PEMFile, filepath.Join(dir, "policy.yaml")))
 	startServeProcess(t, nil, cfg, admin)
 
-	pkg := t.TempDir()
-	bin, _ := os.ReadFile(providerBin)
-	os.WriteFile(filepath.Join(pkg, "provider"), bin, 0o755)
-	mf, _ := os.ReadFile("../../examples/tickets-provider/manifest.yaml")
-	os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(strings.ReplaceAll(string(mf), "port: 443", "port: "+upPort)), 0o600)
-	if out, stderr, code := cli(t, nil, "", "host", "install", "--config", cfg, pkg); code != 0 {
-		t.Fatalf("install: %d %s %s", code, out, stderr)
-	}
-	hostCmd := exec.Command(airlockBin, "host", "--config", cfg)
-	hostCmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
-	hostLogs := &testenv.SyncBuffer{}
-	hostCmd.Stderr = hostLogs
-	if err := hostCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { hostCmd.Process.Signal(syscall.SIGTERM); hostCmd.Wait() }()
+	installProvider(t, cfg, upPort)
+	_, hostLogs := startHostProcess(t, cfg)
 	tokenFile := filepath.Join(dir, "state", "run", "control.token")
 	ctl, base := daemon.ControlClient("unix:"+filepath.Join(dir, "state", "run", "control.sock"), daemon.ControlClientOptions{TokenFile: tokenFile})
 	ctl.Timeout = time.Minute
