@@ -28,3 +28,26 @@ func TestMCPConfig(t *testing.T) {
 		t.Fatalf("out-of-range section: %v", err)
 	}
 }
+
+// host.mcp.resource_url is the endpoint's absolute URL; scopes are
+// OAuth scope tokens.
+func TestMCPResourceURLConfig(t *testing.T) {
+	for _, tc := range []struct {
+		resource string
+		scopes   []string
+		bad      string
+	}{
+		{"https://agents.example/v1/mcp", []string{"airlock.tools"}, ""},
+		{"http://127.0.0.1:7070/v1/mcp", nil, ""},
+		{"http://agents.example/v1/mcp", nil, "host.mcp.resource_url"},
+		{"https://agents.example/mcp", nil, "host.mcp.resource_url"},
+		{"https://agents.example/v1/mcp?x=1", nil, "host.mcp.resource_url"},
+		{"", []string{"a b"}, "host.mcp.scopes[0]"},
+		{"", []string{"ok", ""}, "host.mcp.scopes[1]"},
+	} {
+		err := HostMCP{ResourceURL: tc.resource, Scopes: tc.scopes}.Validate()
+		if (tc.bad == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.bad)) {
+			t.Errorf("%q %q: %v", tc.resource, tc.scopes, err)
+		}
+	}
+}
