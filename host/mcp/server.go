@@ -33,6 +33,12 @@ type Options struct {
 	// MaxSessions bounds the sessions one principal holds at once (zero:
 	// DefaultMaxSessions); a request to open another is refused (429).
 	MaxSessions int
+	// WriteTimeout bounds each write of a response (an SSE event, a
+	// flush): a client that stops reading a stream has it dropped then,
+	// instead of holding a goroutine and the connection for as long as
+	// it keeps the connection open (zero: DefaultWriteTimeout; at most
+	// MaxWriteTimeout). Idle streams are not affected.
+	WriteTimeout time.Duration
 	// Version is the server version agents see in initialize.
 	Version string
 	Log     *slog.Logger
@@ -130,8 +136,8 @@ func (s *Server) Handler() http.Handler {
 	if idle <= 0 {
 		idle = DefaultSessionIdle
 	}
-	return s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody}))
+	return writeDeadline(s.opts.writeTimeout(), s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody})))
 }
 
 // Close stops following the host and ends every session; a second

@@ -30,6 +30,10 @@ type HostMCP struct {
 	// MaxSessions bounds the sessions one principal holds at once
 	// (default 64, at most 10000).
 	MaxSessions int `yaml:"max_sessions"`
+	// WriteTimeout bounds each write of a response (an SSE event): a
+	// client that stops reading a stream has it dropped then (default
+	// 30s, at most 10m).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// ResourceURL is the endpoint's URL as its clients reach it
 	// (https://NAME[:PORT]/v1/mcp): the OAuth resource identifier the
 	// host advertises (RFC 9728) when host.control_principals.jwt is
@@ -57,6 +61,9 @@ func (m HostMCP) Validate() error {
 	}
 	if m.MaxSessions < 0 || m.MaxSessions > 10000 {
 		errs = append(errs, errors.New("host.mcp.max_sessions: must be between 0 and 10000"))
+	}
+	if m.WriteTimeout < 0 || m.WriteTimeout > 10*time.Minute {
+		errs = append(errs, errors.New("host.mcp.write_timeout: must be between 0 and 10m"))
 	}
 	if m.ResourceURL != "" {
 		if u, err := control.CheckResourceURL(m.ResourceURL); err != nil {

@@ -18,13 +18,14 @@ func TestMCPConfig(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("valid section refused: %v", err)
 	}
-	cfg, err = Parse([]byte("version: v1\nhost:\n  mcp: {call_timeout: 2h, approval_hold: -1s, session_idle: 25h, max_sessions: -1}\n"))
+	cfg, err = Parse([]byte("version: v1\nhost:\n  mcp: {call_timeout: 2h, approval_hold: -1s, session_idle: 25h, max_sessions: -1, write_timeout: 11m}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), "host.mcp.call_timeout") || !strings.Contains(err.Error(), "host.mcp.approval_hold") ||
-		!strings.Contains(err.Error(), "host.mcp.session_idle") || !strings.Contains(err.Error(), "host.mcp.max_sessions") {
+		!strings.Contains(err.Error(), "host.mcp.session_idle") || !strings.Contains(err.Error(), "host.mcp.max_sessions") ||
+		!strings.Contains(err.Error(), "host.mcp.write_timeout") {
 		t.Fatalf("out-of-range section: %v", err)
 	}
 }
