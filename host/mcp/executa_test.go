@@ -2,6 +2,8 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/executa"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -18,7 +21,7 @@ import (
 // call they belong to as notifications/progress, in order: the host's
 // reading of each event, the plugin's text quoted, inert and redacted.
 // An event naming an invoke not in flight, which the plugin sends first,
-// reaches no client.
+// reaches no client. The control API streams the same events.
 func TestExecutaProgress(t *testing.T) {
 	script, err := filepath.Abs("../executa/testdata/plugin.py")
 	if err != nil {
@@ -65,5 +68,31 @@ func TestExecutaProgress(t *testing.T) {
 	}
 	if second != `running [plugin, untrusted: "progress": "{\"step\":2,\"total\":2}"]` {
 		t.Fatalf("second progress: %q", second)
+	}
+
+	// The control API's NDJSON stream shows the same events as running
+	// events, before the outcome.
+	api, toks := serveMCP(t, control.NewHandler(f.h), "ops")
+	req, _ := http.NewRequest(http.MethodPost, api+"/v1/invocations", strings.NewReader(`{"plugin":"py","method":"progress_sdk","input":{}}`))
+	req.Header.Set("Authorization", "Bearer "+toks["ops"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []control.Event
+	for dec := json.NewDecoder(resp.Body); ; {
+		var e control.Event
+		if err := dec.Decode(&e); err != nil {
+			break
+		}
+		events = append(events, e)
+	}
+	if len(events) != 3 || events[0].Event != "running" || len(events[0].Diagnostics) != 1 ||
+		events[0].Diagnostics[0].Code != "tool_update" || !strings.HasPrefix(events[0].Diagnostics[0].Message, "step 1 of 2") ||
+		strings.Contains(events[0].Diagnostics[0].Message, "A1b2C3d4") || events[1].Event != "running" ||
+		events[1].Diagnostics[0] != (host.Diagnostic{Code: "progress", Message: `{"step":2,"total":2}`}) ||
+		events[2].Event != "outcome" || events[2].Status != string(host.CallSucceeded) {
+		t.Fatalf("control API events: %+v", events)
 	}
 }
