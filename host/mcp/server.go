@@ -106,22 +106,26 @@ func New(h *host.Host, opts Options) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.srv.AddReceivingMiddleware(noEcho)
+	changed := h.Changed()
 	s.sync()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	go s.follow(ctx)
+	go s.follow(ctx, changed)
 	return s
 }
 
 // follow re-reads the tool list at each change of the host's plugins.
-func (s *Server) follow(ctx context.Context) {
+// It waits for the change after the one it is told of before it reads
+// the list: a change while it reads (a plugin added, then serving) wakes
+// it again, instead of being missed until some later change.
+func (s *Server) follow(ctx context.Context, changed <-chan struct{}) {
 	defer close(s.done)
 	for {
-		changed := s.h.Changed()
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			changed = s.h.Changed()
 			s.sync()
 		}
 	}
