@@ -82,6 +82,8 @@ var (
 // is read (503 "authentication_unavailable" when the JWT issuer's keys
 // cannot be fetched); the log line says why, and echoes nothing the
 // caller sent. Every authenticated request is logged with its principal.
+// The one exception is AuthOptions.Resource's metadata, public by design
+// (RFC 9728): it is served to anyone.
 func Authenticate(next http.Handler, o AuthOptions, log *slog.Logger) http.Handler {
 	return NewAuth(o).Handler(next, log)
 }
