@@ -56,6 +56,11 @@ type AuthOptions struct {
 	// a principal's token or a JWT) even where the connection names its
 	// caller (the unix socket; mutual TLS with a control token file).
 	RequireBearer bool
+	// Resource, when set, is the OAuth protected resource whose JWTs
+	// the control API takes: its metadata is served without
+	// authentication at the well-known paths, and a refused request is
+	// told where it is (WWW-Authenticate resource_metadata).
+	Resource *ProtectedResource
 }
 
 // Refusal reasons: why a request was not authenticated. The log line
@@ -77,6 +82,8 @@ var (
 // is read (503 "authentication_unavailable" when the JWT issuer's keys
 // cannot be fetched); the log line says why, and echoes nothing the
 // caller sent. Every authenticated request is logged with its principal.
+// The one exception is AuthOptions.Resource's metadata, public by design
+// (RFC 9728): it is served to anyone.
 func Authenticate(next http.Handler, o AuthOptions, log *slog.Logger) http.Handler {
 	return NewAuth(o).Handler(next, log)
 }
@@ -102,10 +109,18 @@ func (a *Auth) Handler(next http.Handler, log *slog.Logger) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.o.Load().authenticate(r)
+		o := a.o.Load()
+		if o.Resource != nil && o.Resource.serve(w, r) {
+			return
+		}
+		p, err := o.authenticate(r)
 		if err != nil {
 			log.Warn("control API: request refused: "+err.Error(), callerAttrs(r)...)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock-control"`)
+			if o.Resource != nil {
+				w.Header().Set("WWW-Authenticate", o.Resource.challenge(r))
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock-control"`)
+			}
 			if errors.Is(err, tokens.ErrKeysUnavailable) {
 				peerauth.Refused("control API", "jwks_unavailable")
 				w.Header().Set("Retry-After", "5")

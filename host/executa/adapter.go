@@ -151,9 +151,16 @@ func (a *action) Risk() policy.Risk { return policy.RiskUnspecified }
 // returned to the caller as the result, never put in the reason.
 func (a *action) Run(ctx context.Context, call host.Call) *host.Outcome {
 	out := &host.Outcome{InvocationID: call.ID}
-	res, err := a.r.p.Invoke(ctx, InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
+	req := InvokeRequest{InvokeID: call.ID, Deadline: call.Deadline, Tool: a.tool,
 		Arguments: a.args, UserID: UserID(call.Caller, call.Actor), AppID: call.AppID, AppSlug: call.AppSlug,
-		Scope: call.Scope.Apply, SpendTokens: call.SpendTokens})
+		Scope: call.Scope.Apply, SpendTokens: call.SpendTokens}
+	if on := call.OnRunning; on != nil {
+		// As a plugin/v1 RUNNING message: one diagnostic, the host's
+		// reading of the event (ProgressEvent.Diagnostic).
+		red := a.r.p.opts.Redactor
+		req.OnProgress = func(e ProgressEvent) { on(host.Progress{Diagnostics: []host.Diagnostic{e.Diagnostic(red)}}) }
+	}
+	res, err := a.r.p.Invoke(ctx, req)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Status, out.Reason = host.CallFailed, host.CancelReason(ctx)

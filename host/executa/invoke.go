@@ -36,6 +36,12 @@ type InvokeRequest struct {
 	// SpendTokens, when set, checks (tokens 0) or charges the host's
 	// budgets of the call with the sampling tokens it used.
 	SpendTokens func(ctx context.Context, tokens int64) error
+	// OnProgress, when set, sees each progress event of this invoke the
+	// limits kept (see Process.Progress), in order, on a goroutine of
+	// its own; those the plugin sent before its answer are seen before
+	// Invoke returns. An event belongs to the invoke it names, or, naming
+	// none, to the only invoke in flight.
+	OnProgress func(ProgressEvent)
 }
 
 // InvokeResult is the plugin's answer.
@@ -116,6 +122,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	if req.OnProgress != nil {
+		live.progress = newProgressSink(req.OnProgress)
+	}
 	p.mu.Lock()
 	p.invokes[invokeID] = live
 	p.mu.Unlock()
@@ -123,6 +132,9 @@ func (p *Process) Invoke(ctx context.Context, req InvokeRequest) (*InvokeResult,
 		p.mu.Lock()
 		delete(p.invokes, invokeID)
 		p.mu.Unlock()
+		if live.progress != nil {
+			live.progress.close()
+		}
 	}()
 	// invoke_id in params too: SDKs read it there (and some only there).
 	m, err := p.call(ctx, "invoke", map[string]any{"tool": req.Tool, "arguments": args, "context": c, "invoke_id": invokeID},

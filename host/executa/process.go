@@ -62,6 +62,9 @@ type liveInvoke struct {
 	// spend, when set, checks (tokens 0) or charges the host's budgets
 	// of the invoke with sampling tokens.
 	spend func(ctx context.Context, tokens int64) error
+	// progress, when set, forwards the invoke's progress events to
+	// its caller.
+	progress *progressSink
 }
 
 // Start spawns the plugin, negotiates the protocol and reads its manifest.
@@ -193,9 +196,19 @@ func (p *Process) fileTransport(m *Message) *Message {
 	return full
 }
 
+// notification keeps an executa/progress event within the limits, and
+// passes it on to the caller of the invoke it belongs to.
 func (p *Process) notification(m *Message) {
-	if m.Method == "executa/progress" && !p.progress.add(m.Params) {
+	if m.Method != "executa/progress" {
+		return
+	}
+	e, ok := p.progress.add(m.Params)
+	if !ok {
 		p.log.Debug("progress event dropped (over 8 KB or 50/s)")
+		return
+	}
+	if inv := p.progressOwner(m.Params); inv != nil && inv.progress != nil && !inv.progress.offer(e) {
+		p.log.Debug("progress event not forwarded: its caller is behind")
 	}
 }
 

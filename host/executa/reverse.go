@@ -95,20 +95,10 @@ func (p *Process) reverse(m *Message) {
 	}
 }
 
-// correlate finds the invoke a reverse request serves: its invoke_id (or
-// metadata.executa_invoke_id); without one, the only invoke in flight.
+// correlate finds the invoke a reverse request serves: the one it names
+// (invokeIDOf); without one, the only invoke in flight.
 func (p *Process) correlate(params json.RawMessage) (*liveInvoke, *RPCError) {
-	var ids struct {
-		InvokeID string `json:"invoke_id"`
-		Metadata struct {
-			InvokeID string `json:"executa_invoke_id"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(params, &ids)
-	id := ids.InvokeID
-	if id == "" {
-		id = ids.Metadata.InvokeID
-	}
+	id := invokeIDOf(params)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if id != "" {
@@ -123,4 +113,28 @@ func (p *Process) correlate(params json.RawMessage) (*liveInvoke, *RPCError) {
 		}
 	}
 	return nil, rpcError(CodeInvalidParams, "invoke_id is required while several invokes are in flight", "MISSING_INVOKE_CONTEXT")
+}
+
+// invokeIDOf is the invoke a message from the plugin names, where the
+// SDKs put it: params.invoke_id, params.context.invoke_id (what their
+// bind_invoke stamps on progress events) or
+// params.metadata.executa_invoke_id; "" for none.
+func invokeIDOf(params json.RawMessage) string {
+	var ids struct {
+		InvokeID string `json:"invoke_id"`
+		Context  struct {
+			InvokeID string `json:"invoke_id"`
+		} `json:"context"`
+		Metadata struct {
+			InvokeID string `json:"executa_invoke_id"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(params, &ids)
+	switch {
+	case ids.InvokeID != "":
+		return ids.InvokeID
+	case ids.Context.InvokeID != "":
+		return ids.Context.InvokeID
+	}
+	return ids.Metadata.InvokeID
 }

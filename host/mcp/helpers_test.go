@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -47,6 +48,8 @@ type stub struct {
 	method  string
 	desc    string
 	running []host.Diagnostic
+	// out, when set, is every call's result instead of its input.
+	out json.RawMessage
 }
 
 func (s *stub) crash() {
@@ -81,7 +84,11 @@ func (s *stub) Prepare(req host.InvokeRequest) (host.Action, error) {
 	if req.Method != cmp.Or(s.method, "echo") {
 		return nil, host.ErrMethodNotDispatchable
 	}
-	return stubAction{in: req.JSON, risk: s.risk, slow: s.slow, started: s.started, ended: s.ended, running: s.running}, nil
+	in := req.JSON
+	if s.out != nil {
+		in = s.out
+	}
+	return stubAction{in: in, risk: s.risk, slow: s.slow, started: s.started, ended: s.ended, running: s.running}, nil
 }
 
 type stubAction struct {
@@ -154,6 +161,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // principal's token.
 func serveMCP(tb testing.TB, s http.Handler, principals ...string) (string, map[string]string) {
 	tb.Helper()
+	return serveMCPOn(tb, nil, s, principals...)
+}
+
+// serveMCPOn is serveMCP whose listener is wrap's (nil: the loopback
+// listener as it is).
+func serveMCPOn(tb testing.TB, wrap func(net.Listener) net.Listener, s http.Handler, principals ...string) (string, map[string]string) {
+	tb.Helper()
 	dir := tb.TempDir()
 	toks := map[string]string{}
 	var files []control.TokenFile
@@ -165,7 +179,11 @@ func serveMCP(tb testing.TB, s http.Handler, principals ...string) (string, map[
 		}
 		files = append(files, control.TokenFile{Principal: p, File: f})
 	}
-	srv := httptest.NewServer(control.Authenticate(s, control.AuthOptions{Tokens: files}, nil))
+	srv := httptest.NewUnstartedServer(control.Authenticate(s, control.AuthOptions{Tokens: files}, nil))
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
+	srv.Start()
 	tb.Cleanup(srv.Close)
 	return srv.URL, toks
 }

@@ -4,7 +4,11 @@ import (
 	"os"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/sandbox"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.MainNoLeaks(m)) }
+func TestMain(m *testing.M) {
+	sandbox.Init() // plugins start through a re-executed test binary
+	os.Exit(testenv.MainNoLeaks(m))
+}

@@ -33,6 +33,12 @@ type Options struct {
 	// MaxSessions bounds the sessions one principal holds at once (zero:
 	// DefaultMaxSessions); a request to open another is refused (429).
 	MaxSessions int
+	// WriteTimeout bounds each write of a response (an SSE event, a
+	// flush): a client that stops reading a stream has it dropped then,
+	// instead of holding a goroutine and the connection for as long as
+	// it keeps the connection open (zero: DefaultWriteTimeout; at most
+	// MaxWriteTimeout). Idle streams are not affected.
+	WriteTimeout time.Duration
 	// Version is the server version agents see in initialize.
 	Version string
 	Log     *slog.Logger
@@ -100,22 +106,26 @@ func New(h *host.Host, opts Options) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.srv.AddReceivingMiddleware(noEcho)
+	changed := h.Changed()
 	s.sync()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	go s.follow(ctx)
+	go s.follow(ctx, changed)
 	return s
 }
 
 // follow re-reads the tool list at each change of the host's plugins.
-func (s *Server) follow(ctx context.Context) {
+// It waits for the change after the one it is told of before it reads
+// the list: a change while it reads (a plugin added, then serving) wakes
+// it again, instead of being missed until some later change.
+func (s *Server) follow(ctx context.Context, changed <-chan struct{}) {
 	defer close(s.done)
 	for {
-		changed := s.h.Changed()
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			changed = s.h.Changed()
 			s.sync()
 		}
 	}
@@ -130,8 +140,8 @@ func (s *Server) Handler() http.Handler {
 	if idle <= 0 {
 		idle = DefaultSessionIdle
 	}
-	return s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody}))
+	return writeDeadline(s.opts.writeTimeout(), s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody})))
 }
 
 // Close stops following the host and ends every session; a second

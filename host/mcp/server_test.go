@@ -41,6 +41,16 @@ func newFixture(t *testing.T, policyYAML string, setup func(h *host.Host) error,
 func newFixtureOpts(t *testing.T, opts hostmcp.Options, policyYAML string, setup func(h *host.Host) error,
 	principals ...string) *fixture {
 	t.Helper()
+	return newFixtureServe(t, opts, policyYAML, setup, func(h http.Handler) (string, map[string]string) {
+		return serveMCP(t, h, principals...)
+	})
+}
+
+// newFixtureServe is newFixtureOpts whose MCP handler is served by
+// serve, which returns the endpoint and the principals' tokens.
+func newFixtureServe(t *testing.T, opts hostmcp.Options, policyYAML string, setup func(h *host.Host) error,
+	serve func(http.Handler) (string, map[string]string)) *fixture {
+	t.Helper()
 	pol, err := policy.Parse([]byte(policyYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +77,7 @@ func newFixtureOpts(t *testing.T, opts hostmcp.Options, policyYAML string, setup
 	}
 	s := hostmcp.New(f.h, opts)
 	t.Cleanup(func() { _ = s.Close() })
-	f.url, f.tokens = serveMCP(t, s.Handler(), principals...)
+	f.url, f.tokens = serve(s.Handler())
 	return f
 }
 

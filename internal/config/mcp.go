@@ -2,8 +2,16 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/host/control"
 )
+
+// mcpPath is where the control API's listener serves the MCP endpoint
+// (host/mcp.Path).
+const mcpPath = "/v1/mcp"
 
 // HostMCP is the `host.mcp:` section: the MCP endpoint (streamable HTTP
 // at /v1/mcp) on the control API's listener, behind its authentication.
@@ -22,6 +30,21 @@ type HostMCP struct {
 	// MaxSessions bounds the sessions one principal holds at once
 	// (default 64, at most 10000).
 	MaxSessions int `yaml:"max_sessions"`
+	// WriteTimeout bounds each write of a response (an SSE event): a
+	// client that stops reading a stream has it dropped then (default
+	// 30s, at most 10m).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// ResourceURL is the endpoint's URL as its clients reach it
+	// (https://NAME[:PORT]/v1/mcp): the OAuth resource identifier the
+	// host advertises (RFC 9728) when host.control_principals.jwt is
+	// set. Unset, it is derived from the control API's listening
+	// address when that is one address (not all interfaces, not a
+	// unix socket), never from a request's Host header.
+	ResourceURL string `yaml:"resource_url"`
+	// Scopes are advertised as the resource's scopes_supported, for
+	// the authorization request of a client (none: not advertised).
+	// The host checks none: the policy decides.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Validate returns every problem of the section at once.
@@ -38,6 +61,21 @@ func (m HostMCP) Validate() error {
 	}
 	if m.MaxSessions < 0 || m.MaxSessions > 10000 {
 		errs = append(errs, errors.New("host.mcp.max_sessions: must be between 0 and 10000"))
+	}
+	if m.WriteTimeout < 0 || m.WriteTimeout > 10*time.Minute {
+		errs = append(errs, errors.New("host.mcp.write_timeout: must be between 0 and 10m"))
+	}
+	if m.ResourceURL != "" {
+		if u, err := control.CheckResourceURL(m.ResourceURL); err != nil {
+			errs = append(errs, fmt.Errorf("host.mcp.resource_url: %w", err))
+		} else if u.Path != mcpPath {
+			errs = append(errs, errors.New("host.mcp.resource_url: its path must be "+mcpPath+", where the endpoint is served"))
+		}
+	}
+	for i, sc := range m.Scopes {
+		if sc == "" || strings.ContainsFunc(sc, func(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r > '~' }) {
+			errs = append(errs, fmt.Errorf("host.mcp.scopes[%d]: not an OAuth scope token (printable ASCII, no space, quote or backslash)", i))
+		}
 	}
 	return errors.Join(errs...)
 }

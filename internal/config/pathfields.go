@@ -153,6 +153,8 @@ var pathFields = map[string]pathKind{
 	"host.control_principals.jwt.jwks_file":       hidePath,
 	"host.control_principals.jwt.principal_claim": notPath,
 	"host.control_principals.jwt.attributes[]":    notPath,
+	"host.mcp.resource_url":                       notPath,
+	"host.mcp.scopes[]":                           notPath,
 	"host.broker":                                 hideUnixDir,
 	"host.artifacts":                              hidePath,
 	"host.evidence_key":                           hidePath,

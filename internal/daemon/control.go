@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/host/control"
+	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 )
@@ -61,10 +63,13 @@ func listenControlAuth(c config.Host, handler http.Handler, log *slog.Logger) (n
 			l = tls.NewListener(l, tc)
 		}
 	}
-	auth, err := controlAuth(c)
+	auth, err := controlAuth(c, l.Addr())
 	if err != nil {
 		l.Close()
 		return nil, nil, nil, err
+	}
+	if _, why := mcpResource(c, l.Addr()); why != nil {
+		log.Warn("MCP endpoint: no OAuth discovery: " + why.Error())
 	}
 	a := control.NewAuth(auth)
 	return l, a.Handler(handler, log), a, nil
@@ -74,10 +79,12 @@ func listenControlAuth(c config.Host, handler http.Handler, log *slog.Logger) (n
 // requests from now on (a SIGHUP): principals' token files, peers' names
 // and the JWT issuer. The running listener, TLS and control token stay;
 // on an error nothing changes.
-func reloadControlPrincipals(a *control.Auth, running config.Host, next config.ControlPrincipals) error {
+// addr is the listener's address (for the MCP endpoint's OAuth
+// discovery).
+func reloadControlPrincipals(a *control.Auth, running config.Host, next config.ControlPrincipals, addr net.Addr) error {
 	running = running.WithControlDefaults()
 	running.ControlPrincipals = next
-	o, err := controlAuth(running)
+	o, err := controlAuth(running, addr)
 	if err != nil {
 		return err
 	}
@@ -88,8 +95,10 @@ func reloadControlPrincipals(a *control.Auth, running config.Host, next config.C
 // controlAuth turns the host's control settings into how the control API
 // names its callers: the control token (required of every request when
 // set), principals' token files, names of the socket's uids, an OIDC
-// issuer, and how a client certificate names its principal.
-func controlAuth(c config.Host) (control.AuthOptions, error) {
+// issuer, and how a client certificate names its principal; and, for
+// the MCP endpoint, the OAuth discovery of that issuer (mcpResource;
+// addr is the listener's address).
+func controlAuth(c config.Host, addr net.Addr) (control.AuthOptions, error) {
 	o := control.AuthOptions{RequireBearer: c.ControlTokenFile != ""}
 	if c.ControlTokenFile != "" {
 		tok, err := peerauth.EnsureToken("host.control_token_file", c.ControlTokenFile, peerauth.NoGroup)
@@ -132,8 +141,40 @@ func controlAuth(c config.Host) (control.AuthOptions, error) {
 			return o, fmt.Errorf("host.control_principals.jwt: %w", err)
 		}
 		o.JWT = v
+		o.Resource, _ = mcpResource(c, addr)
 	}
 	return o, nil
+}
+
+// mcpResource is the MCP endpoint as an OAuth protected resource (RFC
+// 9728) of the control API's JWT issuer, when both are on: identified by
+// host.mcp.resource_url, or else by the listener's own address (https
+// with host.control_tls) — never by a request's Host header, which the
+// client chooses: a host that believed it would advertise whatever
+// resource a client named, and tokens for it. Nil, and why, when the
+// address names no one host: all interfaces, or a unix socket.
+func mcpResource(c config.Host, addr net.Addr) (*control.ProtectedResource, error) {
+	j := c.ControlPrincipals.JWT
+	if !c.MCP.Enabled || j == nil {
+		return nil, nil
+	}
+	resource := c.MCP.ResourceURL
+	if resource == "" {
+		tcp, ok := addr.(*net.TCPAddr)
+		if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
+			return nil, errors.New("the control API listens on all interfaces or a unix socket, so its URL is unknown: set host.mcp.resource_url")
+		}
+		scheme := "http"
+		if c.ControlTLS != nil {
+			scheme = "https"
+		}
+		resource = scheme + "://" + net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port)) + hostmcp.Path
+	}
+	res, err := control.NewProtectedResource(resource, []string{j.Issuer}, c.MCP.Scopes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: set host.mcp.resource_url", err)
+	}
+	return res, nil
 }
 
 // reloadPrincipals applies next's host.control_principals when they
@@ -143,7 +184,7 @@ func (n *hostNode) reloadPrincipals(cfg, next *config.Config) (*config.Config, e
 	if n.controlAuth == nil || reflect.DeepEqual(cfg.Host.ControlPrincipals, next.Host.ControlPrincipals) {
 		return cfg, nil
 	}
-	if err := reloadControlPrincipals(n.controlAuth, cfg.Host, next.Host.ControlPrincipals); err != nil {
+	if err := reloadControlPrincipals(n.controlAuth, cfg.Host, next.Host.ControlPrincipals, n.controlAddr); err != nil {
 		return cfg, err
 	}
 	cur := *cfg

@@ -184,6 +184,8 @@ type hostNode struct {
 	// controlAuth is how the control API names its callers; a reload
 	// swaps host.control_principals in (reloadControlPrincipals).
 	controlAuth *control.Auth
+	// controlAddr is the control API's listening address.
+	controlAddr net.Addr
 	// ev is the evidence log, reopened on SIGHUP (after logrotate
 	// renamed it).
 	ev *evidence.Log
@@ -373,7 +375,7 @@ func (n *hostNode) serveControl(cfg *config.Config, ctl http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("host.control: %w", err)
 	}
-	n.controlAuth = auth
+	n.controlAuth, n.controlAddr = auth, l.Addr()
 	n.control = l.Addr().String()
 	if l.Addr().Network() == "unix" {
 		n.control = "unix:" + n.control

@@ -18,7 +18,7 @@ func (n *hostNode) withMCP(cfg *config.Config, ctl *control.Handler, version str
 		return ctl
 	}
 	m := hostmcp.New(n.h, hostmcp.Options{CallTimeout: cfg.Host.MCP.CallTimeout, ApprovalHold: cfg.Host.MCP.ApprovalHold,
-		SessionIdle: cfg.Host.MCP.SessionIdle, MaxSessions: cfg.Host.MCP.MaxSessions,
+		SessionIdle: cfg.Host.MCP.SessionIdle, MaxSessions: cfg.Host.MCP.MaxSessions, WriteTimeout: cfg.Host.MCP.WriteTimeout,
 		Version: version, Log: n.log})
 	n.mcp = m
 	n.closers = append(n.closers, func() { _ = m.Close() })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func TestControlPrincipalsWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := config.ControlPrincipals{Tokens: []config.ControlToken{{Principal: "bob", File: bobFile}}}
-	if err := reloadControlPrincipals(auth, cfg.Host, next); err != nil {
+	if err := reloadControlPrincipals(auth, cfg.Host, next, nil); err != nil {
 		t.Fatal(err)
 	}
 	if code := get(bobFile); code != http.StatusOK {
@@ -92,7 +93,7 @@ func TestControlPrincipalsWired(t *testing.T) {
 		t.Fatalf("alice after the reload: %d", code)
 	}
 	bad := config.ControlPrincipals{Peers: []config.ControlPeer{{User: "no-such-user-airlock-test", Principal: "x"}}}
-	if err := reloadControlPrincipals(auth, cfg.Host, bad); err == nil {
+	if err := reloadControlPrincipals(auth, cfg.Host, bad, nil); err == nil {
 		t.Fatal("a reload naming no such user was applied")
 	}
 	if code := get(bobFile); code != http.StatusOK {
@@ -173,5 +174,45 @@ func TestHostReloadSwapsPrincipals(t *testing.T) {
 	cfg = n.reload(cfg)
 	if status(bobFile) != http.StatusOK {
 		t.Fatal("a refused reload changed the principals")
+	}
+}
+
+// The MCP endpoint's OAuth resource is host.mcp.resource_url, else the
+// control API's own address when it is one: never guessed for all
+// interfaces or a unix socket, and none without a JWT issuer.
+func TestMCPResource(t *testing.T) {
+	jwt := &config.ControlJWT{Issuer: "https://issuer.example", Audience: "airlock"}
+	on := config.Host{MCP: config.HostMCP{Enabled: true}, ControlPrincipals: config.ControlPrincipals{JWT: jwt}}
+	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7070}
+	for _, tc := range []struct {
+		name string
+		c    func(c *config.Host)
+		addr net.Addr
+		want string // "" none
+		why  bool
+	}{
+		{"loopback", nil, loop, "http://127.0.0.1:7070/v1/mcp", false},
+		{"ipv6 with tls", func(c *config.Host) { c.ControlTLS = &config.ControlTLS{} },
+			&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443}, "https://[2001:db8::1]:443/v1/mcp", false},
+		{"plain http off loopback", nil, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 7070}, "", true},
+		{"all interfaces", nil, &net.TCPAddr{IP: net.IPv4zero, Port: 7070}, "", true},
+		{"unix socket", nil, &net.UnixAddr{Name: "control.sock", Net: "unix"}, "", true},
+		{"configured", func(c *config.Host) { c.MCP.ResourceURL = "https://agents.example/v1/mcp" },
+			&net.TCPAddr{IP: net.IPv4zero, Port: 7070}, "https://agents.example/v1/mcp", false},
+		{"no jwt", func(c *config.Host) { c.ControlPrincipals.JWT = nil }, loop, "", false},
+		{"mcp off", func(c *config.Host) { c.MCP.Enabled = false }, loop, "", false},
+	} {
+		c := on
+		if tc.c != nil {
+			tc.c(&c)
+		}
+		res, why := mcpResource(c, tc.addr)
+		got := ""
+		if res != nil {
+			got = res.URL()
+		}
+		if got != tc.want || (why != nil) != tc.why {
+			t.Errorf("%s: %q %v", tc.name, got, why)
+		}
 	}
 }

@@ -31,6 +31,7 @@ MANIFEST = {
         {"name": "reverse", "parameters": [{"name": "method", "type": "string"}]},
         {"name": "slow", "timeout": 1, "parameters": []},
         {"name": "progress", "parameters": []},
+        {"name": "progress_sdk", "parameters": []},
         {"name": "rpcs", "parameters": [{"name": "calls", "type": "array"}]},
         {"name": "filetransport", "parameters": [{"name": "where", "type": "string"}]},
         {"name": "handle", "parameters": []},
@@ -168,6 +169,18 @@ for line in sys.stdin:
         for i in range(120):
             send({"method": "executa/progress", "params": {"type": "progress", "n": i}})
         send({"method": "executa/progress", "params": {"type": "tool_update", "blob": "x" * 9000}})
+        send({"id": rid, "result": {"success": True, "data": {}}})
+    elif tool == "progress_sdk":
+        # The SDKs' wire shape ({type, data, context: {invoke_id}}): one
+        # event for an invoke not in flight, one for this invoke with text
+        # a terminal would act on and a handle in it, one naming no invoke
+        # with a type the host does not know.
+        send({"method": "executa/progress", "params": {"type": "progress", "data": {"note": "another invoke's"},
+                                                       "context": {"invoke_id": "not-in-flight"}}})
+        send({"method": "executa/progress", "params": {"type": "tool_update",
+                                                       "data": {"note": "step 1 of 2\x1b[2K\r\u202e alh_A1b2C3d4E5f6G7h8"},
+                                                       "context": {"invoke_id": ctx.get("invoke_id")}}})
+        send({"method": "executa/progress", "params": {"type": "succeeded", "data": {"step": 2, "total": 2}}})
         send({"id": rid, "result": {"success": True, "data": {}}})
     elif tool == "slow":
         time.sleep(30)

@@ -1,0 +1,77 @@
+package mcp_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/host"
+	hostmcp "github.com/airlock-dev/airlock/host/mcp"
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// A client that asks for a stream and never reads it does not hold the
+// server: the write that finds the connection's buffers full fails at
+// the write timeout, and every goroutine its request started ends while
+// the client still holds the connection open.
+func TestStalledStreamEnds(t *testing.T) {
+	// Both ends' buffers small, and a result far larger than they hold.
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 1<<20) + `"}`)
+	started := make(chan struct{}, 1)
+	f := newFixtureServe(t, hostmcp.Options{WriteTimeout: 300 * time.Millisecond}, allowAll, func(h *host.Host) error {
+		return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+			return &stub{exited: make(chan struct{}), out: big, started: started}, nil
+		})
+	}, func(h http.Handler) (string, map[string]string) { return serveMCPOn(t, smallBuffers, h, "agent") })
+	resp := post(t, f.url, f.tokens["agent"], "", initialize)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d", resp.StatusCode)
+	}
+	if resp := post(t, f.url, f.tokens["agent"], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d", resp.StatusCode)
+	}
+	leaks := testenv.CheckGoroutines(t)
+	u, _ := url.Parse(f.url)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stub__echo","arguments":{}}}`
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"+
+		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s",
+		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not reach the plugin")
+	}
+	// The connection stays open and unread while the goroutines are
+	// counted.
+	leaks()
+}
+
+// smallBuffers gives each accepted connection a small send buffer.
+func smallBuffers(l net.Listener) net.Listener { return smallListener{l} }
+
+type smallListener struct{ net.Listener }
+
+func (l smallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
