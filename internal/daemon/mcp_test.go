@@ -43,9 +43,12 @@ rules:
 // principal "agent" of a token file; it returns the endpoint, the
 // agent's token file and token, the demo upstream's base URL, and how
 // to stop it.
-func mcpDev(t *testing.T) (endpoint, tokenFile, token, baseURL string, stop func()) {
+func mcpDev(t *testing.T, mut ...func(*config.Config)) (endpoint, tokenFile, token, baseURL string, stop func()) {
 	t.Helper()
 	cfg := testConfig(t)
+	for _, m := range mut {
+		m(cfg)
+	}
 	dir := t.TempDir()
 	cfg.Host.MCP.Enabled = true
 	cfg.Host.Policy = filepath.Join(dir, "policy.yaml")
