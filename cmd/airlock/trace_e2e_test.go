@@ -117,7 +117,16 @@ host:
 	want := []string{"airlock.control", "airlock.invocation", "airlock.policy", "airlock.credential.issue",
 		"airlock.broker.IssueHandle", "airlock.proxy.request", "airlock.upstream.exchange"}
 	byName := map[string]tracingtest.Span{}
-	for deadline := time.Now().Add(30 * time.Second); len(byName) < len(want); time.Sleep(50 * time.Millisecond) {
+	missing := func() bool {
+		for _, n := range want {
+			if _, ok := byName[n]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	// Each process exports in its own batches: wait for every name.
+	for deadline := time.Now().Add(30 * time.Second); missing(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("spans of the trace: %v, want %v", keys(byName), want)
 		}
