@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Span names of the invoke path (docs/observability.md lists them with
@@ -56,8 +58,7 @@ func TraceID(ctx context.Context) string {
 // end records the outcome: the handle's fingerprint, or a refusal (no
 // reason text: it may quote the broker's).
 func StartCredentialSpan(ctx context.Context, parent trace.Span, plugin, invocation, intent string) (context.Context, func(handleFP string, err error)) {
-	ctx = trace.ContextWithSpan(ctx, parent)
-	ctx, sp := parent.TracerProvider().Tracer("github.com/airlock-dev/airlock/host").Start(ctx, SpanCredentialIssue,
+	ctx, sp := tracing.Under(trace.ContextWithSpan(ctx, parent), "github.com/airlock-dev/airlock/host", SpanCredentialIssue,
 		trace.WithAttributes(attribute.String(AttrPlugin, plugin), attribute.String(AttrInvocation, invocation),
 			attribute.String(AttrIntent, intent)))
 	return ctx, func(fp string, err error) {

@@ -6,11 +6,12 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Trace context across the broker socket: the client sends the W3C
@@ -24,37 +25,12 @@ const SpanPrefix = "airlock.broker."
 
 const traceparentMetadata = "traceparent"
 
-var traceContext propagation.TraceContext
-
-// mdCarrier is gRPC metadata as a carrier of traceparent alone.
-type mdCarrier metadata.MD
-
-func (c mdCarrier) Get(key string) string {
-	if key != traceparentMetadata {
-		return ""
-	}
-	if v := metadata.MD(c).Get(key); len(v) == 1 {
-		return v[0]
-	}
-	return ""
-}
-
-func (c mdCarrier) Set(key, value string) {
-	if key == traceparentMetadata {
-		metadata.MD(c).Set(key, value)
-	}
-}
-
-func (mdCarrier) Keys() []string { return []string{traceparentMetadata} }
-
 // traceOut adds the traceparent of ctx's span, when it has one, to a
 // call's outgoing metadata.
 func traceOut(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if trace.SpanContextFromContext(ctx).IsValid() {
-		md := metadata.MD{}
-		traceContext.Inject(ctx, mdCarrier(md))
-		if v := md.Get(traceparentMetadata); len(v) == 1 {
-			ctx = metadata.AppendToOutgoingContext(ctx, traceparentMetadata, v[0])
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, traceparentMetadata, tp)
 		}
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -66,7 +42,9 @@ func traceOut(ctx context.Context, method string, req, reply any, cc *grpc.Clien
 func traceIn(tracer trace.Tracer) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
-		ctx = traceContext.Extract(ctx, mdCarrier(md))
+		if v := md.Get(traceparentMetadata); len(v) == 1 {
+			ctx = tracing.Parent(ctx, v[0])
+		}
 		ctx, sp := tracer.Start(ctx, SpanPrefix+path.Base(info.FullMethod), trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", path.Base(info.FullMethod))))
 		resp, err := h(ctx, req)

@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Span names (docs/observability.md). A lease span is made only under a
@@ -21,8 +23,7 @@ const (
 // invocation; end records the lease's fingerprint (never its id) and
 // whether the step failed (no error text: it may quote Vault's).
 func leaseSpan(ctx context.Context, name, intent, invocation string) (context.Context, func(fp string, failed bool)) {
-	parent := trace.SpanFromContext(ctx)
-	ctx, sp := parent.TracerProvider().Tracer("github.com/airlock-dev/airlock/broker/lease").Start(ctx, name,
+	ctx, sp := tracing.Under(ctx, "github.com/airlock-dev/airlock/broker/lease", name,
 		trace.WithAttributes(attribute.String("airlock.intent", intent), attribute.String("airlock.invocation", invocation)))
 	return ctx, func(fp string, failed bool) {
 		if fp != "" {

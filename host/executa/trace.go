@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Span names of the reverse calls a plugin makes during an invoke
@@ -29,8 +30,7 @@ func reverseSpan(inv *liveInvoke, method, plugin string) (context.Context, func(
 	if strings.HasPrefix(method, "sampling/") {
 		name = SpanSampling
 	}
-	parent := trace.SpanFromContext(inv.ctx)
-	ctx, sp := parent.TracerProvider().Tracer("github.com/airlock-dev/airlock/host/executa").Start(inv.ctx, name,
+	ctx, sp := tracing.Under(inv.ctx, "github.com/airlock-dev/airlock/host/executa", name,
 		trace.WithAttributes(attribute.String(host.AttrPlugin, plugin), attribute.String(host.AttrInvocation, inv.id)))
 	return ctx, func(e *RPCError) {
 		if e != nil {

@@ -206,3 +206,12 @@ func (p parentCarrier) Get(key string) string {
 }
 func (parentCarrier) Set(string, string) {}
 func (parentCarrier) Keys() []string     { return []string{"traceparent"} }
+
+// Under starts span name as a child of ctx's span, with the tracer of the
+// provider that made that span: a component that holds no tracer of its
+// own traces only under a caller that traces (with tracing off, or ctx's
+// span unsampled, the span records nothing). scope names the tracer
+// (the component's import path).
+func Under(ctx context.Context, scope, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer(scope).Start(ctx, name, opts...)
+}
