@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/internal/writedeadline"
 )
 
 // Control API limits.
@@ -83,6 +84,8 @@ type Handler struct {
 	ledger     *ledgerAPI                // set by EnableLedger
 	actorCheck ActorCheck                // set by SetActorCheck
 	operator   func(host.Principal) bool // set by SetOperator
+	// writeTimeout bounds each write of an answer (SetWriteTimeout).
+	writeTimeout time.Duration
 }
 
 // NewHandler returns the control API of h:
@@ -121,8 +124,19 @@ func (c *Handler) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// SetWriteTimeout bounds each write of an answer to d (zero: 30s; at
+// most 10m; host.control_write_timeout). An invocation's answer streams:
+// a caller that stops reading it fills the connection's buffers, and the
+// write that finds them full fails at d instead of holding the call (and
+// the plugin's progress messages behind it) for as long as the caller
+// keeps the connection open. The call is then cancelled as if the caller
+// had hung up. Set it before serving.
+func (c *Handler) SetWriteTimeout(d time.Duration) { c.writeTimeout = d }
+
 // ServeHTTP implements http.Handler.
-func (c *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+func (c *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mux.ServeHTTP(writedeadline.Wrap(w, writedeadline.Bound(c.writeTimeout)), r)
+}
 
 func writeError(w http.ResponseWriter, code int, errCode, detail string) {
 	w.Header().Set("Content-Type", "application/json")

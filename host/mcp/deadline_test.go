@@ -29,7 +29,9 @@ func TestStalledStreamEnds(t *testing.T) {
 		return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
 			return &stub{exited: make(chan struct{}), out: big, started: started}, nil
 		})
-	}, func(h http.Handler) (string, map[string]string) { return serveMCPOn(t, smallBuffers, h, "agent") })
+	}, func(h http.Handler) (string, map[string]string) {
+		return serveMCPOn(t, testenv.SmallSendBuffers, h, "agent")
+	})
 	resp := post(t, f.url, f.tokens["agent"], "", initialize)
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || session == "" {
@@ -61,17 +63,4 @@ func TestStalledStreamEnds(t *testing.T) {
 	// The connection stays open and unread while the goroutines are
 	// counted.
 	leaks()
-}
-
-// smallBuffers gives each accepted connection a small send buffer.
-func smallBuffers(l net.Listener) net.Listener { return smallListener{l} }
-
-type smallListener struct{ net.Listener }
-
-func (l smallListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4 << 10)
-	}
-	return c, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/internal/writedeadline"
 )
 
 // Path is where the control API's listener serves the MCP endpoint.
@@ -36,8 +37,8 @@ type Options struct {
 	// WriteTimeout bounds each write of a response (an SSE event, a
 	// flush): a client that stops reading a stream has it dropped then,
 	// instead of holding a goroutine and the connection for as long as
-	// it keeps the connection open (zero: DefaultWriteTimeout; at most
-	// MaxWriteTimeout). Idle streams are not affected.
+	// it keeps the connection open (zero: 30s; at most 10m).
+	// Idle streams are not affected.
 	WriteTimeout time.Duration
 	// Version is the server version agents see in initialize.
 	Version string
@@ -140,7 +141,7 @@ func (s *Server) Handler() http.Handler {
 	if idle <= 0 {
 		idle = DefaultSessionIdle
 	}
-	return writeDeadline(s.opts.writeTimeout(), s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+	return writedeadline.Handler(writedeadline.Bound(s.opts.WriteTimeout), s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
 		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody})))
 }
 

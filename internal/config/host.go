@@ -56,6 +56,10 @@ type Host struct {
 	// unix socket peers, client certificates and the control token on
 	// TCP — but not token-file or JWT principals.
 	ControlOperators []string `yaml:"control_operators"`
+	// ControlWriteTimeout bounds each write of a control API answer: a
+	// caller that stops reading an invocation's NDJSON stream is dropped
+	// then, and its call cancelled (default 30s, at most 10m).
+	ControlWriteTimeout time.Duration `yaml:"control_write_timeout"`
 	// Broker is airlock serve's broker socket (unix:/path); default
 	// broker.api.socket.
 	Broker string `yaml:"broker"`
@@ -406,6 +410,9 @@ func (c Host) Validate() error {
 	}
 	if c.HealthInterval < 0 || c.HealthInterval > 0 && c.HealthInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("host.health_interval: must be at least 100ms"))
+	}
+	if c.ControlWriteTimeout < 0 || c.ControlWriteTimeout > 10*time.Minute {
+		errs = append(errs, errors.New("host.control_write_timeout: must be between 0 and 10m"))
 	}
 	if c.ShutdownGrace < 0 || c.ShutdownGrace > 5*time.Minute {
 		errs = append(errs, errors.New("host.shutdown_grace: must be between 0 and 5m"))

@@ -64,3 +64,17 @@ func TestExecutaConfigValidate(t *testing.T) {
 		t.Fatalf("host section: %v", err)
 	}
 }
+
+// host.control_write_timeout parses, and Validate bounds it to 0..10m.
+func TestControlWriteTimeout(t *testing.T) {
+	for in, ok := range map[string]bool{"5m": true, "0s": true, "10m": true, "11m": false, "-1s": false} {
+		cfg, err := Parse([]byte("version: v1\nhost:\n  control_write_timeout: " + in + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		err = cfg.Validate()
+		if bad := err != nil && strings.Contains(err.Error(), "host.control_write_timeout"); bad == ok {
+			t.Errorf("%s: validate %v", in, err)
+		}
+	}
+}

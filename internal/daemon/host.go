@@ -232,6 +232,7 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	h := host.New(hopts)
 	n.h = h
 	ctl := control.NewHandler(h)
+	ctl.SetWriteTimeout(cfg.Host.ControlWriteTimeout)
 	wireDecision(ctl, h, cfg, hopts.Ledger)
 	if deps.evidence == nil {
 		// The running host owns the evidence log: installs go through it.

@@ -1,4 +1,4 @@
-package mcp
+package writedeadline_test
 
 import (
 	"io"
@@ -7,6 +7,8 @@ import (
 	"net/http/httptrace"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/writedeadline"
 )
 
 // The write deadline bounds each write only: a stream that was written
@@ -15,7 +17,7 @@ import (
 // behind) and its connection serves the next request.
 func TestWriteDeadlineCleared(t *testing.T) {
 	const d = 50 * time.Millisecond
-	srv := httptest.NewServer(writeDeadline(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(writedeadline.Handler(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("a"))
 		_ = http.NewResponseController(w).Flush()
 		if r.URL.Path == "/idle" {

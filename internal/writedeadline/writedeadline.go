@@ -1,0 +1,76 @@
+// Package writedeadline bounds each write of an HTTP response, for
+// handlers that stream (MCP's SSE, the control API's NDJSON).
+//
+// A client that asks for a stream and stops reading fills the
+// connection's buffers; without a deadline the next write blocks for as
+// long as the client keeps the connection open, and with it whatever
+// produces the stream (a plugin's invocation). With Handler, that write
+// fails at the deadline instead: net/http then cancels the request's
+// context and drops the connection, and the goroutine that wrote is free.
+// Between writes the connection has no deadline, so a stream may stay
+// idle for as long as its producer lets it.
+package writedeadline
+
+import (
+	"net/http"
+	"time"
+)
+
+// Default is the write timeout of a zero setting; Max bounds a setting.
+const (
+	Default = 30 * time.Second
+	Max     = 10 * time.Minute
+)
+
+// Bound is d as a write timeout: Default when d is not positive, at
+// most Max.
+func Bound(d time.Duration) time.Duration {
+	if d <= 0 {
+		return Default
+	}
+	return min(d, Max)
+}
+
+// Handler bounds each write and flush of next's responses to d.
+func Handler(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(Wrap(w, d), r) })
+}
+
+// Wrap is w with each write and flush bounded to d.
+func Wrap(w http.ResponseWriter, d time.Duration) http.ResponseWriter {
+	return &writer{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+}
+
+// writer is a ResponseWriter whose writes and flushes each have a
+// deadline. Unwrap gives http.ResponseController the writer beneath.
+type writer struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+// arm sets the deadline for one write and returns what clears it (so
+// that a kept-alive connection's next request does not inherit it).
+func (w *writer) arm() func() {
+	if w.rc.SetWriteDeadline(time.Now().Add(w.d)) != nil {
+		return func() {} // not supported by the writer beneath: nothing to clear
+	}
+	return func() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	defer w.arm()()
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError flushes within the deadline (http.ResponseController.Flush
+// calls it).
+func (w *writer) FlushError() error {
+	defer w.arm()()
+	return w.rc.Flush()
+}
+
+// Flush is http.Flusher's, for callers that assert it.
+func (w *writer) Flush() { _ = w.FlushError() }
+
+func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
