@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/testenv"
+	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/proxy"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -64,7 +65,9 @@ type fixture struct {
 // stays before the invocations' real deadlines (60 s).
 const passTTL = 30 * time.Second
 
-func newFixture(t *testing.T) *fixture {
+// newFixture starts the fixture's upstream, broker and egress proxy; the
+// proxy traces to tr when one is given.
+func newFixture(t *testing.T, tr ...*tracing.Tracing) *fixture {
 	t.Helper()
 	f := &fixture{seen: make(chan string, 8), audit: &testenv.SyncBuffer{}, clock: new(testenv.SkewClock)}
 	ca := testenv.NewCA(t)
@@ -116,6 +119,10 @@ func newFixture(t *testing.T) *fixture {
 	f.port = p
 	cache := broker.NewSecretCache(map[string]broker.SecretSource{broker.SourceFile: &broker.FileSource{Path: secrets}}, time.Minute, 0, nil, nil)
 	f.b = broker.New(bc, broker.NewMemoryStore(100, time.Minute, time.Hour, nil), cache, broker.Options{Now: f.clock.Now})
+	var pt *tracing.Tracing
+	if len(tr) > 0 {
+		pt = tr[0]
+	}
 	caDir := t.TempDir()
 	f.caFile = filepath.Join(caDir, "intercept-ca.pem")
 	px, err := proxy.New(proxy.Config{AllowCIDRs: []string{"127.0.0.0/8"}, UpstreamCAFile: ca.PEMFile,
@@ -124,7 +131,7 @@ func newFixture(t *testing.T) *fixture {
 		// because its client did, never at this timeout.
 		Upstream:  proxy.UpstreamConfig{ResponseTimeout: 10 * time.Minute},
 		Intercept: proxy.InterceptConfig{CAFile: f.caFile, CAKeyFile: filepath.Join(caDir, "intercept-ca.key")}}.WithDefaults(), f.b,
-		proxy.Options{Audit: slog.New(slog.NewJSONHandler(f.audit, nil))})
+		proxy.Options{Audit: slog.New(slog.NewJSONHandler(f.audit, nil)), Tracing: pt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,12 @@ package executa
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/airlock-dev/airlock/host/executa/sampling"
 	"github.com/airlock-dev/airlock/internal/tracing"
 	"github.com/airlock-dev/airlock/internal/tracing/tracingtest"
 )
@@ -57,5 +61,55 @@ func TestInvokeTraceparentAndReverseSpans(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no %s span among %+v", SpanSampling, rcv.Spans())
+	}
+}
+
+// The OpenAI-compatible backend's request to the model API carries the
+// sampling call's traceparent: the egress proxy's request span, and its
+// upstream exchange, are in the invocation's trace under the sampling
+// span.
+func TestSamplingRequestJoinsTrace(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{Service: "executa-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	f := newFixture(t, tr)
+	in, _ := f.b.Intent("openai")
+	f.sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",
+		Destinations: in.Destinations, Broker: f.b, EgressProxy: f.proxy}
+	p, err := f.start(t, py("good"), Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := tr.Tracer("test").Start(context.Background(), "caller")
+	r, err := p.Invoke(ctx, InvokeRequest{Tool: "reverse", Arguments: json.RawMessage(
+		`{"method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"ping"}}],"maxTokens":20}}`)})
+	root.End()
+	if err != nil || data(t, r)["code"] != nil {
+		t.Fatalf("sampling: %+v %v", r, err)
+	}
+	// The proxy's request span ends when its audit line is written.
+	for !strings.Contains(f.audit.String(), "chat/completions") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]tracingtest.Span{}
+	for _, s := range rcv.Spans() {
+		if s.TraceID != root.SpanContext().TraceID().String() {
+			t.Errorf("span %s in trace %s, want the caller's", s.Name, s.TraceID)
+		}
+		byName[s.Name] = s
+	}
+	smp, req, ex := byName[SpanSampling], byName["airlock.proxy.request"], byName["airlock.upstream.exchange"]
+	if smp.SpanID == "" || req.ParentSpanID != smp.SpanID || req.SpanID == "" || ex.ParentSpanID != req.SpanID {
+		t.Fatalf("sampling %q, its proxy request's parent %q (id %q), the exchange's parent %q; spans %+v",
+			smp.SpanID, req.ParentSpanID, req.SpanID, ex.ParentSpanID, rcv.Spans())
+	}
+	if req.Attrs["airlock.plugin"] != p.cfg.Name || req.Attrs["airlock.intent"] != "openai" {
+		t.Errorf("proxy request span %v", req.Attrs)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/internal/randid"
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // OpenAI calls an OpenAI-compatible chat-completions endpoint
@@ -122,6 +123,12 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (Completion, error)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Proxy-Authorization", "Bearer "+iss.Handle)
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		// The sampling call's span (the plugin's reverse call): the
+		// egress proxy's request span, and the model API's own if it
+		// traces, join the invocation's trace.
+		hreq.Header.Set("Traceparent", tp)
+	}
 	proxy := o.EgressProxy
 	if proxy == "" {
 		proxy = iss.EgressProxy
