@@ -94,7 +94,7 @@ func (x *exchange) scanBody(r *http.Request) *denial {
 	}
 	if isGRPC(r) {
 		cut, _ := r.Context().Value(grpcCutKey{}).(*grpcCut)
-		r.Body = &grpcRequestScanner{src: r.Body, hit: func() {
+		r.Body = &grpcRequestScanner{src: r.Body, tr: x.audit.tr, hit: func() {
 			x.bodyHandle.Store(true)
 			if cut != nil {
 				cut.d = bodyHandleDenial()
@@ -168,6 +168,7 @@ type grpcRequestScanner struct {
 	raw int64  // bytes of an unscanned message still to pass on
 	err error
 	hit func()
+	tr  *reqTrace
 }
 
 func (g *grpcRequestScanner) Read(p []byte) (int, error) {
@@ -206,8 +207,10 @@ func (g *grpcRequestScanner) fill() {
 			g.hit()
 			return
 		}
+		g.tr.message(false, false, int64(n))
 		g.out = msg
 	case errors.Is(err, errGRPCCompressed), errors.Is(err, errGRPCTooLarge):
+		g.tr.message(false, errors.Is(err, errGRPCCompressed), int64(n))
 		g.out, g.raw = head, int64(n)
 	case len(head) > 0 && len(head) < 5:
 		g.out, g.err = head, io.EOF

@@ -99,7 +99,7 @@ func (x *exchange) send(req *http.Request) *http.Response {
 		src, forms := io.Reader(resp.Body), x.forms
 		if isGRPCResponse(req, resp) {
 			// Message by message (grpcguard.go).
-			src, forms = newGRPCGuard(req.Context(), resp.Body, x.forms, &x.audit.Redactions), nil
+			src, forms = newGRPCGuard(req.Context(), resp.Body, x.forms, &x.audit.Redactions, x.audit.tr), nil
 		}
 		resp.Body = &guardedBody{x: x, rd: newRedactor(src, forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
 	} else {

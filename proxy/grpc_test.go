@@ -25,9 +25,15 @@ type grpcFixture struct {
 
 func newGRPCFixture(t testing.TB) *grpcFixture {
 	t.Helper()
-	ca := testenv.NewCA(t)
-	port := testenv.StartGRPCUpstream(t, ca.Issue(t, "api.example.com"), testSecret)
-	f, caFile := newStreamFixture(t, fixtureOpts{ca: ca}, nil)
+	return newGRPCFixtureWith(t, fixtureOpts{})
+}
+
+// newGRPCFixtureWith is newGRPCFixture with more fixture options.
+func newGRPCFixtureWith(t testing.TB, o fixtureOpts) *grpcFixture {
+	t.Helper()
+	o.ca = testenv.NewCA(t)
+	port := testenv.StartGRPCUpstream(t, o.ca.Issue(t, "api.example.com"), testSecret)
+	f, caFile := newStreamFixture(t, o, nil)
 	return &grpcFixture{fixture: f, caFile: caFile, port: port}
 }
 

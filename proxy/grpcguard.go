@@ -34,9 +34,10 @@ var (
 type grpcGuard struct {
 	src   io.Reader
 	guard messageGuard
-	hits  *int     // the audit record's redaction count
-	cut   *grpcCut // where a failure is reported, for the status
-	out   []byte   // what is left to hand out of the current message
+	hits  *int      // the audit record's redaction count
+	cut   *grpcCut  // where a failure is reported, for the status
+	tr    *reqTrace // each message read is an event of the traced request
+	out   []byte    // what is left to hand out of the current message
 	err   error
 }
 
@@ -59,12 +60,12 @@ func withGRPCCut(ctx context.Context) (context.Context, *grpcCut) {
 	return context.WithValue(ctx, grpcCutKey{}, c), c
 }
 
-func newGRPCGuard(ctx context.Context, src io.Reader, forms *echoForms, hits *int) *grpcGuard {
+func newGRPCGuard(ctx context.Context, src io.Reader, forms *echoForms, hits *int, tr *reqTrace) *grpcGuard {
 	cut, _ := ctx.Value(grpcCutKey{}).(*grpcCut)
 	if cut == nil {
 		cut = &grpcCut{}
 	}
-	return &grpcGuard{src: src, guard: messageGuard{forms: forms}, hits: hits, cut: cut}
+	return &grpcGuard{src: src, guard: messageGuard{forms: forms}, hits: hits, cut: cut, tr: tr}
 }
 
 func (g *grpcGuard) Read(p []byte) (int, error) {
@@ -87,6 +88,7 @@ func (g *grpcGuard) fill() {
 		return
 	}
 	*g.hits += g.guard.redact(msg[5:])
+	g.tr.message(true, false, int64(len(msg)-5))
 	g.out = msg
 }
 

@@ -28,7 +28,7 @@ type guarded struct {
 func readGuarded(body []byte) guarded {
 	ctx, cut := withGRPCCut(context.Background())
 	g := guarded{}
-	gg := newGRPCGuard(ctx, bytes.NewReader(body), newEchoForms(secretForms(testSecret)), &g.hits)
+	gg := newGRPCGuard(ctx, bytes.NewReader(body), newEchoForms(secretForms(testSecret)), &g.hits, nil)
 	g.out, g.err = io.ReadAll(gg)
 	g.cut = cut.d
 	return g

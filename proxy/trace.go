@@ -49,6 +49,7 @@ type reqTrace struct {
 	recording bool
 	phases    []phase
 	dialStart time.Time // a new connection's dial began (GetConn)
+	msgs      messages  // a stream's messages (trace_streams.go)
 }
 
 // phase is a child span: name, its times, and whether it failed.
@@ -137,7 +138,16 @@ func (t *reqTrace) withDialTrace(req *http.Request) *http.Request {
 	if t == nil || !t.recording {
 		return req
 	}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+	return req.WithContext(t.dialContext(req.Context()))
+}
+
+// dialContext is ctx with withDialTrace's hooks, for a client that takes
+// a context (the WebSocket dial); ctx as it is when not recording.
+func (t *reqTrace) dialContext(ctx context.Context) context.Context {
+	if t == nil || !t.recording {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GetConn: func(string) { t.dialStart = time.Now() },
 		GotConn: func(info httptrace.GotConnInfo) {
 			if !info.Reused && !t.dialStart.IsZero() {
@@ -145,7 +155,7 @@ func (t *reqTrace) withDialTrace(req *http.Request) *http.Request {
 			}
 			t.dialStart = time.Time{}
 		},
-	}))
+	})
 }
 
 // endSpans ends a's request span at now, with its attributes and child
@@ -202,6 +212,7 @@ func (s *Server) endSpans(a *auditRecord, now time.Time) {
 		c.SetStatus(codes.Error, a.Code)
 		c.End(trace.WithTimestamp(now))
 	}
+	t.traceGRPC(sp)
 	if a.Code != "" {
 		sp.SetStatus(codes.Error, a.Code)
 	}

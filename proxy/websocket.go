@@ -96,7 +96,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// the class of the address the handshake went to, or of the one the
 	// dialer refused, is on the handshake's audit line and metric.
 	var class addrClass
-	dctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+	dctx := httptrace.WithClientTrace(a.tr.dialContext(r.Context()), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { class = classOf(info.Conn) }})
 	up, resp, err := websocket.Dial(dctx, "wss://"+r.URL.Host+requestTarget(r.URL), &websocket.DialOptions{
 		HTTPClient: &http.Client{Transport: s.ws, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -104,6 +104,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	a.UpstreamMS = float64(time.Since(t0).Microseconds()) / 1000
+	a.tr.done(spanExchange, t0, err)
 	a.AddrClass = class
 	if err != nil {
 		if class == addrUnknown {
@@ -141,7 +142,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	// A handle in a message is a violation like one in a request: it is
 	// in the ledger before either side sees the socket close.
-	st := s.relayWebSocket(ctx, pc, up, x.forms, func() {
+	st := s.relayWebSocket(ctx, pc, up, x.forms, a.tr, func() {
 		s.violation(x.grant, violationKinds[CodeHandleInRequest], a.presentedBy)
 	})
 	x.release()
@@ -239,7 +240,7 @@ var errWSIdle = errors.New("no WebSocket message for websocket_idle_timeout")
 // upstream's up until either closes, the credentials go, or it idles.
 // handleSent runs when the plugin sent a handle in a message, before
 // either side is closed.
-func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, forms *echoForms, handleSent func()) *wsStats {
+func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, forms *echoForms, tr *reqTrace, handleSent func()) *wsStats {
 	st := &wsStats{opened: time.Now()}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -282,6 +283,7 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 			}
 			msgs.Add(1)
 			bytes.Add(int64(len(data)))
+			tr.message(from == up, false, int64(len(data)))
 		}
 	}
 	go pump(pc, up, nil, &st.msgsUp, &st.bytesUp, "plugin")
@@ -345,8 +347,12 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 	return st
 }
 
-// auditWebSocketClose writes the socket's closing audit line.
+// auditWebSocketClose writes the socket's closing audit line (and its
+// span).
 func (s *Server) auditWebSocketClose(a *auditRecord, st *wsStats) {
+	if s.tracer != nil {
+		s.traceWebSocket(a, st, time.Now())
+	}
 	s.audit.LogAttrs(context.Background(), slog.LevelInfo, "websocket_closed",
 		slog.String("plugin", a.Plugin), slog.String("invocation", a.Invocation), slog.String("intent", a.Intent),
 		slog.String("handle_fp", a.HandleFP), slog.String("mode", a.Mode), slog.String("host", a.Host), slog.Int("port", a.Port),
