@@ -15,7 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// The Node recipe of docs/proxy.md, exactly as written there, works:
+// The Node recipe of docs/intercept.md, exactly as written there, works:
 // it opens a tunnel to api.example.com:443 with the plugin pass and sends
 // the handle as the API key of a placeholder intent. (It failed as
 // host_mismatch while it left out port: 443: Node then sends
@@ -25,13 +25,13 @@ func TestDocNodeRecipe(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		testenv.Missing(t, "node")
 	}
-	doc, err := os.ReadFile("../docs/proxy.md")
+	doc, err := os.ReadFile("../docs/intercept.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)```js\n(.*?)```").FindSubmatch(doc)
 	if m == nil {
-		t.Fatal("no js block in docs/proxy.md")
+		t.Fatal("no js block in docs/intercept.md")
 	}
 	f, caFile := newInterceptFixture(t)
 	upstream := net.JoinHostPort("127.0.0.1", strconv.Itoa(f.up.port))
