@@ -46,3 +46,50 @@ func TestWriteDeadlineCleared(t *testing.T) {
 		}
 	}
 }
+
+// armedWriter records how many bytes each armed deadline covered.
+type armedWriter struct {
+	http.ResponseWriter
+	armed bool
+	spans []int // bytes written under each deadline
+}
+
+func (w *armedWriter) SetWriteDeadline(t time.Time) error {
+	w.armed = !t.IsZero()
+	if w.armed {
+		w.spans = append(w.spans, 0)
+	}
+	return nil
+}
+
+func (w *armedWriter) Write(b []byte) (int, error) {
+	if !w.armed {
+		panic("a write with no deadline")
+	}
+	w.spans[len(w.spans)-1] += len(b)
+	return len(b), nil
+}
+
+// A large write (an invocation's outcome of many megabytes) is bounded
+// piece by piece, not as a whole: a caller that reads steadily, if
+// slowly, is not cut off because the whole outcome took longer than the
+// timeout, while one that stops reading still fails the piece that finds
+// the buffers full.
+func TestLargeWriteBoundedInPieces(t *testing.T) {
+	aw := &armedWriter{ResponseWriter: httptest.NewRecorder()}
+	w := writedeadline.Wrap(aw, time.Second)
+	big := make([]byte, 10<<20+1)
+	if n, err := w.Write(big); n != len(big) || err != nil {
+		t.Fatalf("wrote %d, %v", n, err)
+	}
+	total := 0
+	for _, n := range aw.spans {
+		if n > writedeadline.Piece {
+			t.Fatalf("%d bytes under one deadline, want at most %d", n, writedeadline.Piece)
+		}
+		total += n
+	}
+	if total != len(big) || aw.armed {
+		t.Fatalf("%d bytes written, deadline left armed: %v", total, aw.armed)
+	}
+}
