@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -153,5 +154,32 @@ func TestTraceWebSocket(t *testing.T) {
 	}
 	if ev := msgEvents(ws); len(ev) != 4 || ev[0] != "SENT 1 5" || ev[1] != "RECEIVED 1 10" {
 		t.Errorf("websocket message events %q", ev)
+	}
+}
+
+// Message events are in the order the messages were read, whichever
+// goroutine recorded its message first: a WebSocket pump records a
+// message once it is relayed, and the answer to it may be relayed back
+// and recorded by the other pump before.
+func TestMessageEventsInReadOrder(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
+	ctx, sp := tr.Tracer("test").Start(context.Background(), spanWebSocket)
+	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
+	sent := rt.now()
+	received := sent.Add(time.Millisecond)
+	rt.messageAt(received, true, false, 10)
+	rt.messageAt(sent, false, false, 5)
+	rt.endMessages(sp)
+	sp.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	if ev := msgEvents(spans[0]); !slices.Equal(ev, []string{"SENT 1 5", "RECEIVED 1 10"}) {
+		t.Fatalf("message events %q", ev)
 	}
 }
