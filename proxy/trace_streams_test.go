@@ -183,3 +183,36 @@ func TestMessageEventsInReadOrder(t *testing.T) {
 		t.Fatalf("message events %q", ev)
 	}
 }
+
+// However many messages a plugin sends on a traced stream, its span
+// keeps maxMessageEvents of them: the counts cover every one, and what
+// the proxy holds for the stream does not grow with them.
+func TestMessageEventsBounded(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
+	ctx, sp := tr.Tracer("test").Start(context.Background(), spanRequest)
+	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
+	const n = 10 * maxMessageEvents
+	for i := range n {
+		rt.message(i%2 == 1, false, 1)
+	}
+	if got := cap(rt.msgs.events); got > 2*maxMessageEvents {
+		t.Fatalf("%d events held for %d messages", got, n)
+	}
+	rt.traceGRPC(sp)
+	sp.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	if ev := msgEvents(s); len(ev) != maxMessageEvents {
+		t.Errorf("%d message events, want %d", len(ev), maxMessageEvents)
+	}
+	if s.Attrs["airlock.grpc.messages_sent"] != strconv.Itoa(n/2) || s.Attrs["airlock.grpc.messages_received"] != strconv.Itoa(n/2) {
+		t.Errorf("counts %q %q, want %d each", s.Attrs["airlock.grpc.messages_sent"], s.Attrs["airlock.grpc.messages_received"], n/2)
+	}
+}
