@@ -157,3 +157,45 @@ func TestStalledCallerCancelsCallUnix(t *testing.T) {
 		t.Fatalf("%d outcomes in the evidence, want 1", outcomes)
 	}
 }
+
+// A caller that keeps reading, a byte at a time, does not hold the call
+// either: each write must be taken within the timeout, and a trickle
+// takes none of the plugin's progress events in time.
+func TestTrickleReaderCancelsCall(t *testing.T) {
+	c, handler := newChatty(t, nil)
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Listener = testenv.SmallSendBuffers(srv.Listener)
+	srv.Start()
+	defer srv.Close()
+	leaks := testenv.CheckGoroutines(t)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := fmt.Fprintf(conn, "POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\n\r\n%s", len(chattyCall), chattyCall); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		b := make([]byte, 1)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if _, err := conn.Read(b); err != nil {
+				return
+			}
+		}
+	}()
+	waitCancelled(t, c)
+	close(stop)
+	<-trickled
+	leaks()
+}
