@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -40,9 +41,14 @@ type msgEvent struct {
 	size       int64
 }
 
-// message records one message of size bytes when the request is traced:
-// received from the upstream, or sent to it.
+// message records one message of size bytes, read now, when the request
+// is traced: received from the upstream, or sent to it.
 func (t *reqTrace) message(received, compressed bool, size int64) {
+	t.messageAt(t.now(), received, compressed, size)
+}
+
+// messageAt records one message read at (t.now()) and relayed since.
+func (t *reqTrace) messageAt(at time.Time, received, compressed bool, size int64) {
 	if t == nil || !t.recording {
 		return
 	}
@@ -55,7 +61,7 @@ func (t *reqTrace) message(received, compressed bool, size int64) {
 	}
 	*n++
 	if len(m.events) < maxMessageEvents {
-		m.events = append(m.events, msgEvent{at: time.Now(), received: received, compressed: compressed, id: *n, size: size})
+		m.events = append(m.events, msgEvent{at: at, received: received, compressed: compressed, id: *n, size: size})
 	}
 }
 
@@ -65,6 +71,10 @@ func (t *reqTrace) endMessages(sp trace.Span) (sent, received int64) {
 	m := &t.msgs
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// In the order the messages were read: each direction's goroutine
+	// records its message once relayed, and an answer may be recorded
+	// before the message it answers.
+	slices.SortStableFunc(m.events, func(a, b msgEvent) int { return a.at.Compare(b.at) })
 	for _, e := range m.events {
 		typ, size := "SENT", "rpc.message.uncompressed_size"
 		if e.received {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -153,5 +154,65 @@ func TestTraceWebSocket(t *testing.T) {
 	}
 	if ev := msgEvents(ws); len(ev) != 4 || ev[0] != "SENT 1 5" || ev[1] != "RECEIVED 1 10" {
 		t.Errorf("websocket message events %q", ev)
+	}
+}
+
+// Message events are in the order the messages were read, whichever
+// goroutine recorded its message first: a WebSocket pump records a
+// message once it is relayed, and the answer to it may be relayed back
+// and recorded by the other pump before.
+func TestMessageEventsInReadOrder(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
+	ctx, sp := tr.Tracer("test").Start(context.Background(), spanWebSocket)
+	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
+	sent := rt.now()
+	received := sent.Add(time.Millisecond)
+	rt.messageAt(received, true, false, 10)
+	rt.messageAt(sent, false, false, 5)
+	rt.endMessages(sp)
+	sp.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	if ev := msgEvents(spans[0]); !slices.Equal(ev, []string{"SENT 1 5", "RECEIVED 1 10"}) {
+		t.Fatalf("message events %q", ev)
+	}
+}
+
+// However many messages a plugin sends on a traced stream, its span
+// keeps maxMessageEvents of them: the counts cover every one, and what
+// the proxy holds for the stream does not grow with them.
+func TestMessageEventsBounded(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
+	ctx, sp := tr.Tracer("test").Start(context.Background(), spanRequest)
+	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
+	const n = 10 * maxMessageEvents
+	for i := range n {
+		rt.message(i%2 == 1, false, 1)
+	}
+	if got := cap(rt.msgs.events); got > 2*maxMessageEvents {
+		t.Fatalf("%d events held for %d messages", got, n)
+	}
+	rt.traceGRPC(sp)
+	sp.End()
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	if ev := msgEvents(s); len(ev) != maxMessageEvents {
+		t.Errorf("%d message events, want %d", len(ev), maxMessageEvents)
+	}
+	if s.Attrs["airlock.grpc.messages_sent"] != strconv.Itoa(n/2) || s.Attrs["airlock.grpc.messages_received"] != strconv.Itoa(n/2) {
+		t.Errorf("counts %q %q, want %d each", s.Attrs["airlock.grpc.messages_sent"], s.Attrs["airlock.grpc.messages_received"], n/2)
 	}
 }

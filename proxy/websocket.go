@@ -267,6 +267,9 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 				ends <- end{name, err}
 				return
 			}
+			// The event is the message's read: recorded once relayed,
+			// after the other side may have answered it.
+			at := tr.now()
 			timer.Reset(idle)
 			if from == pc && bytesHoldHandle(data) {
 				// A handle is never sent on (bodyscan.go): the message
@@ -283,7 +286,7 @@ func (s *Server) relayWebSocket(ctx context.Context, pc, up *websocket.Conn, for
 			}
 			msgs.Add(1)
 			bytes.Add(int64(len(data)))
-			tr.message(from == up, false, int64(len(data)))
+			tr.messageAt(at, from == up, false, int64(len(data)))
 		}
 	}
 	go pump(pc, up, nil, &st.msgsUp, &st.bytesUp, "plugin")

@@ -7,6 +7,8 @@
 // produces the stream (a plugin's invocation). With Handler, that write
 // fails at the deadline instead: net/http then cancels the request's
 // context and drops the connection, and the goroutine that wrote is free.
+// A large write is bounded a Piece at a time, so a client that reads
+// steadily, if slowly, keeps a long answer.
 // Between writes the connection has no deadline, so a stream may stay
 // idle for as long as its producer lets it.
 package writedeadline
@@ -17,9 +19,12 @@ import (
 )
 
 // Default is the write timeout of a zero setting; Max bounds a setting.
+// Piece is the most bytes one deadline covers: a larger write is made
+// piece by piece, each with its own deadline.
 const (
 	Default = 30 * time.Second
 	Max     = 10 * time.Minute
+	Piece   = 64 << 10
 )
 
 // Bound is d as a write timeout: Default when d is not positive, at
@@ -58,9 +63,26 @@ func (w *writer) arm() func() {
 	return func() { _ = w.rc.SetWriteDeadline(time.Time{}) }
 }
 
+// Write writes b a Piece at a time, each within the deadline: a caller
+// that reads steadily is not cut off because a large answer (an
+// outcome of many megabytes) took longer than d as a whole, while one
+// that stops reading fails the piece that finds the buffers full. The
+// least rate that keeps a stream is Piece per d.
 func (w *writer) Write(b []byte) (int, error) {
+	n := 0
+	for {
+		p := b[n:min(len(b), n+Piece)]
+		m, err := w.write(p)
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+	}
+}
+
+func (w *writer) write(p []byte) (int, error) {
 	defer w.arm()()
-	return w.ResponseWriter.Write(b)
+	return w.ResponseWriter.Write(p)
 }
 
 // FlushError flushes within the deadline (http.ResponseController.Flush

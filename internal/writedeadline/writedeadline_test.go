@@ -1,7 +1,10 @@
 package writedeadline_test
 
 import (
+	"bufio"
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -44,5 +47,101 @@ func TestWriteDeadlineCleared(t *testing.T) {
 		if i == 1 && !reused {
 			t.Fatalf("%s: the idle stream's connection was not kept", path)
 		}
+	}
+}
+
+// armedWriter records how many bytes each armed deadline covered.
+type armedWriter struct {
+	http.ResponseWriter
+	armed bool
+	spans []int // bytes written under each deadline
+}
+
+func (w *armedWriter) SetWriteDeadline(t time.Time) error {
+	w.armed = !t.IsZero()
+	if w.armed {
+		w.spans = append(w.spans, 0)
+	}
+	return nil
+}
+
+func (w *armedWriter) Write(b []byte) (int, error) {
+	if !w.armed {
+		panic("a write with no deadline")
+	}
+	w.spans[len(w.spans)-1] += len(b)
+	return len(b), nil
+}
+
+// A large write (an invocation's outcome of many megabytes) is bounded
+// piece by piece, not as a whole: a caller that reads steadily, if
+// slowly, is not cut off because the whole outcome took longer than the
+// timeout, while one that stops reading still fails the piece that finds
+// the buffers full.
+func TestLargeWriteBoundedInPieces(t *testing.T) {
+	aw := &armedWriter{ResponseWriter: httptest.NewRecorder()}
+	w := writedeadline.Wrap(aw, time.Second)
+	big := make([]byte, 10<<20+1)
+	if n, err := w.Write(big); n != len(big) || err != nil {
+		t.Fatalf("wrote %d, %v", n, err)
+	}
+	total := 0
+	for _, n := range aw.spans {
+		if n > writedeadline.Piece {
+			t.Fatalf("%d bytes under one deadline, want at most %d", n, writedeadline.Piece)
+		}
+		total += n
+	}
+	if total != len(big) || aw.armed {
+		t.Fatalf("%d bytes written, deadline left armed: %v", total, aw.armed)
+	}
+}
+
+// End to end: a client that reads a large answer steadily, but more
+// slowly than the answer as a whole fits in the timeout, gets all of it.
+func TestSlowSteadyReaderKeepsLargeAnswer(t *testing.T) {
+	const d = time.Second
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	wrote := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(writedeadline.Handler(d, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, err := w.Write(big) // one write, as json.Encoder makes of an outcome
+		wrote <- err
+	})))
+	// Buffers far smaller than the answer, not so small that the
+	// connection itself is slow.
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			_ = c.(*net.TCPConn).SetWriteBuffer(16 << 10)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// 32 KiB every 100ms: a piece (64 KiB) in about 200ms, well within
+	// the timeout; the whole answer in about 3s, well beyond it.
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, buf := 0, make([]byte, 32<<10)
+	for {
+		n, err := io.ReadFull(resp.Body, buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := <-wrote; err != nil || got != len(big) {
+		t.Fatalf("read %d of %d bytes; the write: %v", got, len(big), err)
 	}
 }
