@@ -195,10 +195,17 @@ func (n *hostNode) reloadPrincipals(cfg, next *config.Config) (*config.Config, e
 }
 
 // controlServer is the control API's HTTP server: ConnContext records
-// the unix socket's peer for Authenticate.
+// the unix socket's peer for Authenticate. A kept-alive connection with
+// no request is closed after ControlIdleTimeout; a request's own stream
+// (an invocation's answer, an MCP session's) is not idle.
 func controlServer(handler http.Handler) *http.Server {
-	return &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ConnContext: control.ConnContext}
+	return &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: ControlIdleTimeout,
+		ConnContext: control.ConnContext}
 }
+
+// ControlIdleTimeout closes a control API connection that carries no
+// request for this long.
+const ControlIdleTimeout = 2 * time.Minute
 
 // ControlClientOptions say how a client authenticates to the control API.
 type ControlClientOptions struct {
