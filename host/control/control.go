@@ -135,7 +135,7 @@ func (c *Handler) SetWriteTimeout(d time.Duration) { c.writeTimeout = d }
 
 // ServeHTTP implements http.Handler.
 func (c *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.mux.ServeHTTP(writedeadline.Wrap(w, writedeadline.Bound(c.writeTimeout)), r)
+	writedeadline.Handler(writedeadline.Bound(c.writeTimeout), c.mux).ServeHTTP(w, r)
 }
 
 func writeError(w http.ResponseWriter, code int, errCode, detail string) {

@@ -36,12 +36,25 @@ func Bound(d time.Duration) time.Duration {
 	return min(d, Max)
 }
 
-// Handler bounds each write and flush of next's responses to d.
+// Handler bounds each write and flush of next's responses to d, and
+// what net/http writes after next returns (a small answer's buffered
+// bytes, a chunked answer's end) too: a client that sends requests and
+// never reads the answers cannot hold the connection's goroutine in that
+// last write either.
 func Handler(d time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(Wrap(w, d), r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// The deadline the last request on this connection left for its
+		// end: not this request's (an interim 100 Continue is written
+		// while the handler reads the body).
+		_ = rc.SetWriteDeadline(time.Time{})
+		next.ServeHTTP(&writer{ResponseWriter: w, rc: rc, d: d}, r)
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+	})
 }
 
-// Wrap is w with each write and flush bounded to d.
+// Wrap is w with each write and flush bounded to d (Handler, without its
+// bound on what net/http writes after the handler).
 func Wrap(w http.ResponseWriter, d time.Duration) http.ResponseWriter {
 	return &writer{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/testenv"
 	"github.com/airlock-dev/airlock/internal/writedeadline"
 )
 
@@ -144,4 +145,30 @@ func TestSlowSteadyReaderKeepsLargeAnswer(t *testing.T) {
 	if err := <-wrote; err != nil || got != len(big) {
 		t.Fatalf("read %d of %d bytes; the write: %v", got, len(big), err)
 	}
+}
+
+// A client that pipelines requests and never reads the answers does not
+// hold the server: net/http writes a small answer only after the handler
+// returns, and that write, which finds the buffers full, fails at the
+// deadline too; the connection's goroutine ends while the client still
+// holds the connection.
+func TestUnreadAnswersAfterHandler(t *testing.T) {
+	body := bytes.Repeat([]byte("a"), 3000) // less than net/http's buffer: written after the handler
+	srv := httptest.NewUnstartedServer(writedeadline.Handler(200*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(body)
+	})))
+	srv.Listener = testenv.SmallSendBuffers(srv.Listener)
+	srv.Start()
+	defer srv.Close()
+	leaks := testenv.CheckGoroutines(t)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := conn.Write(bytes.Repeat([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100)); err != nil {
+		t.Fatal(err)
+	}
+	leaks()
 }
