@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -29,13 +28,4 @@ func claimTestUID(dir string, spec Spec, level Level) (Spec, error) {
 		spec.UID = uid
 	}
 	return spec, err
-}
-
-// tempDir is a directory for a part's claims, removed by its caller.
-func tempDir() string {
-	d, err := os.MkdirTemp("", "airlock-uid-claims-")
-	if err != nil {
-		panic(err)
-	}
-	return d
 }
