@@ -3,7 +3,6 @@ package control_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,8 +56,6 @@ func waitCancelled(t *testing.T, c *chatty) {
 		}
 	}
 }
-
-const chattyCall = `{"plugin":"chatty","method":"tool","input":{},"timeout":"1h"}`
 
 // Over HTTP/2 (the handler served with TLS and h2) a caller that stops
 // reading fills its stream's flow-control window instead of the
@@ -118,16 +115,7 @@ func TestStalledCallerCancelsCallUnix(t *testing.T) {
 	go func() { defer close(served); _ = srv.Serve(l) }()
 	defer func() { srv.Close(); <-served }()
 	leaks := testenv.CheckGoroutines(t)
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.UnixConn).SetReadBuffer(4 << 10)
-	if _, err := fmt.Fprintf(conn, "POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\n"+
-		"Content-Length: %d\r\n\r\n%s", len(chattyCall), chattyCall); err != nil {
-		t.Fatal(err)
-	}
+	testenv.SendUnread(t, "unix", path, chattyRequest)
 	waitCancelled(t, c)
 	// The request's goroutines ended: the outcome was recorded before.
 	leaks()
@@ -163,21 +151,9 @@ func TestStalledCallerCancelsCallUnix(t *testing.T) {
 // takes none of the plugin's progress events in time.
 func TestTrickleReaderCancelsCall(t *testing.T) {
 	c, handler := newChatty(t, nil)
-	srv := httptest.NewUnstartedServer(handler)
-	srv.Listener = testenv.SmallSendBuffers(srv.Listener)
-	srv.Start()
-	defer srv.Close()
+	srv := testenv.StartSmallBuffers(t, handler)
 	leaks := testenv.CheckGoroutines(t)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-	if _, err := fmt.Fprintf(conn, "POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\n"+
-		"Content-Length: %d\r\n\r\n%s", len(chattyCall), chattyCall); err != nil {
-		t.Fatal(err)
-	}
+	conn := testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), chattyRequest)
 	stop := make(chan struct{})
 	trickled := make(chan struct{})
 	go func() {

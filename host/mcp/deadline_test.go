@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -42,19 +41,11 @@ func TestStalledStreamEnds(t *testing.T) {
 	}
 	leaks := testenv.CheckGoroutines(t)
 	u, _ := url.Parse(f.url)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stub__echo","arguments":{}}}`
-	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+	testenv.SendUnread(t, "tcp", u.Host, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"+
 		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s",
-		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body); err != nil {
-		t.Fatal(err)
-	}
+		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body))
 	select {
 	case <-started:
 	case <-time.After(20 * time.Second):

@@ -97,17 +97,3 @@ func ServeNetHTTP(h http.Handler, in string) []byte {
 	<-served
 	return c.Written()
 }
-
-// SmallSendBuffers is l with each accepted TCP connection's send buffer
-// made small (4 KiB), so that a client that stops reading fills it soon.
-func SmallSendBuffers(l net.Listener) net.Listener { return smallListener{l} }
-
-type smallListener struct{ net.Listener }
-
-func (l smallListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4 << 10)
-	}
-	return c, err
-}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,21 +155,10 @@ func TestSlowSteadyReaderKeepsLargeAnswer(t *testing.T) {
 // holds the connection.
 func TestUnreadAnswersAfterHandler(t *testing.T) {
 	body := bytes.Repeat([]byte("a"), 3000) // less than net/http's buffer: written after the handler
-	srv := httptest.NewUnstartedServer(writedeadline.Handler(200*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := testenv.StartSmallBuffers(t, writedeadline.Handler(200*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write(body)
 	})))
-	srv.Listener = testenv.SmallSendBuffers(srv.Listener)
-	srv.Start()
-	defer srv.Close()
 	leaks := testenv.CheckGoroutines(t)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-	if _, err := conn.Write(bytes.Repeat([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 100))
 	leaks()
 }

@@ -1,0 +1,57 @@
+//go:build linux
+
+package testenv
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// What a client that stops reading looks like to a server: small socket
+// buffers on both ends, so that the server's writes find them full soon.
+
+// SmallSendBuffers is l with each accepted TCP connection's send buffer
+// made small (4 KiB), so that a client that stops reading fills it soon.
+func SmallSendBuffers(l net.Listener) net.Listener { return smallListener{l} }
+
+type smallListener struct{ net.Listener }
+
+func (l smallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
+
+// StartSmallBuffers serves h on loopback with SmallSendBuffers until the
+// test ends.
+func StartSmallBuffers(tb testing.TB, h http.Handler) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = SmallSendBuffers(srv.Listener)
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// SendUnread dials addr on network with a small receive buffer (4 KiB)
+// and sends req on the connection, which the caller then leaves unread;
+// it is closed when the test ends.
+func SendUnread(tb testing.TB, network, addr, req string) net.Conn {
+	tb.Helper()
+	conn, err := net.Dial(network, addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	if c, ok := conn.(interface{ SetReadBuffer(int) error }); ok {
+		_ = c.SetReadBuffer(4 << 10)
+	}
+	if _, err := conn.Write([]byte(req)); err != nil {
+		tb.Fatal(err)
+	}
+	return conn
+}
