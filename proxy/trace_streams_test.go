@@ -157,20 +157,14 @@ func TestTraceWebSocket(t *testing.T) {
 	}
 }
 
-// Message events are in the order the messages were read, whichever
-// goroutine recorded its message first: a WebSocket pump records a
-// message once it is relayed, and the answer to it may be relayed back
-// and recorded by the other pump before.
-func TestMessageEventsInReadOrder(t *testing.T) {
+// traceOne has record fill a traced request's record, whose span is
+// named name, and returns that span as the receiver got it.
+func traceOne(t *testing.T, name string, record func(rt *reqTrace)) tracingtest.Span {
+	t.Helper()
 	rcv := tracingtest.NewReceiver(t)
 	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
-	ctx, sp := tr.Tracer("test").Start(context.Background(), spanWebSocket)
-	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
-	sent := rt.now()
-	received := sent.Add(time.Millisecond)
-	rt.messageAt(received, true, false, 10)
-	rt.messageAt(sent, false, false, 5)
-	rt.endMessages(sp)
+	ctx, sp := tr.Tracer("test").Start(context.Background(), name)
+	record(&reqTrace{ctx: ctx, span: sp, recording: true})
 	sp.End()
 	if err := tr.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -179,7 +173,21 @@ func TestMessageEventsInReadOrder(t *testing.T) {
 	if len(spans) != 1 {
 		t.Fatalf("%d spans", len(spans))
 	}
-	if ev := msgEvents(spans[0]); !slices.Equal(ev, []string{"SENT 1 5", "RECEIVED 1 10"}) {
+	return spans[0]
+}
+
+// Message events are in the order the messages were read, whichever
+// goroutine recorded its message first: a WebSocket pump records a
+// message once it is relayed, and the answer to it may be relayed back
+// and recorded by the other pump before.
+func TestMessageEventsInReadOrder(t *testing.T) {
+	s := traceOne(t, spanWebSocket, func(rt *reqTrace) {
+		sent := rt.now()
+		rt.messageAt(sent.Add(time.Millisecond), true, false, 10)
+		rt.messageAt(sent, false, false, 5)
+		rt.endMessages(rt.span)
+	})
+	if ev := msgEvents(s); !slices.Equal(ev, []string{"SENT 1 5", "RECEIVED 1 10"}) {
 		t.Fatalf("message events %q", ev)
 	}
 }
@@ -188,27 +196,16 @@ func TestMessageEventsInReadOrder(t *testing.T) {
 // keeps maxMessageEvents of them: the counts cover every one, and what
 // the proxy holds for the stream does not grow with them.
 func TestMessageEventsBounded(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr := newTracing(t, tracing.Config{Endpoint: rcv.URL()})
-	ctx, sp := tr.Tracer("test").Start(context.Background(), spanRequest)
-	rt := &reqTrace{ctx: ctx, span: sp, recording: true}
 	const n = 10 * maxMessageEvents
-	for i := range n {
-		rt.message(i%2 == 1, false, 1)
-	}
-	if got := cap(rt.msgs.events); got > 2*maxMessageEvents {
-		t.Fatalf("%d events held for %d messages", got, n)
-	}
-	rt.traceGRPC(sp)
-	sp.End()
-	if err := tr.ForceFlush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	spans := rcv.Spans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans", len(spans))
-	}
-	s := spans[0]
+	s := traceOne(t, spanRequest, func(rt *reqTrace) {
+		for i := range n {
+			rt.message(i%2 == 1, false, 1)
+		}
+		if got := cap(rt.msgs.events); got > 2*maxMessageEvents {
+			t.Fatalf("%d events held for %d messages", got, n)
+		}
+		rt.traceGRPC(rt.span)
+	})
 	if ev := msgEvents(s); len(ev) != maxMessageEvents {
 		t.Errorf("%d message events, want %d", len(ev), maxMessageEvents)
 	}
