@@ -251,6 +251,9 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log.Info("control API invocation", "invocation_id", out.InvocationID, "status", string(out.Status))
+	// The outcome is delivered within the call's own timeout, however
+	// large it is and however slowly the caller reads.
+	writedeadline.SetLimit(w, time.Now().Add(timeout))
 	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: string(out.Status), Result: out.Data,
 		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason,
 		Violated: out.Violated, Violations: out.Violations})

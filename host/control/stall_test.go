@@ -2,11 +2,15 @@ package control_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -54,5 +58,60 @@ func TestStalledCallerCancelsCall(t *testing.T) {
 	waitCancelled(t, c)
 	// The connection stays open and unread while the goroutines are
 	// counted.
+	leaks()
+}
+
+// bigAnswer is a stub whose call answers at once with a result of n
+// bytes.
+type bigAnswer struct {
+	stub
+	n int
+}
+
+func (b *bigAnswer) Prepare(host.InvokeRequest) (host.Action, error) { return bigAction{b.n}, nil }
+
+type bigAction struct{ n int }
+
+func (bigAction) Risk() policy.Risk { return policy.RiskRead }
+
+func (a bigAction) Run(_ context.Context, call host.Call) *host.Outcome {
+	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded,
+		Data: json.RawMessage(`{"blob":"` + strings.Repeat("x", a.n) + `"}`)}
+}
+
+// A caller that reads a large outcome just fast enough for each piece to
+// make the write timeout does not hold it (and the memory behind it)
+// past the call's own timeout: the rest is cut off then, and the
+// request's goroutines end while the caller still holds the connection.
+func TestSlowReaderOfLargeOutcomeBounded(t *testing.T) {
+	const size = 2 << 20
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	if err := h.Add("big", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+		return &bigAnswer{stub: *newStub(), n: size}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control.NewHandler(h)
+	ctl.SetWriteTimeout(10 * time.Second) // each piece is taken well within it
+	srv := testenv.StartSmallBuffers(t, asOperator(ctl))
+	leaks := testenv.CheckGoroutines(t)
+	call := `{"plugin":"big","method":"tool","input":{},"timeout":"1s"}`
+	conn := testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), fmt.Sprintf(
+		"POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(call), call))
+	// 32 KiB every 100 ms: the outcome would take about 6 s.
+	total := 0
+	b := make([]byte, 32<<10)
+	for total < size {
+		n, err := io.ReadFull(conn, b)
+		total += n
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if total >= size {
+		t.Fatalf("the whole outcome (%d bytes) was delivered past the call's timeout", total)
+	}
 	leaks()
 }

@@ -65,12 +65,31 @@ type writer struct {
 	http.ResponseWriter
 	rc *http.ResponseController
 	d  time.Duration
+	// by, when set, is a deadline no write goes past however steadily
+	// the client reads (SetLimit).
+	by time.Time
+}
+
+// SetLimit bounds the rest of the answer w writes, as a whole, to end
+// by t: a client that reads just fast enough to keep each Piece within
+// the timeout does not hold a large answer (and the memory behind it)
+// past t either. It reports false when w is not a Handler's writer.
+func SetLimit(w http.ResponseWriter, t time.Time) bool {
+	dw, ok := w.(*writer)
+	if ok {
+		dw.by = t
+	}
+	return ok
 }
 
 // arm sets the deadline for one write and returns what clears it (so
 // that a kept-alive connection's next request does not inherit it).
 func (w *writer) arm() func() {
-	if w.rc.SetWriteDeadline(time.Now().Add(w.d)) != nil {
+	at := time.Now().Add(w.d)
+	if !w.by.IsZero() && w.by.Before(at) {
+		at = w.by
+	}
+	if w.rc.SetWriteDeadline(at) != nil {
 		return func() {} // not supported by the writer beneath: nothing to clear
 	}
 	return func() { _ = w.rc.SetWriteDeadline(time.Time{}) }
