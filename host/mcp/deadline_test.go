@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,15 +17,14 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// A client that asks for a stream and never reads it does not hold the
-// server: the write that finds the connection's buffers full fails at
-// the write timeout, and every goroutine its request started ends while
-// the client still holds the connection open.
-func TestStalledStreamEnds(t *testing.T) {
-	// Both ends' buffers small, and a result far larger than they hold.
-	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 1<<20) + `"}`)
-	started := make(chan struct{}, 1)
-	f := newFixtureServe(t, hostmcp.Options{WriteTimeout: 300 * time.Millisecond}, allowAll, func(h *host.Host) error {
+// bigCall is a host whose stub tool answers with a result of size
+// bytes, served with opts on small buffers, and a session of agent's:
+// it returns the fixture, the session, and the raw request of a call to
+// the tool on it.
+func bigCall(t *testing.T, opts hostmcp.Options, size int, started chan struct{}) (*fixture, string) {
+	t.Helper()
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", size) + `"}`)
+	f := newFixtureServe(t, opts, allowAll, func(h *host.Host) error {
 		return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
 			return &stub{exited: make(chan struct{}), out: big, started: started}, nil
 		})
@@ -39,13 +39,25 @@ func TestStalledStreamEnds(t *testing.T) {
 	if resp := post(t, f.url, f.tokens["agent"], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized: %d", resp.StatusCode)
 	}
-	leaks := testenv.CheckGoroutines(t)
 	u, _ := url.Parse(f.url)
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stub__echo","arguments":{}}}`
-	testenv.SendUnread(t, "tcp", u.Host, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+	return f, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"+
 		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s",
-		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body))
+		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body)
+}
+
+// A client that asks for a stream and never reads it does not hold the
+// server: the write that finds the connection's buffers full fails at
+// the write timeout, and every goroutine its request started ends while
+// the client still holds the connection open.
+func TestStalledStreamEnds(t *testing.T) {
+	// Both ends' buffers small, and a result far larger than they hold.
+	started := make(chan struct{}, 1)
+	f, call := bigCall(t, hostmcp.Options{WriteTimeout: 300 * time.Millisecond}, 1<<20, started)
+	leaks := testenv.CheckGoroutines(t)
+	u, _ := url.Parse(f.url)
+	testenv.SendUnread(t, "tcp", u.Host, call)
 	select {
 	case <-started:
 	case <-time.After(20 * time.Second):
@@ -53,5 +65,32 @@ func TestStalledStreamEnds(t *testing.T) {
 	}
 	// The connection stays open and unread while the goroutines are
 	// counted.
+	leaks()
+}
+
+// A client that reads a large result just fast enough for each piece to
+// make the write timeout does not hold it past the call's bound and one
+// write timeout: the rest is cut off then.
+func TestSlowReaderOfLargeResultBounded(t *testing.T) {
+	const size = 2 << 20
+	f, call := bigCall(t, hostmcp.Options{CallTimeout: time.Second, WriteTimeout: 2 * time.Second}, size, nil)
+	leaks := testenv.CheckGoroutines(t)
+	u, _ := url.Parse(f.url)
+	conn := testenv.SendUnread(t, "tcp", u.Host, call)
+	// 32 KiB every 100 ms (a piece in 200 ms): the result would take
+	// about 6 s.
+	total := 0
+	b := make([]byte, 32<<10)
+	for total < size {
+		n, err := io.ReadFull(conn, b)
+		total += n
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if total >= size {
+		t.Fatalf("the whole result (%d bytes) was delivered past the call's bound", total)
+	}
 	leaks()
 }

@@ -141,8 +141,20 @@ func (s *Server) Handler() http.Handler {
 	if idle <= 0 {
 		idle = DefaultSessionIdle
 	}
-	return writedeadline.Handler(writedeadline.Bound(s.opts.WriteTimeout), s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody})))
+	wt := writedeadline.Bound(s.opts.WriteTimeout)
+	next := s.principals(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: control.MaxBody}))
+	return writedeadline.Handler(wt, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// A POST's answer (a call's result, and what the call sent
+			// before it) ends within the call's own bound and one write
+			// timeout: a client that reads it just fast enough for each
+			// piece does not hold a large result for hours. The GET
+			// stream of a session has no such end.
+			writedeadline.SetLimit(w, time.Now().Add(s.opts.callTimeout()+wt))
+		}
+		next.ServeHTTP(w, r)
+	}))
 }
 
 // Close stops following the host and ends every session; a second
