@@ -29,6 +29,7 @@ type VaultServer struct {
 
 	unsealKey string
 	proc      *process
+	home      string // the server's HOME, removed when it stops
 }
 
 var shared struct {
@@ -112,7 +113,7 @@ func (v *VaultServer) Start(tb testing.TB) {
 	if err != nil {
 		tb.Fatalf("start Vault again: %v", err)
 	}
-	v.proc, v.unsealKey = next.proc, next.unsealKey
+	v.proc, v.unsealKey, v.home = next.proc, next.unsealKey, next.home
 }
 
 func startVaultAt(bin string, port int, rootToken string) (*VaultServer, error) {
@@ -120,7 +121,7 @@ func startVaultAt(bin string, port int, rootToken string) (*VaultServer, error) 
 	if err != nil {
 		return nil, err
 	}
-	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: rootToken, Bin: bin}
+	v := &VaultServer{Addr: "http://" + loopback(port), RootToken: rootToken, Bin: bin, home: home}
 	args := []string{"server", "-dev",
 		"-dev-root-token-id=" + v.RootToken,
 		"-dev-listen-address=" + loopback(port),
@@ -213,4 +214,7 @@ func (v *VaultServer) Resume() { v.proc.signal(syscall.SIGCONT) }
 func (v *VaultServer) Stop() {
 	v.Resume() // a paused server would hold SIGTERM until the grace ran out
 	v.proc.stop(5 * time.Second)
+	// Here too, not only when the process is seen to end: the test
+	// binary may exit first.
+	_ = os.RemoveAll(v.home)
 }
