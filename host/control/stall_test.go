@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -99,17 +98,8 @@ func TestSlowReaderOfLargeOutcomeBounded(t *testing.T) {
 	call := `{"plugin":"big","method":"tool","input":{},"timeout":"1s"}`
 	conn := testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), fmt.Sprintf(
 		"POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(call), call))
-	// 32 KiB every 100 ms: the outcome would take about 6 s.
-	total := 0
-	b := make([]byte, 32<<10)
-	for total < size {
-		n, err := io.ReadFull(conn, b)
-		total += n
-		if err != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// About 6 s for the whole answer at this rate.
+	total := testenv.ReadSlowly(conn, size)
 	if total >= size {
 		t.Fatalf("the whole outcome (%d bytes) was delivered past the call's timeout", total)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -77,18 +76,8 @@ func TestSlowReaderOfLargeResultBounded(t *testing.T) {
 	leaks := testenv.CheckGoroutines(t)
 	u, _ := url.Parse(f.url)
 	conn := testenv.SendUnread(t, "tcp", u.Host, call)
-	// 32 KiB every 100 ms (a piece in 200 ms): the result would take
-	// about 6 s.
-	total := 0
-	b := make([]byte, 32<<10)
-	for total < size {
-		n, err := io.ReadFull(conn, b)
-		total += n
-		if err != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// About 6 s for the whole answer at this rate.
+	total := testenv.ReadSlowly(conn, size)
 	if total >= size {
 		t.Fatalf("the whole result (%d bytes) was delivered past the call's bound", total)
 	}

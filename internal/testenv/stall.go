@@ -3,10 +3,12 @@
 package testenv
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // What a client that stops reading looks like to a server: small socket
@@ -54,4 +56,21 @@ func SendUnread(tb testing.TB, network, addr, req string) net.Conn {
 		tb.Fatal(err)
 	}
 	return conn
+}
+
+// ReadSlowly reads r as a slow but steady client does, 32 KiB every
+// 100 ms, until it has limit bytes or the read fails; it returns how
+// many it read.
+func ReadSlowly(r io.Reader, limit int) int {
+	total := 0
+	b := make([]byte, 32<<10)
+	for total < limit {
+		n, err := io.ReadFull(r, b)
+		total += n
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return total
 }
