@@ -44,9 +44,10 @@ func Bound(d time.Duration) time.Duration {
 func Handler(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		// The deadline the last request on this connection left for its
-		// end: not this request's (an interim 100 Continue is written
-		// while the handler reads the body).
+		// No deadline left from before this request (net/http clears
+		// the one set below once the answer is written; a wrapper may
+		// have set another): an interim 100 Continue is written while
+		// the handler reads the body.
 		_ = rc.SetWriteDeadline(time.Time{})
 		next.ServeHTTP(&writer{ResponseWriter: w, rc: rc, d: d}, r)
 		_ = rc.SetWriteDeadline(time.Now().Add(d))

@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/peerauth"
+)
+
+// A kept-alive control connection serves its next request after the
+// write deadline its last answer left for its end has passed, a request
+// refused before any route included: each request starts with no write
+// deadline, whoever answers it.
+func TestControlConnectionOutlivesAnswerDeadline(t *testing.T) {
+	cfg := testConfig(t)
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	ctl := control.NewHandler(h)
+	const d = 100 * time.Millisecond
+	ctl.SetWriteTimeout(d)
+	l, handler, _, err := listenControlAuth(cfg.Host, ctl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	go srv.Serve(l)
+	defer srv.Close()
+	tok, err := peerauth.ReadToken("host.control_token_file", cfg.Host.ControlTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	defer c.CloseIdleConnections()
+	for i, bearer := range []string{tok, ""} {
+		req, _ := http.NewRequest(http.MethodGet, "http://airlock/v1/plugins", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		reused := false
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if want := []int{http.StatusOK, http.StatusUnauthorized}[i]; resp.StatusCode != want || i == 1 && !reused {
+			t.Fatalf("request %d: %d (reused %v), want %d on the kept connection", i, resp.StatusCode, reused, want)
+		}
+		// The caller pauses past the deadline the answer left.
+		time.Sleep(3 * d)
+	}
+}
