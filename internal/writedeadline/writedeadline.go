@@ -49,8 +49,9 @@ func Handler(d time.Duration, next http.Handler) http.Handler {
 		// have set another): an interim 100 Continue is written while
 		// the handler reads the body.
 		_ = rc.SetWriteDeadline(time.Time{})
-		next.ServeHTTP(&writer{ResponseWriter: w, rc: rc, d: d}, r)
-		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		dw := &writer{ResponseWriter: w, rc: rc, d: d}
+		next.ServeHTTP(dw, r)
+		_ = rc.SetWriteDeadline(dw.deadline())
 	})
 }
 
@@ -83,14 +84,19 @@ func SetLimit(w http.ResponseWriter, t time.Time) bool {
 	return ok
 }
 
-// arm sets the deadline for one write and returns what clears it (so
-// that a kept-alive connection's next request does not inherit it).
-func (w *writer) arm() func() {
+// deadline is the deadline of a write starting now.
+func (w *writer) deadline() time.Time {
 	at := time.Now().Add(w.d)
 	if !w.by.IsZero() && w.by.Before(at) {
 		at = w.by
 	}
-	if w.rc.SetWriteDeadline(at) != nil {
+	return at
+}
+
+// arm sets the deadline for one write and returns what clears it (so
+// that a kept-alive connection's next request does not inherit it).
+func (w *writer) arm() func() {
+	if w.rc.SetWriteDeadline(w.deadline()) != nil {
 		return func() {} // not supported by the writer beneath: nothing to clear
 	}
 	return func() { _ = w.rc.SetWriteDeadline(time.Time{}) }
