@@ -14,6 +14,7 @@
 package writedeadline
 
 import (
+	"io"
 	"net/http"
 	"time"
 )
@@ -40,18 +41,83 @@ func Bound(d time.Duration) time.Duration {
 // what net/http writes after next returns (a small answer's buffered
 // bytes, a chunked answer's end) too: a client that sends requests and
 // never reads the answers cannot hold the connection's goroutine in that
-// last write either.
+// last write either. It bounds the request's body the same way: each
+// Piece of it must arrive within d (the server has no read timeout once
+// the headers are in), so a client that sends a body slowly, or stops,
+// has its request fail instead of holding a goroutine; that bound holds
+// for what net/http reads of a body next left unread, too.
+//
+// A Handler inside another (the control API's, behind the listener's)
+// uses the outer one's writer and body with its own d, so that SetLimit
+// on the writer it gives next holds.
 func Handler(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dw, ok := w.(*writer); ok {
+			prev := dw.d
+			dw.d = d
+			if b, ok := r.Body.(*body); ok {
+				b.d = d
+			}
+			next.ServeHTTP(dw, r)
+			dw.d = prev
+			return
+		}
 		rc := http.NewResponseController(w)
 		// No deadline left from before this request (net/http clears
 		// the one set below once the answer is written; a wrapper may
 		// have set another): an interim 100 Continue is written while
 		// the handler reads the body.
 		_ = rc.SetWriteDeadline(time.Time{})
-		next.ServeHTTP(&writer{ResponseWriter: w, rc: rc, d: d}, r)
-		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		var b *body
+		if r.Body != nil && r.Body != http.NoBody {
+			b = &body{ReadCloser: r.Body, rc: rc, d: d, start: time.Now()}
+			b.arm()
+			r.Body = b
+		}
+		dw := &writer{ResponseWriter: w, rc: rc, d: d}
+		next.ServeHTTP(dw, r)
+		if b != nil && !b.done {
+			// net/http reads what is left of the body (up to 256 KiB)
+			// to keep the connection.
+			_ = rc.SetReadDeadline(time.Now().Add(dw.d))
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(dw.d))
 	})
+}
+
+// body is a request's body whose reads are bounded: the n-th Piece
+// must have arrived by d×n from the start of the request.
+type body struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	d     time.Duration
+	start time.Time
+	n     int64
+	// done: the body ended (its deadline is cleared: net/http's read
+	// that watches for the client hanging up follows it) or failed.
+	done bool
+}
+
+func (b *body) arm() {
+	_ = b.rc.SetReadDeadline(b.start.Add(b.d * time.Duration(1+b.n/Piece)))
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	b.arm()
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	switch {
+	case err == io.EOF:
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		// The deadline stays: a later read of this body fails too.
+		b.done = true
+	}
+	return n, err
 }
 
 // Wrap is w with each write and flush bounded to d (Handler, without its
