@@ -70,7 +70,7 @@ func Handler(d time.Duration, next http.Handler) http.Handler {
 		_ = rc.SetWriteDeadline(time.Time{})
 		var b *body
 		if r.Body != nil && r.Body != http.NoBody {
-			b = &body{ReadCloser: r.Body, rc: rc, d: d, start: time.Now()}
+			b = &body{ReadCloser: r.Body, rc: rc, d: d, start: time.Now(), length: r.ContentLength}
 			b.arm()
 			r.Body = b
 		}
@@ -93,6 +93,8 @@ type body struct {
 	d     time.Duration
 	start time.Time
 	n     int64
+	// length is the body's declared length (-1: unknown).
+	length int64
 	// done: the body ended (its deadline is cleared: net/http's read
 	// that watches for the client hanging up follows it) or failed.
 	done bool
@@ -110,7 +112,10 @@ func (b *body) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
 	switch {
-	case err == io.EOF:
+	case err == io.EOF, err == nil && b.length >= 0 && b.n >= b.length:
+		// All of it came (a decoder that stops at the end of its value
+		// need not read the EOF): what net/http reads next, after a
+		// call of any length, is not this body's.
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case err != nil:
