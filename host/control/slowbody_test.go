@@ -2,10 +2,15 @@ package control_test
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/host"
+	"github.com/airlock-dev/airlock/host/control"
+	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -32,5 +37,69 @@ func TestStalledBodyBounded(t *testing.T) {
 		t.Fatalf("stalled body: %d, want 400", resp.StatusCode)
 	}
 	conn.Close()
+	leaks()
+}
+
+// lateBig is a stub whose call answers after delay with a result of n
+// bytes.
+type lateBig struct {
+	stub
+	n     int
+	delay time.Duration
+}
+
+func (b *lateBig) Prepare(host.InvokeRequest) (host.Action, error) {
+	return lateBigAction{bigAction{b.n}, b.delay}, nil
+}
+
+type lateBigAction struct {
+	bigAction
+	delay time.Duration
+}
+
+func (a lateBigAction) Run(ctx context.Context, call host.Call) *host.Outcome {
+	select {
+	case <-time.After(a.delay):
+	case <-ctx.Done():
+	}
+	return a.bigAction.Run(ctx, call)
+}
+
+// A caller that reads a large outcome just fast enough for each piece
+// does not hold it past the call's timeout and one write timeout from
+// its request, however late in its timeout the call answered: the
+// outcome of a call that used most of an hour is not held for another
+// hour.
+func TestSlowReaderOfLateOutcomeBounded(t *testing.T) {
+	const (
+		size    = 8 << 20
+		timeout = 10 * time.Second
+		wt      = 3 * time.Second
+	)
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	if err := h.Add("big", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+		return &lateBig{stub: *newStub(), n: size, delay: timeout - time.Second}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control.NewHandler(h)
+	ctl.SetWriteTimeout(wt)
+	srv := testenv.StartSmallBuffers(t, asOperator(ctl))
+	leaks := testenv.CheckGoroutines(t)
+	call := fmt.Sprintf(`{"plugin":"big","method":"tool","input":{},"timeout":%q}`, timeout)
+	start := time.Now()
+	conn := testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), fmt.Sprintf(
+		"POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(call), call))
+	total := testenv.ReadSlowly(conn, size)
+	if total >= size {
+		t.Fatalf("the whole outcome (%d bytes) was delivered", total)
+	}
+	t.Logf("%d bytes in %v", total, time.Since(start))
+	// The bound is timeout+wt (13 s); the outcome's own timeout after it
+	// was ready would be 19 s.
+	if took := time.Since(start); took > timeout+wt+3*time.Second {
+		t.Fatalf("the outcome was held %v after the request, past its timeout and a write timeout", took)
+	}
 	leaks()
 }
