@@ -104,3 +104,41 @@ func TestControlRefusedCallerBounded(t *testing.T) {
 	conn.Close()
 	leaks()
 }
+
+// A caller without a credential that pipelines requests and never reads
+// the refusals does not hold the connection's goroutine once the
+// connection's buffers are full: the write of a refusal fails at the
+// write timeout and the connection is dropped.
+func TestControlUnreadRefusalsBounded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Host.ControlWriteTimeout = 200 * time.Millisecond
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	l, handler, _, err := listenControlAuth(cfg.Host, control.NewHandler(h), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { srv.Close(); <-served }()
+	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	leaks := testenv.CheckGoroutines(t)
+	conn := testenv.SendUnread(t, "unix", path, "")
+	// Far more refusals than the socket's buffers hold.
+	reqs := strings.Repeat("GET /v1/plugins HTTP/1.1\r\nHost: airlock\r\n\r\n", 20000)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_, _ = conn.Write([]byte(reqs)) // fails once the host drops the connection
+	}()
+	select {
+	case <-sent:
+	case <-time.After(20 * time.Second):
+		conn.Close()
+		<-sent
+		t.Fatal("the host kept the connection of a caller that never read its refusals")
+	}
+	conn.Close()
+	leaks()
+}
