@@ -3,6 +3,7 @@ package control_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -102,4 +103,75 @@ func TestSlowReaderOfLateOutcomeBounded(t *testing.T) {
 		t.Fatalf("the outcome was held %v after the request, past its timeout and a write timeout", took)
 	}
 	leaks()
+}
+
+// quietFirst is a stub whose call is told when it starts, waits for
+// go, reports progress once, and succeeds unless its call was cancelled
+// by then.
+type quietFirst struct {
+	stub
+	started, goOn chan struct{}
+}
+
+func (q *quietFirst) Prepare(host.InvokeRequest) (host.Action, error) { return quietAction{q}, nil }
+
+type quietAction struct{ q *quietFirst }
+
+func (quietAction) Risk() policy.Risk { return policy.RiskRead }
+
+func (a quietAction) Run(ctx context.Context, call host.Call) *host.Outcome {
+	close(a.q.started)
+	<-a.q.goOn
+	call.OnRunning(host.Progress{Diagnostics: []host.Diagnostic{{Code: "step", Message: "late"}}})
+	status := host.CallSucceeded
+	if ctx.Err() != nil {
+		status = host.CallCancelled
+	}
+	return &host.Outcome{InvocationID: call.ID, Status: status}
+}
+
+// A chunked body whose end arrives after its invocation started, and a
+// call quiet for longer than the write timeout before its first event:
+// what net/http then reads of the body (its end) is bounded from that
+// event's write, not from the request's start, so it is read and the
+// call goes on instead of being cancelled by a read deadline long past.
+func TestChunkedBodyEndAfterQuietCall(t *testing.T) {
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	q := &quietFirst{stub: *newStub(), started: make(chan struct{}), goOn: make(chan struct{})}
+	if err := h.Add("quiet", host.KindExecuta, func(context.Context) (host.Runtime, error) { return q, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control.NewHandler(h)
+	const wt = 100 * time.Millisecond
+	ctl.SetWriteTimeout(wt)
+	srv := testenv.StartSmallBuffers(t, asOperator(ctl))
+	call := `{"plugin":"quiet","method":"tool","input":{},"timeout":"1m"}`
+	conn := testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), fmt.Sprintf(
+		"POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
+		len(call), call))
+	select {
+	case <-q.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not reach the plugin")
+	}
+	if _, err := conn.Write([]byte("0\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The call stays quiet past the write timeout (and the body's
+	// deadline from the request's start).
+	time.Sleep(3 * wt)
+	close(q.goOn)
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last control.Event
+	for dec := json.NewDecoder(resp.Body); dec.Decode(&last) == nil && last.Event != "outcome"; {
+	}
+	if last.Event != "outcome" || last.Status != string(host.CallSucceeded) {
+		t.Fatalf("last event %+v, want a succeeded outcome", last)
+	}
 }

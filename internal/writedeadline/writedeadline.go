@@ -16,6 +16,7 @@ package writedeadline
 import (
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,9 +75,9 @@ func Handler(d time.Duration, next http.Handler) http.Handler {
 			b.arm()
 			r.Body = b
 		}
-		dw := &writer{ResponseWriter: w, rc: rc, d: d}
+		dw := &writer{ResponseWriter: w, rc: rc, d: d, body: b}
 		next.ServeHTTP(dw, r)
-		if b != nil && !b.done {
+		if b != nil && !b.done.Load() {
 			// net/http reads what is left of the body (up to 256 KiB)
 			// to keep the connection.
 			_ = rc.SetReadDeadline(time.Now().Add(dw.d))
@@ -97,7 +98,7 @@ type body struct {
 	length int64
 	// done: the body ended (its deadline is cleared: net/http's read
 	// that watches for the client hanging up follows it) or failed.
-	done bool
+	done atomic.Bool
 }
 
 func (b *body) arm() {
@@ -105,7 +106,7 @@ func (b *body) arm() {
 }
 
 func (b *body) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return b.ReadCloser.Read(p)
 	}
 	b.arm()
@@ -116,11 +117,11 @@ func (b *body) Read(p []byte) (int, error) {
 		// All of it came (a decoder that stops at the end of its value
 		// need not read the EOF): what net/http reads next, after a
 		// call of any length, is not this body's.
-		b.done = true
+		b.done.Store(true)
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case err != nil:
 		// The deadline stays: a later read of this body fails too.
-		b.done = true
+		b.done.Store(true)
 	}
 	return n, err
 }
@@ -140,6 +141,10 @@ type writer struct {
 	// by, when set, is a deadline no write goes past however steadily
 	// the client reads (SetLimit).
 	by time.Time
+	// body, when set and not done, is read by net/http before the
+	// answer's first bytes (what the handler left of it): its deadline
+	// is each write's, not one long past when a call answers late.
+	body *body
 }
 
 // SetLimit bounds the rest of the answer w writes, as a whole, to end
@@ -160,6 +165,9 @@ func (w *writer) arm() func() {
 	at := time.Now().Add(w.d)
 	if !w.by.IsZero() && w.by.Before(at) {
 		at = w.by
+	}
+	if w.body != nil && !w.body.done.Load() {
+		_ = w.rc.SetReadDeadline(at)
 	}
 	if w.rc.SetWriteDeadline(at) != nil {
 		return func() {} // not supported by the writer beneath: nothing to clear
