@@ -10,7 +10,9 @@
 // A large write is bounded a Piece at a time, so a client that reads
 // steadily, if slowly, keeps a long answer.
 // Between writes the connection has no deadline, so a stream may stay
-// idle for as long as its producer lets it.
+// idle for as long as its producer lets it. A request's body is bounded
+// at the same least rate, since the server has no read timeout once the
+// headers are in.
 package writedeadline
 
 import (
