@@ -230,9 +230,10 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+	deadline := time.Now().Add(timeout)
 	out, err := c.h.Invoke(r.Context(), req.Plugin, host.InvokeRequest{Method: req.Method, JSON: req.Input, DryRun: req.DryRun,
 		AppID: req.AppID, AppSlug: req.AppSlug,
-		Deadline: time.Now().Add(timeout), Caller: caller, Actor: actor, Run: run,
+		Deadline: deadline, Caller: caller, Actor: actor, Run: run,
 		OnRunning: func(m host.Progress) { emit(Event{Event: "running", Diagnostics: m.Diagnostics}) },
 		OnPending: func(p host.ApprovalPending) {
 			log.Info("control API invocation waits for approval", "approval", p.ApprovalID, "required", p.Required)
@@ -252,8 +253,14 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 	log.Info("control API invocation", "invocation_id", out.InvocationID, "status", string(out.Status))
 	// The outcome is delivered within the call's own timeout, however
-	// large it is and however slowly the caller reads.
-	writedeadline.SetLimit(w, time.Now().Add(timeout))
+	// large it is and however slowly the caller reads, and by the
+	// call's deadline and one write timeout: a call that answered late
+	// in an hour's timeout does not have its outcome held for another.
+	limit := time.Now().Add(timeout)
+	if by := deadline.Add(writedeadline.Bound(c.writeTimeout)); by.Before(limit) {
+		limit = by
+	}
+	writedeadline.SetLimit(w, limit)
 	emit(Event{Event: "outcome", InvocationID: out.InvocationID, Status: string(out.Status), Result: out.Data,
 		Diagnostics: out.Diagnostics, EvidenceIDs: out.EvidenceIDs, Reason: out.Reason,
 		Violated: out.Violated, Violations: out.Violations})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,5 +82,24 @@ func TestSlowReaderOfLargeResultBounded(t *testing.T) {
 	if total >= size {
 		t.Fatalf("the whole result (%d bytes) was delivered past the call's bound", total)
 	}
+	leaks()
+}
+
+// A client that sends a POST's headers and then stops its body does not
+// hold the request's goroutine: the body must arrive within the write
+// timeout (per 64 KiB), and the connection is dropped when it does not.
+func TestStalledBodyEnds(t *testing.T) {
+	f := newFixtureOpts(t, hostmcp.Options{WriteTimeout: 300 * time.Millisecond}, allowAll, nil, "agent")
+	leaks := testenv.CheckGoroutines(t)
+	u, _ := url.Parse(f.url)
+	conn := testenv.SendUnread(t, "tcp", u.Host, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
+		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"]))
+	// A bound for the test, not the host's.
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the connection was kept: %v", err)
+	}
+	conn.Close()
 	leaks()
 }

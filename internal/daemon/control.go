@@ -17,6 +17,7 @@ import (
 	hostmcp "github.com/airlock-dev/airlock/host/mcp"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/internal/writedeadline"
 )
 
 // listenControl opens host.control and returns the handler wrapped in its
@@ -72,7 +73,10 @@ func listenControlAuth(c config.Host, handler http.Handler, log *slog.Logger) (n
 		log.Warn("MCP endpoint: no OAuth discovery: " + why.Error())
 	}
 	a := control.NewAuth(auth)
-	return l, a.Handler(handler, log), a, nil
+	// The write timeout bounds what is written and read for a request
+	// refused before any route too (the handlers inside bound their
+	// own, with their own timeouts).
+	return l, writedeadline.Handler(writedeadline.Bound(c.ControlWriteTimeout), a.Handler(handler, log)), a, nil
 }
 
 // reloadControlPrincipals puts next into force for the control API's

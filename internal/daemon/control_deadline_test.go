@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/policy"
 	"github.com/airlock-dev/airlock/internal/peerauth"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // A kept-alive control connection serves its next request after the
@@ -63,4 +64,81 @@ func TestControlConnectionOutlivesAnswerDeadline(t *testing.T) {
 		// The caller pauses past the deadline the answer left.
 		time.Sleep(3 * d)
 	}
+}
+
+// A caller the control API refuses (no credential) before any route
+// cannot hold the connection's goroutine either: what net/http reads of
+// the body it sent after the refusal, or writes of answers it never
+// reads, is bounded by host.control_write_timeout as an authenticated
+// request's is.
+func TestControlRefusedCallerBounded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Host.ControlWriteTimeout = 200 * time.Millisecond
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	ctl := control.NewHandler(h)
+	ctl.SetWriteTimeout(cfg.Host.ControlWriteTimeout)
+	l, handler, _, err := listenControlAuth(cfg.Host, ctl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { srv.Close(); <-served }()
+	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	leaks := testenv.CheckGoroutines(t)
+	conn := testenv.SendUnread(t, "unix", path, "POST /v1/invocations HTTP/1.1\r\nHost: airlock\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"plugin\":")
+	// A bound for the test, not the host's.
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	// The host gives up on the body it waits for and drops the
+	// connection, its refusal written or not.
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the connection was kept: %v", err)
+	}
+	if len(got) > 0 && !strings.HasPrefix(string(got), "HTTP/1.1 401 ") {
+		t.Fatalf("answer %.40q, want a 401 or none", got)
+	}
+	conn.Close()
+	leaks()
+}
+
+// A caller without a credential that pipelines requests and never reads
+// the refusals does not hold the connection's goroutine once the
+// connection's buffers are full: the write of a refusal fails at the
+// write timeout and the connection is dropped.
+func TestControlUnreadRefusalsBounded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Host.ControlWriteTimeout = 200 * time.Millisecond
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	l, handler, _, err := listenControlAuth(cfg.Host, control.NewHandler(h), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	defer func() { srv.Close(); <-served }()
+	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	leaks := testenv.CheckGoroutines(t)
+	conn := testenv.SendUnread(t, "unix", path, "")
+	// Far more refusals than the socket's buffers hold.
+	reqs := strings.Repeat("GET /v1/plugins HTTP/1.1\r\nHost: airlock\r\n\r\n", 20000)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_, _ = conn.Write([]byte(reqs)) // fails once the host drops the connection
+	}()
+	select {
+	case <-sent:
+	case <-time.After(20 * time.Second):
+		conn.Close()
+		<-sent
+		t.Fatal("the host kept the connection of a caller that never read its refusals")
+	}
+	conn.Close()
+	leaks()
 }

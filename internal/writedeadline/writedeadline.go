@@ -10,11 +10,15 @@
 // A large write is bounded a Piece at a time, so a client that reads
 // steadily, if slowly, keeps a long answer.
 // Between writes the connection has no deadline, so a stream may stay
-// idle for as long as its producer lets it.
+// idle for as long as its producer lets it. A request's body is bounded
+// at the same least rate, since the server has no read timeout once the
+// headers are in.
 package writedeadline
 
 import (
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,19 +44,88 @@ func Bound(d time.Duration) time.Duration {
 // what net/http writes after next returns (a small answer's buffered
 // bytes, a chunked answer's end) too: a client that sends requests and
 // never reads the answers cannot hold the connection's goroutine in that
-// last write either.
+// last write either. It bounds the request's body the same way: each
+// Piece of it must arrive within d (the server has no read timeout once
+// the headers are in), so a client that sends a body slowly, or stops,
+// has its request fail instead of holding a goroutine; that bound holds
+// for what net/http reads of a body next left unread, too.
+//
+// A Handler inside another (the control API's, behind the listener's)
+// uses the outer one's writer and body with its own d, so that SetLimit
+// on the writer it gives next holds.
 func Handler(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dw, ok := w.(*writer); ok {
+			prev := dw.d
+			dw.d = d
+			if b, ok := r.Body.(*body); ok {
+				b.d = d
+			}
+			next.ServeHTTP(dw, r)
+			dw.d = prev
+			return
+		}
 		rc := http.NewResponseController(w)
 		// No deadline left from before this request (net/http clears
 		// the one set below once the answer is written; a wrapper may
 		// have set another): an interim 100 Continue is written while
 		// the handler reads the body.
 		_ = rc.SetWriteDeadline(time.Time{})
-		dw := &writer{ResponseWriter: w, rc: rc, d: d}
+		var b *body
+		if r.Body != nil && r.Body != http.NoBody {
+			b = &body{ReadCloser: r.Body, rc: rc, d: d, start: time.Now(), length: r.ContentLength}
+			b.arm()
+			r.Body = b
+		}
+		dw := &writer{ResponseWriter: w, rc: rc, d: d, body: b}
 		next.ServeHTTP(dw, r)
+		if b != nil && !b.done.Load() {
+			// net/http reads what is left of the body (up to 256 KiB)
+			// to keep the connection.
+			_ = rc.SetReadDeadline(dw.deadline())
+		}
 		_ = rc.SetWriteDeadline(dw.deadline())
 	})
+}
+
+// body is a request's body whose reads are bounded: the n-th Piece
+// must have arrived by d×n from the start of the request.
+type body struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	d     time.Duration
+	start time.Time
+	n     int64
+	// length is the body's declared length (-1: unknown).
+	length int64
+	// done: the body ended (its deadline is cleared: net/http's read
+	// that watches for the client hanging up follows it) or failed.
+	done atomic.Bool
+}
+
+func (b *body) arm() {
+	_ = b.rc.SetReadDeadline(b.start.Add(b.d * time.Duration(1+b.n/Piece)))
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return b.ReadCloser.Read(p)
+	}
+	b.arm()
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	switch {
+	case err == io.EOF, err == nil && b.length >= 0 && b.n >= b.length:
+		// All of it came (a decoder that stops at the end of its value
+		// need not read the EOF): what net/http reads next, after a
+		// call of any length, is not this body's.
+		b.done.Store(true)
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		// The deadline stays: a later read of this body fails too.
+		b.done.Store(true)
+	}
+	return n, err
 }
 
 // Wrap is w with each write and flush bounded to d (Handler, without its
@@ -70,6 +143,10 @@ type writer struct {
 	// by, when set, is a deadline no write goes past however steadily
 	// the client reads (SetLimit).
 	by time.Time
+	// body, when set and not done, is read by net/http before the
+	// answer's first bytes (what the handler left of it): its deadline
+	// is each write's, not one long past when a call answers late.
+	body *body
 }
 
 // SetLimit bounds the rest of the answer w writes, as a whole, to end
@@ -96,7 +173,11 @@ func (w *writer) deadline() time.Time {
 // arm sets the deadline for one write and returns what clears it (so
 // that a kept-alive connection's next request does not inherit it).
 func (w *writer) arm() func() {
-	if w.rc.SetWriteDeadline(w.deadline()) != nil {
+	at := w.deadline()
+	if w.body != nil && !w.body.done.Load() {
+		_ = w.rc.SetReadDeadline(at)
+	}
+	if w.rc.SetWriteDeadline(at) != nil {
 		return func() {} // not supported by the writer beneath: nothing to clear
 	}
 	return func() { _ = w.rc.SetWriteDeadline(time.Time{}) }

@@ -162,3 +162,33 @@ func TestUnreadAnswersAfterHandler(t *testing.T) {
 	testenv.SendUnread(t, "tcp", srv.Listener.Addr().String(), strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 100))
 	leaks()
 }
+
+// deadlines records the write deadlines set on it, and at each write
+// the one in force.
+type deadlines struct {
+	http.ResponseWriter
+	now, atWrite time.Time
+}
+
+func (w *deadlines) SetWriteDeadline(t time.Time) error { w.now = t; return nil }
+
+func (w *deadlines) Write(b []byte) (int, error) { w.atWrite = w.now; return len(b), nil }
+
+// A Handler inside another (the control API's inside the listener's)
+// bounds its writes with its own timeout, and the limit its handler sets
+// holds: the outer one does not arm its own deadline over it.
+func TestNestedHandlerKeepsLimit(t *testing.T) {
+	limit := time.Now().Add(time.Minute)
+	inner := writedeadline.Handler(time.Hour, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !writedeadline.SetLimit(w, limit) {
+			t.Fatal("the inner handler's writer takes no limit")
+		}
+		_, _ = w.Write([]byte("a"))
+	}))
+	outer := writedeadline.Handler(time.Second, inner)
+	rec := &deadlines{ResponseWriter: httptest.NewRecorder()}
+	outer.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if !rec.atWrite.Equal(limit) {
+		t.Fatalf("the write's deadline %v, want the limit %v", rec.atWrite, limit)
+	}
+}

@@ -1,0 +1,118 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-dev/airlock/host"
+	hostmcp "github.com/airlock-dev/airlock/host/mcp"
+	"github.com/airlock-dev/airlock/host/policy"
+)
+
+// A session's standing stream is not cut at the bound of a POST's
+// answer: the Go SDK client takes list changes on its session's GET
+// stream, and a change long after the call bound and one write timeout
+// still reaches it. (The SDK's newer protocol takes them on a
+// subscriptions/listen POST instead, which that bound would cut; the
+// stateful transport this server uses does not serve it, and clients
+// fall back, which this test also checks.)
+func TestListenStreamOutlivesCallBound(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	f := newFixtureOpts(t, hostmcp.Options{CallTimeout: bound, WriteTimeout: bound}, allowAll, nil, "agent")
+	changed := make(chan struct{}, 64)
+	cs := connect(t, f.url, f.tokens["agent"], &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+	if v := cs.InitializeResult().ProtocolVersion; v >= "2026-07-28" {
+		t.Fatalf("protocol %s: list changes would come on a POST, under its bound", v)
+	}
+	if err := addStub(f.h, "early"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no list change for a plugin added at once")
+	}
+	// The session stays open past a POST's bound.
+	time.Sleep(5 * bound)
+	for len(changed) > 0 {
+		<-changed
+	}
+	if err := addStub(f.h, "late"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no list change after the POST bound: the session's stream was cut")
+	}
+}
+
+// A call held for approval, approved, that then reports progress and
+// answers a large result late in its call timeout is delivered whole to
+// the Go SDK client reading at its own pace: the POST's bound (the call
+// timeout and one write timeout from the request) leaves it room.
+func TestHeldCallAnsweredLateDelivered(t *testing.T) {
+	const (
+		callTimeout = 3 * time.Second
+		size        = 1 << 20
+	)
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", size) + `"}`)
+	f := newFixtureOpts(t, hostmcp.Options{CallTimeout: callTimeout, ApprovalHold: callTimeout, WriteTimeout: 300 * time.Millisecond},
+		approvalPolicy, func(h *host.Host) error {
+			return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+				return &stub{exited: make(chan struct{}), risk: policy.RiskPrivileged, slow: callTimeout * 3 / 4, out: big,
+					running: []host.Diagnostic{{Code: "step", Message: "working"}}}, nil
+			})
+		}, "agent")
+	progress := make(chan string, 8)
+	cs := connect(t, f.url, f.tokens["agent"], &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress <- r.Params.Message
+		}})
+	waitTool(t, cs, nil, "stub__echo", true)
+	ctx := context.Background()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "rm"}}
+		params.SetProgressToken("p1")
+		res, err := cs.CallTool(ctx, params)
+		done <- answer{res, err}
+	}()
+	select {
+	case <-progress:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress notification for the held call")
+	}
+	approvals, err := f.ledger.ListApprovals(ctx)
+	if err != nil || len(approvals) != 1 {
+		t.Fatalf("approvals: %v %v", approvals, err)
+	}
+	if _, err := f.ledger.DecideApproval(ctx, approvals[0].ID, "bob", true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	out, _ := a.res.StructuredContent.(map[string]any)
+	if a.res.IsError || out["status"] != "STATUS_SUCCEEDED" {
+		t.Fatalf("the late answer: %+v", out)
+	}
+	raw, _ := json.Marshal(out)
+	if len(raw) < size {
+		t.Fatalf("the result has %d bytes, want more than %d", len(raw), size)
+	}
+	if len(progress) == 0 {
+		t.Fatal("the plugin's progress did not reach the client")
+	}
+}
