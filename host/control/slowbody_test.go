@@ -41,31 +41,6 @@ func TestStalledBodyBounded(t *testing.T) {
 	leaks()
 }
 
-// lateBig is a stub whose call answers after delay with a result of n
-// bytes.
-type lateBig struct {
-	stub
-	n     int
-	delay time.Duration
-}
-
-func (b *lateBig) Prepare(host.InvokeRequest) (host.Action, error) {
-	return lateBigAction{bigAction{b.n}, b.delay}, nil
-}
-
-type lateBigAction struct {
-	bigAction
-	delay time.Duration
-}
-
-func (a lateBigAction) Run(ctx context.Context, call host.Call) *host.Outcome {
-	select {
-	case <-time.After(a.delay):
-	case <-ctx.Done():
-	}
-	return a.bigAction.Run(ctx, call)
-}
-
 // A caller that reads a large outcome just fast enough for each piece
 // does not hold it past the call's timeout and one write timeout from
 // its request, however late in its timeout the call answered: the
@@ -80,7 +55,14 @@ func TestSlowReaderOfLateOutcomeBounded(t *testing.T) {
 	h := host.New(host.Options{Policy: policy.AllowAll()})
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
 	if err := h.Add("big", host.KindExecuta, func(context.Context) (host.Runtime, error) {
-		return &lateBig{stub: *newStub(), n: size, delay: timeout - time.Second}, nil
+		// It answers a second before its timeout.
+		return newRuns(func(ctx context.Context, call host.Call) *host.Outcome {
+			select {
+			case <-time.After(timeout - time.Second):
+			case <-ctx.Done():
+			}
+			return bigResult(call, size)
+		}), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,31 +87,6 @@ func TestSlowReaderOfLateOutcomeBounded(t *testing.T) {
 	leaks()
 }
 
-// quietFirst is a stub whose call is told when it starts, waits for
-// go, reports progress once, and succeeds unless its call was cancelled
-// by then.
-type quietFirst struct {
-	stub
-	started, goOn chan struct{}
-}
-
-func (q *quietFirst) Prepare(host.InvokeRequest) (host.Action, error) { return quietAction{q}, nil }
-
-type quietAction struct{ q *quietFirst }
-
-func (quietAction) Risk() policy.Risk { return policy.RiskRead }
-
-func (a quietAction) Run(ctx context.Context, call host.Call) *host.Outcome {
-	close(a.q.started)
-	<-a.q.goOn
-	call.OnRunning(host.Progress{Diagnostics: []host.Diagnostic{{Code: "step", Message: "late"}}})
-	status := host.CallSucceeded
-	if ctx.Err() != nil {
-		status = host.CallCancelled
-	}
-	return &host.Outcome{InvocationID: call.ID, Status: status}
-}
-
 // A chunked body whose end arrives after its invocation started, and a
 // call quiet for longer than the write timeout before its first event:
 // what net/http then reads of the body (its end) is bounded from that
@@ -138,8 +95,20 @@ func (a quietAction) Run(ctx context.Context, call host.Call) *host.Outcome {
 func TestChunkedBodyEndAfterQuietCall(t *testing.T) {
 	h := host.New(host.Options{Policy: policy.AllowAll()})
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	q := &quietFirst{stub: *newStub(), started: make(chan struct{}), goOn: make(chan struct{})}
-	if err := h.Add("quiet", host.KindExecuta, func(context.Context) (host.Runtime, error) { return q, nil }); err != nil {
+	// The plugin is told when its call starts, waits for goOn, reports
+	// progress once, and succeeds unless its call was cancelled by then.
+	started, goOn := make(chan struct{}), make(chan struct{})
+	quiet := newRuns(func(ctx context.Context, call host.Call) *host.Outcome {
+		close(started)
+		<-goOn
+		call.OnRunning(host.Progress{Diagnostics: []host.Diagnostic{{Code: "step", Message: "late"}}})
+		status := host.CallSucceeded
+		if ctx.Err() != nil {
+			status = host.CallCancelled
+		}
+		return &host.Outcome{InvocationID: call.ID, Status: status}
+	})
+	if err := h.Add("quiet", host.KindExecuta, func(context.Context) (host.Runtime, error) { return quiet, nil }); err != nil {
 		t.Fatal(err)
 	}
 	ctl := control.NewHandler(h)
@@ -151,7 +120,7 @@ func TestChunkedBodyEndAfterQuietCall(t *testing.T) {
 		"POST /v1/invocations HTTP/1.1\r\nHost: control\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
 		len(call), call))
 	select {
-	case <-q.started:
+	case <-started:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call did not reach the plugin")
 	}
@@ -161,7 +130,7 @@ func TestChunkedBodyEndAfterQuietCall(t *testing.T) {
 	// The call stays quiet past the write timeout (and the body's
 	// deadline from the request's start).
 	time.Sleep(3 * wt)
-	close(q.goOn)
+	close(goOn)
 	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -34,7 +34,7 @@ func newChatty(t *testing.T, evidencePath *string) (*chatty, http.Handler) {
 	}
 	h := host.New(host.Options{Evidence: l, Policy: policy.AllowAll()})
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	c := &chatty{stub: *newStub(), started: make(chan struct{}), cancelled: make(chan struct{})}
+	c := newChattyPlugin()
 	if err := h.Add("chatty", host.KindExecuta, func(context.Context) (host.Runtime, error) { return c, nil }); err != nil {
 		t.Fatal(err)
 	}

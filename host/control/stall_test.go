@@ -2,7 +2,6 @@ package control_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,27 +13,25 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
-// chatty is a stub whose call sends progress until it is cancelled, and
-// says when it was.
+// chatty is a plugin whose call sends progress until it is cancelled,
+// and says when it was.
 type chatty struct {
-	stub
+	*runs
 	started, cancelled chan struct{}
 }
 
-func (c *chatty) Prepare(host.InvokeRequest) (host.Action, error) { return chattyAction{c}, nil }
-
-type chattyAction struct{ c *chatty }
-
-func (chattyAction) Risk() policy.Risk { return policy.RiskRead }
-
-func (a chattyAction) Run(ctx context.Context, call host.Call) *host.Outcome {
-	close(a.c.started)
+func newChattyPlugin() *chatty {
+	c := &chatty{started: make(chan struct{}), cancelled: make(chan struct{})}
 	note := host.Diagnostic{Code: "progress", Message: strings.Repeat("p", 4<<10)}
-	for ctx.Err() == nil {
-		call.OnRunning(host.Progress{Diagnostics: []host.Diagnostic{note}})
-	}
-	close(a.c.cancelled)
-	return &host.Outcome{InvocationID: call.ID, Status: host.CallCancelled}
+	c.runs = newRuns(func(ctx context.Context, call host.Call) *host.Outcome {
+		close(c.started)
+		for ctx.Err() == nil {
+			call.OnRunning(host.Progress{Diagnostics: []host.Diagnostic{note}})
+		}
+		close(c.cancelled)
+		return &host.Outcome{InvocationID: call.ID, Status: host.CallCancelled}
+	})
+	return c
 }
 
 // chattyRequest is the HTTP/1.1 request of chattyCall, as a caller that
@@ -60,24 +57,6 @@ func TestStalledCallerCancelsCall(t *testing.T) {
 	leaks()
 }
 
-// bigAnswer is a stub whose call answers at once with a result of n
-// bytes.
-type bigAnswer struct {
-	stub
-	n int
-}
-
-func (b *bigAnswer) Prepare(host.InvokeRequest) (host.Action, error) { return bigAction{b.n}, nil }
-
-type bigAction struct{ n int }
-
-func (bigAction) Risk() policy.Risk { return policy.RiskRead }
-
-func (a bigAction) Run(_ context.Context, call host.Call) *host.Outcome {
-	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded,
-		Data: json.RawMessage(`{"blob":"` + strings.Repeat("x", a.n) + `"}`)}
-}
-
 // A caller that reads a large outcome just fast enough for each piece to
 // make the write timeout does not hold it (and the memory behind it)
 // past the call's own timeout: the rest is cut off then, and the
@@ -87,7 +66,7 @@ func TestSlowReaderOfLargeOutcomeBounded(t *testing.T) {
 	h := host.New(host.Options{Policy: policy.AllowAll()})
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
 	if err := h.Add("big", host.KindExecuta, func(context.Context) (host.Runtime, error) {
-		return &bigAnswer{stub: *newStub(), n: size}, nil
+		return newRuns(func(_ context.Context, call host.Call) *host.Outcome { return bigResult(call, size) }), nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/airlock-dev/airlock/host"
@@ -46,6 +47,33 @@ func (stubAction) Risk() policy.Risk { return policy.RiskRead }
 
 func (stubAction) Run(_ context.Context, call host.Call) *host.Outcome {
 	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded, Data: json.RawMessage(`{"ok":true}`)}
+}
+
+// runs is a stub whose calls, at read risk, run fn: a plugin that
+// behaves in time as a test needs.
+type runs struct {
+	stub
+	fn func(ctx context.Context, call host.Call) *host.Outcome
+}
+
+func newRuns(fn func(ctx context.Context, call host.Call) *host.Outcome) *runs {
+	return &runs{stub: *newStub(), fn: fn}
+}
+
+func (r *runs) Prepare(host.InvokeRequest) (host.Action, error) { return runsAction{r.fn}, nil }
+
+type runsAction struct {
+	fn func(ctx context.Context, call host.Call) *host.Outcome
+}
+
+func (runsAction) Risk() policy.Risk { return policy.RiskRead }
+
+func (a runsAction) Run(ctx context.Context, call host.Call) *host.Outcome { return a.fn(ctx, call) }
+
+// bigResult answers a call with a result of n bytes.
+func bigResult(call host.Call, n int) *host.Outcome {
+	return &host.Outcome{InvocationID: call.ID, Status: host.CallSucceeded,
+		Data: json.RawMessage(`{"blob":"` + strings.Repeat("x", n) + `"}`)}
 }
 
 // addStub registers a stub plugin named name with h.
