@@ -259,3 +259,30 @@ func post(tb testing.TB, url, token, session, body string) *http.Response {
 	resp.Body.Close()
 	return resp
 }
+
+// callAnswer is a tools/call's answer.
+type callAnswer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// callInBackground connects as agent, listening for progress, and calls
+// stub__echo with a progress token in the background: it returns the
+// progress messages as they come and, once it has come, the answer.
+func callInBackground(t *testing.T, f *fixture) (<-chan string, <-chan callAnswer) {
+	t.Helper()
+	progress := make(chan string, 8)
+	cs := connect(t, f.url, f.tokens["agent"], &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress <- r.Params.Message
+		}})
+	waitTool(t, cs, nil, "stub__echo", true)
+	done := make(chan callAnswer, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "rm"}}
+		params.SetProgressToken("p1")
+		res, err := cs.CallTool(context.Background(), params)
+		done <- callAnswer{res, err}
+	}()
+	return progress, done
+}

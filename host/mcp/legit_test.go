@@ -70,24 +70,8 @@ func TestHeldCallAnsweredLateDelivered(t *testing.T) {
 					running: []host.Diagnostic{{Code: "step", Message: "working"}}}, nil
 			})
 		}, "agent")
-	progress := make(chan string, 8)
-	cs := connect(t, f.url, f.tokens["agent"], &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			progress <- r.Params.Message
-		}})
-	waitTool(t, cs, nil, "stub__echo", true)
+	progress, done := callInBackground(t, f)
 	ctx := context.Background()
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		params := &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "rm"}}
-		params.SetProgressToken("p1")
-		res, err := cs.CallTool(ctx, params)
-		done <- answer{res, err}
-	}()
 	select {
 	case <-progress:
 	case <-time.After(10 * time.Second):

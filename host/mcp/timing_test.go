@@ -25,24 +25,8 @@ func TestApprovedWithinHoldRunsToTheEnd(t *testing.T) {
 			return &stub{exited: make(chan struct{}), risk: policy.RiskPrivileged, slow: 4 * hold, started: started}, nil
 		})
 	}, "agent")
-	progress := make(chan string, 8)
-	cs := connect(t, f.url, f.tokens["agent"], &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			progress <- r.Params.Message
-		}})
-	waitTool(t, cs, nil, "stub__echo", true)
+	progress, done := callInBackground(t, f)
 	ctx := context.Background()
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		params := &mcp.CallToolParams{Name: "stub__echo", Arguments: map[string]any{"say": "rm"}}
-		params.SetProgressToken("p1")
-		res, err := cs.CallTool(ctx, params)
-		done <- answer{res, err}
-	}()
 	var id string
 	select {
 	case msg := <-progress:
