@@ -13,9 +13,32 @@ import (
 	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/control"
 	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/peerauth"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
+
+// serveControlAPI serves a host's control API (allow-all policy, writes
+// bounded to d) as the daemon does, on cfg.Host.Control until the test
+// ends, and returns the socket's path.
+func serveControlAPI(t *testing.T, cfg *config.Config, d time.Duration) string {
+	t.Helper()
+	cfg.Host.ControlWriteTimeout = d
+	h := host.New(host.Options{Policy: policy.AllowAll()})
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	ctl := control.NewHandler(h)
+	ctl.SetWriteTimeout(d)
+	l, handler, _, err := listenControlAuth(cfg.Host, ctl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlServer(handler)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	return path
+}
 
 // A kept-alive control connection serves its next request after the
 // write deadline its last answer left for its end has passed, a request
@@ -23,23 +46,12 @@ import (
 // deadline, whoever answers it.
 func TestControlConnectionOutlivesAnswerDeadline(t *testing.T) {
 	cfg := testConfig(t)
-	h := host.New(host.Options{Policy: policy.AllowAll()})
-	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	ctl := control.NewHandler(h)
 	const d = 100 * time.Millisecond
-	ctl.SetWriteTimeout(d)
-	l, handler, _, err := listenControlAuth(cfg.Host, ctl, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := controlServer(handler)
-	go srv.Serve(l)
-	defer srv.Close()
+	path := serveControlAPI(t, cfg, d)
 	tok, err := peerauth.ReadToken("host.control_token_file", cfg.Host.ControlTokenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", path)
 	}}}
@@ -72,21 +84,7 @@ func TestControlConnectionOutlivesAnswerDeadline(t *testing.T) {
 // reads, is bounded by host.control_write_timeout as an authenticated
 // request's is.
 func TestControlRefusedCallerBounded(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Host.ControlWriteTimeout = 200 * time.Millisecond
-	h := host.New(host.Options{Policy: policy.AllowAll()})
-	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	ctl := control.NewHandler(h)
-	ctl.SetWriteTimeout(cfg.Host.ControlWriteTimeout)
-	l, handler, _, err := listenControlAuth(cfg.Host, ctl, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := controlServer(handler)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	defer func() { srv.Close(); <-served }()
-	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	path := serveControlAPI(t, testConfig(t), 200*time.Millisecond)
 	leaks := testenv.CheckGoroutines(t)
 	conn := testenv.SendUnread(t, "unix", path, "POST /v1/invocations HTTP/1.1\r\nHost: airlock\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"plugin\":")
@@ -110,19 +108,7 @@ func TestControlRefusedCallerBounded(t *testing.T) {
 // connection's buffers are full: the write of a refusal fails at the
 // write timeout and the connection is dropped.
 func TestControlUnreadRefusalsBounded(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Host.ControlWriteTimeout = 200 * time.Millisecond
-	h := host.New(host.Options{Policy: policy.AllowAll()})
-	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	l, handler, _, err := listenControlAuth(cfg.Host, control.NewHandler(h), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := controlServer(handler)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	defer func() { srv.Close(); <-served }()
-	path, _ := strings.CutPrefix(cfg.Host.Control, "unix:")
+	path := serveControlAPI(t, testConfig(t), 200*time.Millisecond)
 	leaks := testenv.CheckGoroutines(t)
 	conn := testenv.SendUnread(t, "unix", path, "")
 	// Far more refusals than the socket's buffers hold.
