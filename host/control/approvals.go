@@ -51,7 +51,7 @@ func (c *Handler) decide(approve bool) ledgerHandler {
 	return func(w http.ResponseWriter, r *http.Request, api *ledgerAPI, caller host.Principal) {
 		var req DecisionRequest
 		if err := decodeStrict(r, &req, true); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", "the body must be empty or {\"uses\": N, \"grant_ttl\": duration}")
+			badBody(w, err, "the body must be empty or {\"uses\": N, \"grant_ttl\": duration}")
 			return
 		}
 		var ttl time.Duration

@@ -138,6 +138,17 @@ func (c *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writedeadline.Handler(writedeadline.Bound(c.writeTimeout), c.mux).ServeHTTP(w, r)
 }
 
+// badBody answers a body that could not be decoded: 408 body_timeout
+// when it did not arrive in time (host.control_write_timeout per
+// 64 KiB), else 400 bad_request with detail.
+func badBody(w http.ResponseWriter, err error, detail string) {
+	if errors.Is(err, writedeadline.ErrBodyTimeout) {
+		writeError(w, http.StatusRequestTimeout, "body_timeout", "the request body did not arrive in time (64 KiB per host.control_write_timeout)")
+		return
+	}
+	writeError(w, http.StatusBadRequest, "bad_request", detail)
+}
+
 func writeError(w http.ResponseWriter, code int, errCode, detail string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -186,7 +197,7 @@ func (c *Handler) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON invocation request")
+		badBody(w, err, "the body must be a JSON invocation request")
 		return
 	}
 	timeout := DefaultInvokeTimout

@@ -47,7 +47,7 @@ func (c *Handler) serveInstall(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || !filepath.IsAbs(req.Dir) {
-		writeError(w, http.StatusBadRequest, "bad_request", "the body must be {\"dir\": an absolute path}")
+		badBody(w, err, "the body must be {\"dir\": an absolute path}")
 		return
 	}
 	res, err := inst.Install(r.Context(), req.Dir)

@@ -286,7 +286,7 @@ func (c *Handler) issueGrant(w http.ResponseWriter, r *http.Request, api *ledger
 	}
 	var req GrantRequest
 	if err := decodeStrict(r, &req, false); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON grant request")
+		badBody(w, err, "the body must be a JSON grant request")
 		return
 	}
 	g, err := req.grant(api.now().UTC())

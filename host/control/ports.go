@@ -100,7 +100,7 @@ func readPortSet(w http.ResponseWriter, r *http.Request) ([]byte, bool, bool) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, MaxPortSetBytes*4/3+4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || (req.Set == "") == (req.Path == "") {
-		writeError(w, http.StatusBadRequest, "bad_request", `the body must be {"set": base64} or {"path": an absolute path}, and "replace" when meant`)
+		badBody(w, err, `the body must be {"set": base64} or {"path": an absolute path}, and "replace" when meant`)
 		return nil, false, false
 	}
 	if req.Set != "" {

@@ -18,8 +18,8 @@ import (
 // A caller that sends an invocation's headers and then trickles or
 // stops its body does not hold the request's goroutine: the body is
 // read within the write timeout (per 64 KiB), and the caller has its
-// answer, 400, and the connection closed, instead of a goroutine waiting
-// on it for as long as it keeps the connection open.
+// answer, 408 body_timeout, and the connection closed, instead of a
+// goroutine waiting on it for as long as it keeps the connection open.
 func TestStalledBodyBounded(t *testing.T) {
 	_, handler := newChatty(t, nil)
 	srv := testenv.StartSmallBuffers(t, handler)
@@ -33,9 +33,13 @@ func TestStalledBodyBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("stalled body: %d, want 400", resp.StatusCode)
+	if resp.StatusCode != http.StatusRequestTimeout || e.Error != "body_timeout" {
+		t.Fatalf("stalled body: %d %q, want 408 body_timeout", resp.StatusCode, e.Error)
 	}
 	conn.Close()
 	leaks()

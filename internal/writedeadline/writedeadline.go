@@ -16,8 +16,11 @@
 package writedeadline
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -124,9 +127,16 @@ func (b *body) Read(p []byte) (int, error) {
 	case err != nil:
 		// The deadline stays: a later read of this body fails too.
 		b.done.Store(true)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
+		}
 	}
 	return n, err
 }
+
+// ErrBodyTimeout is the error of a read of a request's body that did not
+// arrive in time (a Piece per d), for handlers to answer so.
+var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 
 // Wrap is w with each write and flush bounded to d (Handler, without its
 // bound on what net/http writes after the handler).
