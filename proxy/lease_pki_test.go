@@ -195,12 +195,7 @@ func requestWith(t *testing.T, ca *testenv.CA, port int, serial string) error {
 // lease's span under its request span, in the plugin's trace, with the
 // lease's fingerprint as the audit line has it.
 func TestLeaseObtainTraced(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Shutdown(context.Background()) }()
+	rcv, tr := tracingtest.Start(t, tracing.Options{})
 	v := testenv.Vault(t)
 	mount := "pki-" + rand.Text()[:8]
 	pkiCA := v.MountPKI(t, mount)

@@ -16,12 +16,7 @@ import (
 // each, children of the caller's, naming the intent, the invocation and
 // the lease's fingerprint, never its id; under no span, none.
 func TestLeaseSpans(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{Service: "lease-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Shutdown(context.Background()) }()
+	rcv, tr := tracingtest.Start(t, tracing.Options{Service: "lease-test"})
 	v := testenv.Vault(t)
 	mount := newMount(t, v)
 	f := newLeaseFixture(t, v.Client(t), mount, nil, broker.LeasesConfig{})

@@ -18,12 +18,7 @@ import (
 // it, naming the plugin and the invocation and nothing the plugin wrote.
 // Without a span, the context has no traceparent.
 func TestInvokeTraceparentAndReverseSpans(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{Service: "executa-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Shutdown(context.Background()) }()
+	rcv, tr := tracingtest.Start(t, tracing.Options{Service: "executa-test"})
 	f := newFixture(t)
 	cs := newCompatServices(t, f)
 	p := cs.start(t, sdkPython("healthy"))
@@ -69,12 +64,7 @@ func TestInvokeTraceparentAndReverseSpans(t *testing.T) {
 // upstream exchange, are in the invocation's trace under the sampling
 // span.
 func TestSamplingRequestJoinsTrace(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{Service: "executa-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Shutdown(context.Background()) }()
+	rcv, tr := tracingtest.Start(t, tracing.Options{Service: "executa-test"})
 	f := newFixture(t, tr)
 	in, _ := f.b.Intent("openai")
 	f.sampling = &sampling.OpenAI{BaseURL: "http://api.example.com:" + strconv.Itoa(f.port), Model: "gpt-test", Intent: "openai",

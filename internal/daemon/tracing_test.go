@@ -141,12 +141,7 @@ func TestHostControlTracing(t *testing.T) {
 // The control API's writer, wrapped for its span, still flushes and
 // reaches the connection (NDJSON streams, MCP's ResponseController).
 func TestTraceControlWriterFlushes(t *testing.T) {
-	rcv := tracingtest.NewReceiver(t)
-	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, tracing.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tr.Shutdown(context.Background()) }()
+	_, tr := tracingtest.Start(t, tracing.Options{})
 	errs := make(chan error, 1)
 	srv := httptest.NewServer(traceControl(tr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)

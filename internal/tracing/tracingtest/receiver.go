@@ -5,6 +5,7 @@ package tracingtest
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"io"
 	"net"
@@ -18,6 +19,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/airlock-dev/airlock/internal/tracing"
 )
 
 // Span is one received span, ids in lowercase hex.
@@ -52,6 +55,20 @@ func NewReceiver(t testing.TB) *Receiver {
 	r.srv = httptest.NewServer(mux)
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// Start starts a receiver and tracing (with o) that exports to it; the
+// tracing is shut down when the test ends, after what the test set up
+// later has stopped.
+func Start(t testing.TB, o tracing.Options) (*Receiver, *tracing.Tracing) {
+	t.Helper()
+	rcv := NewReceiver(t)
+	tr, err := tracing.New(tracing.Config{Endpoint: rcv.URL()}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	return rcv, tr
 }
 
 // URL is the receiver's base URL (the exporter appends /v1/traces).
