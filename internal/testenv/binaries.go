@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Binary is a Go package a test package builds once in TestMain: a
@@ -110,6 +111,15 @@ func binCacheDir(prefix string) (dir string, unlock func()) {
 		f.Close()
 		return "", func() {}
 	}
+	// A sweep (sweepBinCaches) may have moved the directory away while
+	// this run waited for the lock: then it is not ours to build into.
+	if st, err := os.Stat(filepath.Join(dir, ".lock")); err != nil || !sameFile(f, st) {
+		f.Close()
+		return "", func() {}
+	}
+	now := time.Now()
+	_ = os.Chtimes(f.Name(), now, now) // the sweep's "last used"
+	sweepBinCaches(dir, now)
 	return dir, func() { f.Close() }
 }
 
