@@ -138,7 +138,8 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 		cfg.Certificates = []tls.Certificate{cc.cert}
 	}
 	cfg.NextProtos = []string{"http/1.1"}
-	tc := tls.Client(raw, cfg)
+	guarded := h1.Guard(raw)
+	tc := tls.Client(guarded, cfg)
 	hctx, cancel := context.WithTimeout(ctx, u.tlsTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
@@ -148,5 +149,5 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 	if ct != nil && ct.GotConn != nil {
 		ct.GotConn(httptrace.GotConnInfo{Conn: tc})
 	}
-	return &upConn{ClientConn: h1.NewClientConn(tc, raw), key: key, class: class}, nil
+	return &upConn{ClientConn: h1.NewClientConn(tc, guarded), key: key, class: class}, nil
 }

@@ -24,15 +24,54 @@ type ClientConn struct {
 	conn  net.Conn // what requests are written to (TLS over raw)
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	probe *IdleProbe // the socket under conn, checked before each reuse
+	probe *IdleProbe   // the socket under conn, checked before each reuse
+	guard *guardedConn // raw, when made by Guard
 }
 
 // NewClientConn makes a client connection of conn; raw is the socket
-// under it (conn itself when there is no TLS), for Alive's probe.
+// under it (conn itself when there is no TLS), for Alive's probe: for a
+// TLS connection, Guard's wrapping of the socket it was made over.
 func NewClientConn(conn, raw net.Conn) *ClientConn {
-	return &ClientConn{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 16<<10),
-		probe: NewIdleProbe(raw)}
+	c := &ClientConn{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 16<<10)}
+	if g, ok := raw.(*guardedConn); ok {
+		c.guard, raw = g, g.Conn
+	}
+	c.probe = NewIdleProbe(raw)
+	return c
 }
+
+// Guard wraps raw, the socket a TLS client connection is about to be
+// made over, for NewClientConn: Alive then looks into the TLS layer by
+// having the socket refuse reads for that moment, instead of setting a
+// read deadline in the past and clearing it (two timer updates and an
+// error allocated on every reuse of a pooled connection).
+func Guard(raw net.Conn) net.Conn { return &guardedConn{Conn: raw} }
+
+// guardedConn is a socket under a TLS client connection. While refusing
+// is set (only by Alive, on the goroutine that owns the connection),
+// a read returns errRefused at once and touches nothing.
+type guardedConn struct {
+	net.Conn
+	refusing bool
+}
+
+func (g *guardedConn) Read(p []byte) (int, error) {
+	if g.refusing {
+		return 0, errRefused
+	}
+	return g.Conn.Read(p)
+}
+
+// errRefused is what a guarded socket's read returns while Alive looks:
+// a temporary timeout, as an expired deadline's error is, so that
+// crypto/tls keeps the connection usable and keeps any partial record.
+var errRefused error = refusedError{}
+
+type refusedError struct{}
+
+func (refusedError) Error() string   { return "h1: read refused while checking an idle connection" }
+func (refusedError) Timeout() bool   { return true }
+func (refusedError) Temporary() bool { return true }
 
 // Close closes the connection.
 func (c *ClientConn) Close() error { return c.conn.Close() }
@@ -49,8 +88,15 @@ func (c *ClientConn) Alive() bool {
 		return false
 	}
 	// Plaintext the TLS layer decrypted but br did not take (a record
-	// split at a response's end) is in neither place: a read that
-	// cannot wait finds it. A read timeout leaves tls.Conn usable.
+	// split at a response's end), or a whole record it read off the
+	// socket, is in neither place: a read that cannot wait finds it. A
+	// read timeout leaves tls.Conn usable.
+	if g := c.guard; g != nil {
+		g.refusing = true
+		_, err := c.br.Peek(1)
+		g.refusing = false
+		return errors.Is(err, errRefused)
+	}
 	_ = c.conn.SetReadDeadline(time.Unix(1, 0)) // long past: the read returns at once
 	_, err := c.br.Peek(1)
 	_ = c.conn.SetReadDeadline(time.Time{})

@@ -1,0 +1,87 @@
+package h1
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// tlsPair is a TLS connection over loopback TCP made as the proxy makes
+// its upstream ones (over Guard's socket): the client's ClientConn and
+// the server's end.
+func tlsPair(t *testing.T) (*ClientConn, *tls.Conn) {
+	t.Helper()
+	ca := testenv.NewCA(t)
+	c, peer := tcpPair(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	guarded := Guard(c)
+	tc := tls.Client(guarded, &tls.Config{RootCAs: roots, ServerName: "up.test"})
+	ts := tls.Server(peer, &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "up.test")}})
+	done := make(chan error, 1)
+	go func() { done <- ts.Handshake() }()
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return NewClientConn(tc, guarded), ts
+}
+
+// Alive looks into the TLS layer through the guarded socket: a record
+// sent while the connection was idle makes it not alive whether it is
+// still on the socket, in the TLS layer or in the reader's buffer; the
+// looks consume nothing and leave the connection usable, and an idle
+// look neither sets a deadline nor allocates an error.
+func TestClientConnAliveGuardedTLS(t *testing.T) {
+	cc, ts := tlsPair(t)
+	// TLS 1.3 session tickets arrive after the handshake: take them in
+	// (an idle look processes them) before measuring.
+	if !cc.Alive() {
+		t.Fatal("a fresh TLS connection is not alive")
+	}
+	if n := testing.AllocsPerRun(100, func() { cc.Alive() }); n > 1 {
+		t.Errorf("an idle look allocates %v times, want at most crypto/tls's own one", n)
+	}
+	if cc.guard.refusing {
+		t.Fatal("the socket still refuses reads after a look")
+	}
+	if _, err := io.WriteString(ts, "HTTP/1.1 200 OK\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, cc.guard.Conn, "the stray record")
+	if cc.Alive() {
+		t.Fatal("a connection with a stray record on its socket is alive")
+	}
+	// Take one byte past the reader: the rest of the record is decrypted
+	// and waits in the TLS layer, with nothing on the socket.
+	one := make([]byte, 1)
+	if _, err := cc.conn.Read(one); err != nil || one[0] != 'H' {
+		t.Fatalf("read %q, %v", one, err)
+	}
+	if !cc.probe.Idle() || cc.Buffered() {
+		t.Fatal("the rest is not only in the TLS layer")
+	}
+	if cc.Alive() {
+		t.Fatal("a connection with plaintext waiting in its TLS layer is alive")
+	}
+	if cc.Alive() { // now in the reader's buffer
+		t.Fatal("a connection with plaintext in its reader's buffer is alive")
+	}
+	if b, err := cc.br.Peek(3); err != nil || string(b) != "TTP" {
+		t.Fatalf("after the looks the connection reads %q, %v", b, err)
+	}
+	// The conn still carries data both ways.
+	if _, err := cc.br.Discard(len("TTP/1.1 200 OK\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.WriteString(ts, "pong") }()
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "pong" {
+		t.Fatalf("after the looks the connection reads %q, %v", got, err)
+	}
+}
