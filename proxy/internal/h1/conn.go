@@ -73,6 +73,8 @@ type Conn struct {
 	// watch is the hangup watch of the request being served; a
 	// WebSocket pauses it when it takes the connection (Hijack).
 	watch *hangupWatch
+	// spareWatch is a stopped watch the next request may take (hangup.go).
+	spareWatch *hangupWatch
 }
 
 var (

@@ -46,6 +46,12 @@ type hangupWatch struct {
 	buf       [1]byte
 	got       bool // buf holds a byte of the next request
 	gone      bool
+	// reuse: the request has no body, so nothing but this request's
+	// own goroutine can touch the watch once stop returns: the next
+	// request may take it, timer included, if the timer never fired
+	// (Conn.spareWatch; a per-request watch and timer were two
+	// allocations and a timer's creation on every request).
+	reuse bool
 }
 
 // watchHangup gives req a context of its own, a child of the
@@ -57,7 +63,13 @@ func (c *Conn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *ha
 		return req.WithContext(c.ctx), nil
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
-	w := &hangupWatch{c: c, cancel: cancel}
+	w := c.spareWatch
+	c.spareWatch = nil
+	if w != nil {
+		*w = hangupWatch{c: c, cancel: cancel, timer: w.timer, reuse: body == nil}
+	} else {
+		w = &hangupWatch{c: c, cancel: cancel, reuse: body == nil}
+	}
 	if body == nil {
 		w.ready, w.pipelined = true, c.br.Buffered() > 0
 	} else {
@@ -71,7 +83,11 @@ func (c *Conn) watchHangup(req *http.Request, body *reqBody) (*http.Request, *ha
 	}
 	// Set under mu: start reads it there (to wait again).
 	w.mu.Lock()
-	w.timer = time.AfterFunc(hangupAfter, w.start)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(hangupAfter, w.start)
+	} else {
+		w.timer.Reset(hangupAfter)
+	}
 	w.mu.Unlock()
 	return req.WithContext(ctx), w
 }
@@ -120,7 +136,7 @@ func (w *hangupWatch) stop() (gone bool) {
 	}
 	w.mu.Lock()
 	w.stopped = true
-	w.timer.Stop()
+	unfired := w.timer.Stop()
 	reading := w.reading
 	w.mu.Unlock()
 	if reading {
@@ -131,6 +147,9 @@ func (w *hangupWatch) stop() (gone bool) {
 	w.cancel(nil)
 	if w.got {
 		w.c.lr.unread = append(w.c.lr.unread, w.buf[0])
+	}
+	if w.reuse && unfired {
+		w.c.spareWatch = w
 	}
 	return w.gone
 }

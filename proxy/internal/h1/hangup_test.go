@@ -103,3 +103,94 @@ func TestPipelinedRequestSurvivesTheWatch(t *testing.T) {
 		<-done
 	})
 }
+
+// The watch is kept from one request to the next on a connection (one
+// without a body reuses the last one's watch and timer when its timer
+// never fired): every request on a kept-alive connection is watched
+// afresh, after quick requests and after one whose watch started
+// reading, and a quick request's context ends with the request, not
+// with a hangup.
+func TestHangupWatchAcrossRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		causes := map[string]error{}
+		release := make(chan struct{})
+		client, done := serveLoop(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/slow":
+				<-release
+			case "/hang":
+				<-r.Context().Done()
+			}
+			causes[r.URL.Path] = context.Cause(r.Context())
+			io.WriteString(w, r.URL.Path)
+		}, time.Minute)
+		br := bufio.NewReader(client)
+		for _, p := range []string{"/a", "/b", "/slow", "/c", "/hang"} {
+			io.WriteString(client, rawGet(p))
+			if p == "/hang" {
+				break
+			}
+			if p == "/slow" {
+				time.Sleep(2 * hangupAfter) // the watch is reading
+				synctest.Wait()
+				close(release)
+			}
+			if got := readResponseBody(t, br); got != p {
+				t.Fatalf("%s answered %q", p, got)
+			}
+		}
+		time.Sleep(2 * hangupAfter)
+		synctest.Wait()
+		client.Close()
+		<-done
+		for _, p := range []string{"/a", "/b", "/slow", "/c"} {
+			if causes[p] != nil {
+				t.Errorf("%s: its context had ended in the handler: %v", p, causes[p])
+			}
+		}
+		if causes["/hang"] != ErrClientGone {
+			t.Fatalf("the last request's context ended with %v, want %v", causes["/hang"], ErrClientGone)
+		}
+	})
+}
+
+// A request without a body takes the last one's stopped watch instead
+// of allocating a watch and a timer.
+func TestHangupWatchReused(t *testing.T) {
+	c := &Conn{ctx: context.Background(), br: bufio.NewReader(nil)}
+	req := httptestGet()
+	_, w := c.watchHangup(req, nil)
+	w.stop()
+	if c.spareWatch != w {
+		t.Fatal("a stopped watch whose timer never fired was not kept")
+	}
+	_, w2 := c.watchHangup(req, nil)
+	if w2 != w || c.spareWatch != nil {
+		t.Fatal("the next request did not take the kept watch")
+	}
+	if w2.stopped || w2.ready != true || !w2.reuse {
+		t.Fatalf("the kept watch was not reset: %+v", w2)
+	}
+	w2.stop()
+	allocs := testing.AllocsPerRun(100, func() {
+		_, w := c.watchHangup(req, nil)
+		w.stop()
+	})
+	// The request's context (WithCancelCause: 2) and its copy of the
+	// request (WithContext: 1) remain.
+	if allocs > 3 {
+		t.Errorf("a watched request allocates %v times", allocs)
+	}
+	// A request with a body never hands its watch on: its body's reader
+	// may end on another goroutine.
+	_, w3 := c.watchHangup(req, &reqBody{})
+	w3.stop()
+	if c.spareWatch != nil {
+		t.Fatal("a watch of a request with a body was kept")
+	}
+}
+
+func httptestGet() *http.Request {
+	r, _ := http.NewRequest(http.MethodGet, "http://api.example.com/", nil)
+	return r
+}
