@@ -133,11 +133,18 @@ type redactor struct {
 
 // newRedactor guards src against ef's forms; nil ef only counts bytes.
 func newRedactor(src io.Reader, ef *echoForms) *redactor {
-	r := &redactor{src: src}
+	r := &redactor{}
+	r.init(src, ef)
+	return r
+}
+
+// init makes r, a zero redactor, guard src against ef's forms (in
+// place: a guarded response body holds its redactor by value).
+func (r *redactor) init(src io.Reader, ef *echoForms) {
+	r.src = src
 	if ef != nil {
 		r.pats, r.keep = ef.pats, ef.keep
 	}
-	return r
 }
 
 // echoForms are the spellings of a secret the echo guard looks for.

@@ -101,9 +101,13 @@ func (x *exchange) send(req *http.Request) *http.Response {
 			// Message by message (grpcguard.go).
 			src, forms = newGRPCGuard(req.Context(), resp.Body, x.forms, &x.audit.Redactions, x.audit.tr), nil
 		}
-		resp.Body = &guardedBody{x: x, rd: newRedactor(src, forms), closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
+		b := &guardedBody{x: x, closer: resp.Body, resp: resp, stream: resp.ContentLength < 0}
+		b.rd.init(src, forms)
+		resp.Body = b
 	} else {
-		resp.Body = &guardedBody{x: x, rd: newRedactor(resp.Body, nil), closer: resp.Body, stream: resp.ContentLength < 0}
+		b := &guardedBody{x: x, closer: resp.Body, stream: resp.ContentLength < 0}
+		b.rd.init(resp.Body, nil)
+		resp.Body = b
 	}
 	x.audit.Status = resp.StatusCode
 	return resp
@@ -189,7 +193,7 @@ func (x *exchange) done(d *denial) {
 // forwards after closing it, are redacted on Close.
 type guardedBody struct {
 	x      *exchange
-	rd     *redactor
+	rd     redactor
 	closer io.Closer
 	resp   *http.Response
 	stream bool // the upstream sent no Content-Length
