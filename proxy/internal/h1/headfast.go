@@ -40,9 +40,10 @@ func (c *Conn) readRequest() (*http.Request, RefuseCode, string) {
 }
 
 // reqSpace is what a request read by the fast path needs besides its
-// head, URL and header map, in one allocation: its body and the slices
-// of its header values.
+// head, URL and header map, in one allocation: the request, its body and
+// the slices of its header values.
 type reqSpace struct {
+	req  http.Request
 	body sizedBody
 	strs [16]string
 }
@@ -74,7 +75,8 @@ func parseRequestFast(br *bufio.Reader, limit int64) *http.Request {
 		return nil
 	}
 	delete(hb.header, "Host")
-	req := &http.Request{
+	req := &space.req
+	*req = http.Request{
 		Method: method, URL: u, Proto: http11, ProtoMajor: 1, ProtoMinor: 1,
 		Header: hb.header, Body: http.NoBody, Host: u.Host, RequestURI: target,
 		Close: httpguts.HeaderValuesContainsToken(hb.header["Connection"], "close"),
