@@ -49,6 +49,9 @@ type upConn struct {
 	lastUsed time.Time
 	// prev and next link the pool's idle connections, oldest first.
 	prev, next *upConn
+	// reuse hands the connection back to its pool (made once, not per
+	// request).
+	reuse func()
 }
 
 func newUpstreamClient(c Config, d *dialer, tlsConfig *tls.Config) *upstreamClient {
@@ -102,7 +105,7 @@ func (u *upstreamClient) roundTrip(req *http.Request, cred credKey) (*http.Respo
 				return nil, refusedClass(err), err
 			}
 		}
-		resp, err := pc.RoundTrip(req, u.respTimeout, func() { u.idle.put(pc) })
+		resp, err := pc.RoundTrip(req, u.respTimeout, pc.reuse)
 		if err == nil {
 			return resp, pc.class, nil
 		}
@@ -149,5 +152,7 @@ func (u *upstreamClient) connect(ctx context.Context, addr string, key poolKey, 
 	if ct != nil && ct.GotConn != nil {
 		ct.GotConn(httptrace.GotConnInfo{Conn: tc})
 	}
-	return &upConn{ClientConn: h1.NewClientConn(tc, guarded), key: key, class: class}, nil
+	pc := &upConn{ClientConn: h1.NewClientConn(tc, guarded), key: key, class: class}
+	pc.reuse = func() { u.idle.put(pc) }
+	return pc, nil
 }
