@@ -31,20 +31,33 @@ func bigCall(t *testing.T, opts hostmcp.Options, size int, started chan struct{}
 	}, func(h http.Handler) (string, map[string]string) {
 		return serveMCPOn(t, testenv.SmallSendBuffers, h, "agent")
 	})
-	resp := post(t, f.url, f.tokens["agent"], "", initialize)
+	session := openSession(t, f, "agent")
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stub__echo","arguments":{}}}`
+	return f, callHead(f, "agent", session, len(body)) + body
+}
+
+// openSession initializes a session of principal's and returns its id.
+func openSession(t *testing.T, f *fixture, principal string) string {
+	t.Helper()
+	resp := post(t, f.url, f.tokens[principal], "", initialize)
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || session == "" {
 		t.Fatalf("initialize: %d", resp.StatusCode)
 	}
-	if resp := post(t, f.url, f.tokens["agent"], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+	if resp := post(t, f.url, f.tokens[principal], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized: %d", resp.StatusCode)
 	}
+	return session
+}
+
+// callHead is the raw head of a POST of n bytes on session, for a client
+// that writes its request itself.
+func callHead(f *fixture, principal, session string, n int) string {
 	u, _ := url.Parse(f.url)
-	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stub__echo","arguments":{}}}`
-	return f, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
 		"Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"+
-		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s",
-		cmp.Or(u.Path, "/"), u.Host, f.tokens["agent"], session, len(body), body)
+		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n",
+		cmp.Or(u.Path, "/"), u.Host, f.tokens[principal], session, n)
 }
 
 // A client that asks for a stream and never reads it does not hold the

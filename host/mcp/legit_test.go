@@ -1,8 +1,13 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +103,56 @@ func TestHeldCallAnsweredLateDelivered(t *testing.T) {
 	}
 	if len(progress) == 0 {
 		t.Fatal("the plugin's progress did not reach the client")
+	}
+}
+
+// A call whose request body arrives slowly (within the body's own
+// bound: 64 KiB per write timeout) and that then runs most of its call
+// timeout is answered: the POST's answer is bounded from the end of its
+// body, where the call's own time starts, not from its arrival.
+func TestSlowUploadThenLongCallAnswered(t *testing.T) {
+	const (
+		callTimeout = 2 * time.Second
+		writeTO     = time.Second
+		piece       = 64 << 10
+		pieces      = 5
+		gap         = 600 * time.Millisecond // under writeTO per 64 KiB
+	)
+	f := newFixtureOpts(t, hostmcp.Options{CallTimeout: callTimeout, WriteTimeout: writeTO}, allowAll,
+		func(h *host.Host) error {
+			return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
+				return &stub{exited: make(chan struct{}), slow: callTimeout * 3 / 4}, nil
+			})
+		}, "agent")
+	session := openSession(t, f, "agent")
+	// JSON allows whitespace between tokens: the padding is the upload.
+	body := `{"jsonrpc":"2.0","id":2,` + strings.Repeat(" ", pieces*piece) +
+		`"method":"tools/call","params":{"name":"stub__echo","arguments":{"say":"hi"}}}`
+	u, _ := url.Parse(f.url)
+	head := callHead(f, "agent", session, len(body))
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(body); i += piece {
+		if i > 0 {
+			time.Sleep(gap) // the client's pace, not a wait for the server
+		}
+		if _, err := io.WriteString(conn, body[i:min(i+piece, len(body))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound for the test
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), "STATUS_SUCCEEDED") {
+		t.Fatalf("answer %d %q: %v", resp.StatusCode, answer, err)
 	}
 }

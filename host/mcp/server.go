@@ -150,8 +150,12 @@ func (s *Server) Handler() http.Handler {
 			// before it) ends within the call's own bound and one write
 			// timeout: a client that reads it just fast enough for each
 			// piece does not hold a large result for hours. The GET
-			// stream of a session has no such end.
-			writedeadline.SetLimit(w, time.Now().Add(s.opts.callTimeout()+wt))
+			// stream of a session has no such end. The call's bound
+			// starts once its body is read, so the limit is set again
+			// then: a slow upload does not eat into the call's time.
+			limit := func() { writedeadline.SetLimit(w, time.Now().Add(s.opts.callTimeout()+wt)) }
+			limit()
+			r.Body = &atEnd{ReadCloser: r.Body, length: r.ContentLength, fn: limit}
 		}
 		next.ServeHTTP(w, r)
 	}))
