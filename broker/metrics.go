@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,6 +23,7 @@ type Metrics struct {
 	hits, misses  prometheus.Counter
 	stale         prometheus.Counter
 	secretVersion *prometheus.GaugeVec
+	versions      sync.Map // intent → its secretVersion gauge, looked up once
 	minted        *prometheus.CounterVec
 	owed          prometheus.Gauge
 	owedEvents    *prometheus.CounterVec
@@ -156,10 +159,18 @@ func (m *Metrics) staleServed() {
 	}
 }
 
+// version sets intent's secret version gauge. It runs on every request
+// the proxy forwards: the labelled gauge is found once per intent
+// (intents come from the configuration, so the memo is bounded).
 func (m *Metrics) version(intent string, v int) {
-	if m != nil {
-		m.secretVersion.WithLabelValues(intent).Set(float64(v))
+	if m == nil {
+		return
 	}
+	g, ok := m.versions.Load(intent)
+	if !ok {
+		g, _ = m.versions.LoadOrStore(intent, m.secretVersion.WithLabelValues(intent))
+	}
+	g.(prometheus.Gauge).Set(float64(v))
 }
 
 // owedRevocation counts an owed revocation's event and sets the gauge of
