@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -157,5 +158,39 @@ func TestClientConnAlivePartialRecord(t *testing.T) {
 				t.Fatalf("after the looks the connection reads %q, %v", line, err)
 			}
 		})
+	}
+}
+
+// A close_notify that came in the same read as the response's last
+// record is taken in by the TLS layer with the response: the look finds
+// the end of the stream there, with nothing on the socket.
+func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
+	c, peer := tcpPair(t)
+	held := &heldConn{Conn: peer}
+	cc, ts := tlsPairOver(t, c, held)
+	if !cc.Alive() {
+		t.Fatal("a fresh TLS connection is not alive")
+	}
+	held.hold = true
+	if _, err := io.WriteString(ts, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.CloseWrite(); err != nil { // close_notify, the socket kept open
+		t.Fatal(err)
+	}
+	_ = peer.SetWriteDeadline(time.Time{}) // CloseWrite ends the socket's writes
+	if _, err := peer.Write(held.held); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, cc.guard.Conn, "the response")
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "ok" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if !cc.probe.Idle() || cc.Buffered() {
+		t.Fatal("the close_notify is not only in the TLS layer")
+	}
+	if cc.Alive() {
+		t.Fatal("a connection whose TLS layer holds a close_notify is alive")
 	}
 }
