@@ -168,3 +168,83 @@ func TestUpstreamLeftoverInsideTLSRecord(t *testing.T) {
 		}
 	}
 }
+
+// heldConn keeps what is written to it while hold is set, for a test to
+// send it in pieces of its choosing.
+type heldConn struct {
+	net.Conn
+	hold bool
+	held []byte
+}
+
+func (h *heldConn) Write(p []byte) (int, error) {
+	if h.hold {
+		h.held = append(h.held, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
+
+// Bytes past a response can end inside a TLS record whose rest is still
+// on its way: the TLS layer holds the record's start as ciphertext it
+// cannot decrypt yet, with nothing buffered and nothing on the socket.
+// Here the upstream's first answer comes in one write with the first
+// bytes of a second response's record; it sends the rest only when
+// another request arrives on that connection.
+func TestUpstreamLeftoverRecordStart(t *testing.T) {
+	const fake = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nSMUGGLED"
+	ca := testenv.NewCA(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cfg := &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "up.example.com")}}
+	var conns atomic.Int32
+	go func() {
+		for {
+			raw, err := l.Accept()
+			if err != nil {
+				return
+			}
+			first := conns.Add(1) == 1
+			go func() {
+				defer raw.Close()
+				hc := &heldConn{Conn: raw}
+				tc := tls.Server(hc, cfg)
+				br := bufio.NewReader(tc)
+				var rest []byte
+				for n := 1; ; n++ {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, r.Body)
+					if !first || n > 1 {
+						// The smuggled response's end, then the real answer.
+						_, _ = raw.Write(rest)
+						_, _ = io.WriteString(tc, okFor(r))
+						continue
+					}
+					hc.hold = true
+					_, _ = io.WriteString(tc, okFor(r))
+					_, _ = io.WriteString(tc, fake)
+					hc.hold = false
+					end := 5 + (int(hc.held[3])<<8 | int(hc.held[4])) + 3 // 3 bytes into the fake's record
+					rest = hc.held[end:]
+					if _, err := raw.Write(hc.held[:end]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	u := loopbackUpstreamClient(t, ca)
+	t.Cleanup(u.CloseIdleConnections)
+	base := "https://up.example.com:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	for _, p := range []string{"/first", "/second", "/third"} {
+		if _, body := get(t, u, "GET", base+p, nil); body != "real answer to "+p {
+			t.Fatalf("GET %s got %q: the connection was reused with the start of a record in its TLS layer", p, body)
+		}
+	}
+}

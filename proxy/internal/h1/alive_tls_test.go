@@ -3,8 +3,11 @@ package h1
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
@@ -14,8 +17,14 @@ import (
 // the server's end.
 func tlsPair(t *testing.T) (*ClientConn, *tls.Conn) {
 	t.Helper()
-	ca := testenv.NewCA(t)
 	c, peer := tcpPair(t)
+	return tlsPairOver(t, c, peer)
+}
+
+// tlsPairOver is tlsPair over c and its peer.
+func tlsPairOver(t *testing.T, c, peer net.Conn) (*ClientConn, *tls.Conn) {
+	t.Helper()
+	ca := testenv.NewCA(t)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
 	guarded := Guard(c)
@@ -83,5 +92,105 @@ func TestClientConnAliveGuardedTLS(t *testing.T) {
 	got := make([]byte, 4)
 	if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "pong" {
 		t.Fatalf("after the looks the connection reads %q, %v", got, err)
+	}
+}
+
+// heldConn keeps what is written to it while hold is set, for a test to
+// send in pieces of its choosing.
+type heldConn struct {
+	net.Conn
+	hold bool
+	held []byte
+}
+
+func (h *heldConn) Write(p []byte) (int, error) {
+	if h.hold {
+		h.held = append(h.held, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
+
+// A TLS record that began to arrive after a response, its rest not yet
+// sent, waits in the TLS layer as ciphertext, with nothing buffered and
+// nothing on the socket: no look can decrypt it, but it is bytes the
+// upstream sent past its response, and the connection is not alive (the
+// rest, once it comes, would be read as the answer to the next request).
+func TestClientConnAlivePartialRecord(t *testing.T) {
+	for _, cut := range []int{1, 4, 5, 12} { // in the record's header, at its end, in its body
+		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			c, peer := tcpPair(t)
+			held := &heldConn{Conn: peer}
+			cc, ts := tlsPairOver(t, c, held)
+			if !cc.Alive() {
+				t.Fatal("a fresh TLS connection is not alive")
+			}
+			held.hold = true
+			const stray = "HTTP/1.1 200 OK\r\n"
+			if _, err := io.WriteString(ts, "ok"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(ts, stray); err != nil {
+				t.Fatal(err)
+			}
+			first := 5 + (int(held.held[3])<<8 | int(held.held[4]))
+			// The response's record and the start of the next, in one write.
+			if _, err := peer.Write(held.held[:first+cut]); err != nil {
+				t.Fatal(err)
+			}
+			waitReadable(t, cc.guard.Conn, "the response")
+			got := make([]byte, 2)
+			if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "ok" {
+				t.Fatalf("read %q, %v", got, err)
+			}
+			if !cc.probe.Idle() || cc.Buffered() {
+				t.Fatal("the record's start is not only in the TLS layer")
+			}
+			if cc.Alive() {
+				t.Fatal("a connection with the start of a record in its TLS layer is alive")
+			}
+			// What reusing it would read: the stray bytes.
+			if _, err := peer.Write(held.held[first+cut:]); err != nil {
+				t.Fatal(err)
+			}
+			line, err := cc.br.ReadString('\n')
+			if err != nil || line != stray {
+				t.Fatalf("after the looks the connection reads %q, %v", line, err)
+			}
+		})
+	}
+}
+
+// A close_notify that came in the same read as the response's last
+// record is taken in by the TLS layer with the response: the look finds
+// the end of the stream there, with nothing on the socket.
+func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
+	c, peer := tcpPair(t)
+	held := &heldConn{Conn: peer}
+	cc, ts := tlsPairOver(t, c, held)
+	if !cc.Alive() {
+		t.Fatal("a fresh TLS connection is not alive")
+	}
+	held.hold = true
+	if _, err := io.WriteString(ts, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.CloseWrite(); err != nil { // close_notify, the socket kept open
+		t.Fatal(err)
+	}
+	_ = peer.SetWriteDeadline(time.Time{}) // CloseWrite ends the socket's writes
+	if _, err := peer.Write(held.held); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, cc.guard.Conn, "the response")
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "ok" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if !cc.probe.Idle() || cc.Buffered() {
+		t.Fatal("the close_notify is not only in the TLS layer")
+	}
+	if cc.Alive() {
+		t.Fatal("a connection whose TLS layer holds a close_notify is alive")
 	}
 }

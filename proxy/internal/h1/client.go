@@ -49,18 +49,48 @@ func Guard(raw net.Conn) net.Conn { return &guardedConn{Conn: raw} }
 
 // guardedConn is a socket under a TLS client connection. While refusing
 // is set (only by Alive, on the goroutine that owns the connection),
-// a read returns errRefused at once and touches nothing.
+// a read returns errRefused at once and touches nothing. It follows the
+// TLS records the bytes it passes on make up: a record begun but not
+// whole waits in the TLS layer as ciphertext that no look can decrypt.
 type guardedConn struct {
 	net.Conn
 	refusing bool
+	hdr      [5]byte // the next record's header, nhdr bytes of it read
+	nhdr     int
+	rest     int // bytes of the current record's body still to come
 }
 
 func (g *guardedConn) Read(p []byte) (int, error) {
 	if g.refusing {
 		return 0, errRefused
 	}
-	return g.Conn.Read(p)
+	n, err := g.Conn.Read(p)
+	g.follow(p[:n])
+	return n, err
 }
+
+// follow moves over b, the next bytes of the record stream (every byte a
+// TLS client reads is in a record: a 5-byte header whose last two bytes
+// are the length of the body after it).
+func (g *guardedConn) follow(b []byte) {
+	for len(b) > 0 {
+		if g.rest > 0 {
+			k := min(g.rest, len(b))
+			g.rest -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(g.hdr[g.nhdr:], b)
+		g.nhdr += k
+		b = b[k:]
+		if g.nhdr == len(g.hdr) {
+			g.nhdr, g.rest = 0, int(g.hdr[3])<<8|int(g.hdr[4])
+		}
+	}
+}
+
+// midRecord reports whether the bytes read end inside a record.
+func (g *guardedConn) midRecord() bool { return g.nhdr > 0 || g.rest > 0 }
 
 // errRefused is what a guarded socket's read returns while Alive looks:
 // a temporary timeout, as an expired deadline's error is, so that
@@ -90,12 +120,15 @@ func (c *ClientConn) Alive() bool {
 	// Plaintext the TLS layer decrypted but br did not take (a record
 	// split at a response's end), or a whole record it read off the
 	// socket, is in neither place: a read that cannot wait finds it. A
-	// read timeout leaves tls.Conn usable.
+	// read timeout leaves tls.Conn usable. The TLS layer reads past whole
+	// records only once it has none left, so a refused read with the
+	// bytes read ending inside a record means the start of a record
+	// waits in it: bytes sent past the response too.
 	if g := c.guard; g != nil {
 		g.refusing = true
 		_, err := c.br.Peek(1)
 		g.refusing = false
-		return errors.Is(err, errRefused)
+		return errors.Is(err, errRefused) && !g.midRecord()
 	}
 	_ = c.conn.SetReadDeadline(time.Unix(1, 0)) // long past: the read returns at once
 	_, err := c.br.Peek(1)

@@ -194,3 +194,60 @@ func httptestGet() *http.Request {
 	r, _ := http.NewRequest(http.MethodGet, "http://api.example.com/", nil)
 	return r
 }
+
+// A WebSocket handler that takes the connection over from a request
+// holding the previous request's watch, after that watch started
+// reading and took a byte the client sent to the new protocol, gets the
+// byte back first; the watch is not kept for a next request.
+func TestHijackWithReusedWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var first *hangupWatch
+		var loop *Conn
+		release := make(chan struct{})
+		client, done := serveLoop(t, func(w http.ResponseWriter, r *http.Request) {
+			c := ConnOf(w)
+			if r.URL.Path == "/a" {
+				first = c.watch
+				io.WriteString(w, "a")
+				return
+			}
+			if c.watch != first {
+				t.Error("the upgrade did not take the last request's watch")
+			}
+			<-release
+			conn, _ := c.Hijack()
+			b := make([]byte, 1)
+			if _, err := io.ReadFull(conn, b); err != nil {
+				t.Error(err)
+			}
+			io.WriteString(conn, "got "+string(b))
+			loop = c
+		}, time.Minute)
+		br := bufio.NewReader(client)
+		io.WriteString(client, rawGet("/a"))
+		if got := readResponseBody(t, br); got != "a" {
+			t.Fatalf("/a answered %q", got)
+		}
+		io.WriteString(client, rawGet("/ws"))
+		time.Sleep(2 * hangupAfter) // the bubble's clock: the watch is reading
+		synctest.Wait()
+		go io.WriteString(client, "x") // taken by the watch
+		synctest.Wait()
+		first.mu.Lock()
+		took := first.got
+		first.mu.Unlock()
+		if !took {
+			t.Fatal("the watch did not take the byte")
+		}
+		close(release)
+		got := make([]byte, len("got x"))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != "got x" {
+			t.Fatalf("the taken-over connection answered %q, %v", got, err)
+		}
+		client.Close()
+		<-done
+		if loop.spareWatch != nil {
+			t.Error("a paused watch was kept for a next request")
+		}
+	})
+}
