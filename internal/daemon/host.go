@@ -253,10 +253,12 @@ func startHost(ctx context.Context, cfg *config.Config, opts Options, deps hostD
 	if err := n.startPlugins(cfg, deps); err != nil {
 		return nil, err
 	}
-	if err := n.serveControl(cfg, n.withMCP(cfg, ctl, opts.Version)); err != nil {
+	// Readiness first: once the control API answers, a caller that saw
+	// the plugins running there may ask /readyz at once.
+	if err := n.serveAdminChecks(cfg, deps.admin, ownRegistry); err != nil {
 		return nil, err
 	}
-	if err := n.serveAdminChecks(cfg, deps.admin, ownRegistry); err != nil {
+	if err := n.serveControl(cfg, n.withMCP(cfg, ctl, opts.Version)); err != nil {
 		return nil, err
 	}
 	log.Info("airlock host running", "plugins", h.Names(), "control", n.control, "broker", cfg.Host.Broker)
