@@ -1,0 +1,101 @@
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// ErrPlanted: a file or directory Airlock makes for itself is not one it
+// could have made — a symbolic link, a file with another name (a hard
+// link), one in a directory others may write to, or another user's.
+// Another local user could have put it there to make this process write,
+// truncate or give away a file elsewhere, or read what it writes.
+var ErrPlanted = errors.New("refused: another user could have put it there")
+
+// planted is an ErrPlanted naming path and why.
+func planted(path, why string) error {
+	return fmt.Errorf("%w: %s %s", ErrPlanted, path, why)
+}
+
+// OpenOwnFile opens name for reading and writing, creating it 0600 when
+// missing, as a file Airlock keeps in its own directory (a lock file, a
+// pid file): name must not be a symbolic link and must be a regular file
+// with no other name. A link planted there would otherwise have this
+// process (root, perhaps) open, write or chown its target.
+func OpenOwnFile(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, planted(name, "is a symbolic link (Airlock makes this file itself: remove the link)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		f.Close()
+		return nil, planted(name, "is not a regular file")
+	case st.Nlink != 1:
+		f.Close()
+		return nil, planted(name, "has another name (a hard link): remove it")
+	}
+	return f, nil
+}
+
+// CheckPrivateDir refuses a directory in which another user could plant
+// or replace what this process makes, reads back or hands on (a state
+// directory, a key or token directory). path (a symbolic link to a
+// directory is followed: the operator's choice) must be a directory
+// neither its group nor others may write, of this process's effective
+// user; root also accepts a service user's own directory (the rotation
+// and install commands root runs write there for the service). In a
+// directory anyone may write to (the temp directory) it must be this
+// process's own, and not a link: anyone could have made it first.
+func CheckPrivateDir(path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", path)
+	}
+	if st.Mode&0o022 != 0 {
+		return planted(path, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 700 it", st.Mode&0o7777))
+	}
+	euid := os.Geteuid()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	var parent syscall.Stat_t
+	if err := syscall.Stat(filepath.Dir(abs), &parent); err != nil {
+		return err
+	}
+	if parent.Mode&0o002 != 0 {
+		if parent.Mode&syscall.S_ISVTX == 0 {
+			return planted(path, "is in a directory anyone may write to and rename in: choose another place")
+		}
+		var lst syscall.Stat_t
+		if err := syscall.Lstat(abs, &lst); err != nil {
+			return err
+		}
+		if lst.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			return planted(path, "is a symbolic link in a directory anyone may write to: remove it")
+		}
+		if int(st.Uid) != euid {
+			return planted(path, fmt.Sprintf("belongs to user %s and is in a directory anyone may write to: remove it, or choose another place", userName(int(st.Uid))))
+		}
+	}
+	if int(st.Uid) != euid && euid != 0 {
+		who := userName(int(st.Uid))
+		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user: run as %s, or choose a directory of your own", who, who))
+	}
+	return nil
+}
