@@ -54,10 +54,11 @@ func OpenOwnFile(name string) (*os.File, error) {
 // directory, a key or token directory). path (a symbolic link to a
 // directory is followed: the operator's choice) must be a directory
 // neither its group nor others may write, of this process's effective
-// user; root also accepts a service user's own directory (the rotation
-// and install commands root runs write there for the service). In a
-// directory anyone may write to (the temp directory) it must be this
-// process's own, and not a link: anyone could have made it first.
+// user or of root; root also accepts a service user's own directory (the
+// rotation and install commands root runs write there for the service).
+// In a directory anyone may write to (the temp directory) it must be this
+// process's own (or root's), and not a link: anyone could have made it
+// first.
 func CheckPrivateDir(path string) error {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
@@ -89,11 +90,11 @@ func CheckPrivateDir(path string) error {
 		if lst.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 			return planted(path, "is a symbolic link in a directory anyone may write to: remove it")
 		}
-		if int(st.Uid) != euid {
+		if int(st.Uid) != euid && st.Uid != 0 {
 			return planted(path, fmt.Sprintf("belongs to user %s and is in a directory anyone may write to: remove it, or choose another place", userName(int(st.Uid))))
 		}
 	}
-	if int(st.Uid) != euid && euid != 0 {
+	if int(st.Uid) != euid && st.Uid != 0 && euid != 0 {
 		who := userName(int(st.Uid))
 		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user: run as %s, or choose a directory of your own", who, who))
 	}

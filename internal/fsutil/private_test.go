@@ -142,11 +142,16 @@ func TestCheckPrivateDir(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := CheckPrivateDir(d)
+		rootsErr := CheckPrivateDir(parent)
 		if rerr := syscall.Setresuid(-1, 0, -1); rerr != nil {
 			t.Fatal(rerr)
 		}
 		if !errors.Is(err, ErrPlanted) {
 			t.Fatalf("another user's directory: %v", err)
+		}
+		// Everyone trusts root's (an /etc/airlock that holds a key).
+		if rootsErr != nil {
+			t.Fatalf("root's directory: %v", rootsErr)
 		}
 	})
 }
