@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 func writeLog(t *testing.T, n int) (string, []string) {
@@ -135,4 +137,27 @@ func TestEvidenceLogSingleWriter(t *testing.T) {
 		t.Fatalf("after the first closed: %v", err)
 	}
 	l2.Close()
+}
+
+// A link where the log goes would have the host (or root running a repair
+// or an install) create or append to a file of its planter's choosing.
+func TestEvidenceLogRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(t.TempDir(), "not-yet")
+	p := filepath.Join(dir, "evidence.jsonl")
+	if err := os.Symlink(elsewhere, p); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(p); !errors.Is(err, fsutil.ErrPlanted) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("a link as the evidence log: %v", err)
+	}
+	if _, err := Repair(p); !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("a link repaired as the evidence log: %v", err)
+	}
+	if _, err := os.Lstat(elsewhere); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was made: %v", err)
+	}
 }
