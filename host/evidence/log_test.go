@@ -161,3 +161,23 @@ func TestEvidenceLogRefusesALink(t *testing.T) {
 		t.Fatalf("the link's target was made: %v", err)
 	}
 }
+
+// A checkpoint key in a directory another user may write to could be one
+// they know: neither read nor made there.
+func TestEvidenceKeyRefusesADirectoryOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadKey(filepath.Join(dir, "evidence-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"evidence-key.pem", "new-key.pem"} {
+		if _, err := LoadKey(filepath.Join(dir, name)); !errors.Is(err, fsutil.ErrPlanted) {
+			t.Fatalf("%s in a directory anyone may write to: %v", name, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "new-key.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a key was made: %v", err)
+	}
+}
