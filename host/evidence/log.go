@@ -150,9 +150,17 @@ func openFile(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %s is not a regular file", fsutil.ErrPlanted, path)
+	}
+	if err == nil {
+		// Others who may write it could rewrite the trail.
+		err = fsutil.CheckOwnFileMode(path, st.Mode())
+	}
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("evidence log: %w: %s is not a regular file", fsutil.ErrPlanted, path)
+		return nil, fmt.Errorf("evidence log: %w", err)
 	}
 	// One writer per log: two would each extend the chain from their own
 	// cached head and fork it.

@@ -181,3 +181,18 @@ func TestEvidenceKeyRefusesADirectoryOthersMayWrite(t *testing.T) {
 		t.Fatalf("a key was made: %v", err)
 	}
 }
+
+// A log others may write (copied in, chmodded) could be rewritten by
+// them: it is refused, not continued.
+func TestEvidenceLogRefusesAFileOthersMayWrite(t *testing.T) {
+	p, _ := writeLog(t, 2)
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(p); !errors.Is(err, fsutil.ErrPlanted) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("a log anyone may write: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package fsutil
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -10,10 +11,11 @@ import (
 
 // ErrPlanted: a file or directory Airlock makes for itself is not one it
 // could have made — a symbolic link, a file with another name (a hard
-// link), one in a directory others may write to, or another user's.
+// link), one in a directory others may write to, another user's, or one
+// its group or others may write.
 // Another local user could have put it there to make this process write,
 // truncate or give away a file elsewhere, or read what it writes.
-var ErrPlanted = errors.New("refused: another user could have put it there")
+var ErrPlanted = errors.New("refused: another local user could have put it there or may change it")
 
 // planted is an ErrPlanted naming path and why.
 func planted(path, why string) error {
@@ -97,6 +99,17 @@ func CheckPrivateDir(path string) error {
 	if int(st.Uid) != euid && st.Uid != 0 && euid != 0 {
 		who := userName(int(st.Uid))
 		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user: run as %s, or choose a directory of your own", who, who))
+	}
+	return nil
+}
+
+// CheckOwnFileMode refuses a file Airlock keeps for itself (an evidence
+// log, a store, the lockfile) that its group or others may write: they
+// could rewrite what it records or decides. Airlock makes them 0600; one
+// copied in or chmodded since is named with the fix.
+func CheckOwnFileMode(name string, mode fs.FileMode) error {
+	if mode.Perm()&0o022 != 0 {
+		return planted(name, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 600 it", mode.Perm()))
 	}
 	return nil
 }
