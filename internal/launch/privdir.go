@@ -54,6 +54,14 @@ func newSession(tmp string) (string, error) {
 	if err := fsutil.CheckOwnDir(base); err != nil {
 		return "", err
 	}
+	// Plugins a root host runs as another uid traverse it too (landlock
+	// level): 0711 whatever the umask was when it was made (a unit's
+	// UMask=0077 left it 0700).
+	if fi, err := os.Lstat(base); err == nil && fi.Mode().Perm() != 0o711 {
+		if err := os.Chmod(base, 0o711); err != nil {
+			return "", err
+		}
+	}
 	sweep, err := os.OpenFile(filepath.Join(base, ".sweep"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", err

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -131,5 +132,21 @@ func TestPrivateDirsRefuseAForeignBase(t *testing.T) {
 	}
 	if _, err := newSession(tmp); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("a symlinked base was used: %v", err)
+	}
+}
+
+// The base and the session are 0711 whatever the umask (a unit's
+// UMask=0077): plugins a root host runs as their own uid traverse both.
+func TestPrivateDirsTraversableWhateverTheUmask(t *testing.T) {
+	tmp := t.TempDir()
+	old := syscall.Umask(0o077)
+	_, err := newSession(tmp)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if fi, err := os.Stat(base); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("base %v %v, want 0711", fi.Mode().Perm(), err)
 	}
 }
