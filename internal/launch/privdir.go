@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,15 +34,30 @@ import (
 var (
 	sessionOnce sync.Once
 	sessionDir  string // "" when the base could not be used
+	sessionErr  error  // why not
+	sessionWarn sync.Once
 )
 
 // MkdirPrivate makes a new private directory for one plugin process, in
 // this host's session (see above), readable only by its owner.
 func MkdirPrivate(prefix string) (string, error) {
 	sessionOnce.Do(func() {
-		sessionDir, _ = newSession(os.TempDir())
+		sessionDir, sessionErr = newSession(os.TempDir())
 	})
 	return os.MkdirTemp(sessionDir, prefix)
+}
+
+// warnNoSession says once per process, when private directories are made
+// directly in the temp directory, why: another local user squatting on
+// the base shows, and so does the clean-up after a crash being off.
+func warnNoSession(log *slog.Logger) {
+	if sessionErr == nil {
+		return
+	}
+	sessionWarn.Do(func() {
+		log.Warn("plugins' private directories are made directly in the temp directory, and a crash leaves them behind: the per-user base cannot be used",
+			"reason", sessionErr.Error())
+	})
 }
 
 // newSession starts a session under tmp after sweeping the dead ones,

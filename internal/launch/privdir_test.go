@@ -2,11 +2,14 @@ package launch
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -148,5 +151,29 @@ func TestPrivateDirsTraversableWhateverTheUmask(t *testing.T) {
 	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
 	if fi, err := os.Stat(base); err != nil || fi.Mode().Perm() != 0o711 {
 		t.Fatalf("base %v %v, want 0711", fi.Mode().Perm(), err)
+	}
+}
+
+// A base another user made first is not used, and the host says so once
+// (with why), not silently.
+func TestPrivateDirsWarnOnceWithoutASession(t *testing.T) {
+	tmp := t.TempDir()
+	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if err := os.Mkdir(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	savedErr := sessionErr
+	t.Cleanup(func() { sessionErr, sessionWarn = savedErr, sync.Once{} })
+	_, sessionErr = newSession(tmp)
+	sessionWarn = sync.Once{}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	warnNoSession(log)
+	warnNoSession(log)
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), "writable by others") {
+		t.Fatalf("%d warnings: %s", n, buf.String())
 	}
 }
