@@ -58,9 +58,9 @@ func OpenOwnFile(name string) (*os.File, error) {
 // neither its group nor others may write, of this process's effective
 // user or of root; root also accepts a service user's own directory (the
 // rotation and install commands root runs write there for the service).
-// In a directory anyone may write to (the temp directory) it must be this
-// process's own (or root's), and not a link: anyone could have made it
-// first.
+// In a directory anyone may write to (the temp directory, a pod's shared
+// emptyDir) it must be this process's own (or root's), and not a link:
+// anyone could have made it first.
 func CheckPrivateDir(path string) error {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
@@ -82,9 +82,8 @@ func CheckPrivateDir(path string) error {
 		return err
 	}
 	if parent.Mode&0o002 != 0 {
-		if parent.Mode&syscall.S_ISVTX == 0 {
-			return planted(path, "is in a directory anyone may write to and rename in: choose another place")
-		}
+		// The temp directory, or a pod's shared emptyDir (0777): what is
+		// in it is trusted only when it is ours.
 		var lst syscall.Stat_t
 		if err := syscall.Lstat(abs, &lst); err != nil {
 			return err

@@ -96,12 +96,19 @@ func TestCheckPrivateDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("in a directory anyone may write to and rename in", func(t *testing.T) {
+	t.Run("our own in a pod's shared emptyDir (0777)", func(t *testing.T) {
 		parent := t.TempDir()
 		d := mkdir(t, parent, 0o700)
 		chmod(t, parent, 0o777)
-		if err := CheckPrivateDir(d); !errors.Is(err, ErrPlanted) {
+		if err := CheckPrivateDir(d); err != nil {
 			t.Fatal(err)
+		}
+		link := filepath.Join(parent, "link")
+		if err := os.Symlink(d, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPrivateDir(link); !errors.Is(err, ErrPlanted) {
+			t.Fatalf("a link in a directory anyone may write to: %v", err)
 		}
 	})
 	t.Run("a link in the temp directory", func(t *testing.T) {
@@ -131,9 +138,11 @@ func TestCheckPrivateDir(t *testing.T) {
 			t.Fatalf("root, a service's directory: %v", err)
 		}
 		// Not when anyone could have made it.
-		chmod(t, parent, os.ModeSticky|0o777)
-		if err := CheckPrivateDir(d); !errors.Is(err, ErrPlanted) {
-			t.Fatalf("root, another user's directory in the temp directory: %v", err)
+		for _, mode := range []os.FileMode{os.ModeSticky | 0o777, 0o777} {
+			chmod(t, parent, mode)
+			if err := CheckPrivateDir(d); !errors.Is(err, ErrPlanted) {
+				t.Fatalf("root, another user's directory in a directory of mode %v: %v", mode, err)
+			}
 		}
 		chmod(t, parent, 0o755)
 		chmod(t, filepath.Dir(parent), 0o755)
