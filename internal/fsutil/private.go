@@ -69,9 +69,6 @@ func CheckPrivateDir(path string) error {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return fmt.Errorf("%s is not a directory", path)
 	}
-	if st.Mode&0o022 != 0 {
-		return planted(path, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 700 it", st.Mode&0o7777))
-	}
 	euid := os.Geteuid()
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -98,6 +95,10 @@ func CheckPrivateDir(path string) error {
 	if int(st.Uid) != euid && st.Uid != 0 && euid != 0 {
 		who := userName(int(st.Uid))
 		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user: run as %s, or choose a directory of your own", who, who))
+	}
+	// Last: "chmod" is the fix only for a directory that is rightly ours.
+	if st.Mode&0o022 != 0 {
+		return planted(path, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 700 it", st.Mode&0o7777))
 	}
 	return nil
 }

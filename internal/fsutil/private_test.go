@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -137,13 +138,16 @@ func TestCheckPrivateDir(t *testing.T) {
 		if err := CheckPrivateDir(d); err != nil {
 			t.Fatalf("root, a service's directory: %v", err)
 		}
-		// Not when anyone could have made it.
+		// Not when anyone could have made it (the fix is to remove it,
+		// not to chmod it, even when it is open as well).
 		for _, mode := range []os.FileMode{os.ModeSticky | 0o777, 0o777} {
 			chmod(t, parent, mode)
-			if err := CheckPrivateDir(d); !errors.Is(err, ErrPlanted) {
+			chmod(t, d, 0o777)
+			if err := CheckPrivateDir(d); !errors.Is(err, ErrPlanted) || !strings.Contains(err.Error(), "remove it") {
 				t.Fatalf("root, another user's directory in a directory of mode %v: %v", mode, err)
 			}
 		}
+		chmod(t, d, 0o700)
 		chmod(t, parent, 0o755)
 		chmod(t, filepath.Dir(parent), 0o755)
 		// Nor does anyone but root.
