@@ -25,13 +25,18 @@ type StateLock struct{ f *os.File }
 
 // LockStateDir takes the state directory for this process, or fails with
 // ErrStateDirInUse while another process holds it. The lock is released
-// by Release, or by the process ending in any way.
+// by Release, or by the process ending in any way. A state directory
+// another user could write to, or could have made, is refused
+// (fsutil.CheckPrivateDir), and so is a link at the lock file's place.
 func LockStateDir(dir string) (*StateLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	if err := fsutil.CheckPrivateDir(dir); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	path := filepath.Join(dir, StateLockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := fsutil.OpenOwnFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("state directory lock: %w", err)
 	}

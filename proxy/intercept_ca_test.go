@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -186,5 +187,23 @@ func TestInterceptCAVault(t *testing.T) {
 	ca, err := openCA(ctx, other, nil)
 	if err != nil || ca.cert.Subject.CommonName != promoted.Signer.Subject {
 		t.Fatalf("another replica loads %v, %v", ca, err)
+	}
+}
+
+// A CA key in a directory another local user may write to could be
+// theirs, or be given to them (root gives a new file to its directory's
+// owner): it is neither read nor made there.
+func TestInterceptCARefusesAKeyDirectoryOthersMayWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	store := fileCAStore{cert: filepath.Join(dir, "ca.pem"), key: filepath.Join(dir, "ca.key")}
+	if _, err := openCA(ctx, store, nil); !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("a CA in a directory anyone may write to: %v", err)
+	}
+	if _, err := os.Lstat(store.key); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a CA key was made: %v", err)
 	}
 }

@@ -55,6 +55,9 @@ func (f fileCAStore) String() string  { return "the files " + f.cert + " and " +
 
 func (f fileCAStore) load(context.Context) (caState, error) {
 	var st caState
+	if err := fsutil.CheckPrivateDir(filepath.Dir(f.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return caState{}, fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
+	}
 	for _, x := range []struct {
 		path, name string
 		dst        *[]byte
@@ -90,6 +93,11 @@ func (f fileCAStore) save(_ context.Context, st caState) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
+	}
+	// A CA key in a directory another user may write to, or made, would
+	// be theirs to read (root gives a new file to its directory's owner).
+	if err := fsutil.CheckPrivateDir(filepath.Dir(f.key)); err != nil {
+		return fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
 	}
 	if len(st.NextKey) > 0 {
 		if err := fsutil.WriteFile(f.next(), st.NextKey, 0o600); err != nil {

@@ -49,6 +49,11 @@ func (f *FileSource) Load(context.Context) (KeySet, error) {
 }
 
 func (f *FileSource) read() ([]byte, error) {
+	// A key in a directory another user may write to, or made, could
+	// be theirs: they would sign what they like.
+	if err := fsutil.CheckPrivateDir(filepath.Dir(f.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("key directory: %w", err)
+	}
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err
@@ -82,6 +87,9 @@ func (f *FileSource) Save(_ context.Context, set KeySet) error {
 	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create key directory: %w", err)
+	}
+	if err := fsutil.CheckPrivateDir(dir); err != nil {
+		return fmt.Errorf("key directory: %w", err)
 	}
 	lock, err := fsutil.OpenLockFile(f.Path + ".lock")
 	if err != nil {

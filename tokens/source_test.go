@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 func TestFileSourceRoundTripAndCAS(t *testing.T) {
@@ -150,5 +152,30 @@ func TestConcurrentRotateIfDueConverges(t *testing.T) {
 	}
 	if n := len(a.Keys()); n != 2 {
 		t.Fatalf("ring holds %d keys, want 2 (new + retired within retention)", n)
+	}
+}
+
+// Signing keys in a directory another local user may write to could be
+// theirs (a key they know signs what they like), and one root writes
+// there would be given to them: neither is read nor written.
+func TestFileSourceRefusesADirectoryOthersMayWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "signing.pem")
+	if _, err := NewRing(ctx, &FileSource{Path: path}, RingOptions{Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&FileSource{Path: path}).Load(ctx); !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("keys in a directory anyone may write to were read: %v", err)
+	}
+	fresh := filepath.Join(dir, "new.pem")
+	if err := (&FileSource{Path: fresh}).Save(ctx, KeySet{}); !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("keys were written in a directory anyone may write to: %v", err)
+	}
+	if _, err := os.Lstat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a key file was made: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/peerauth"
 	brokerv1 "github.com/airlock-dev/airlock/proto/airlock/broker/v1"
 	"github.com/airlock-dev/airlock/tokens"
 )
@@ -54,6 +55,11 @@ func Dial(target string, o DialOptions) (*Client, error) {
 	case unix:
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: no socket at %s (is airlock serve running? it listens on broker.api.socket)", broker.ErrBrokerUnavailable, path)
+		}
+		// The token goes to whoever listens there: not in a directory
+		// others may write to.
+		if err := peerauth.CheckSocketDir("broker socket", path); err != nil {
+			return nil, err
 		}
 		creds = insecure.NewCredentials() // the socket's directory and peer-uid check protect it
 	case o.TLS != nil:

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // CheckpointType is the record type of a signed checkpoint.
@@ -57,8 +59,14 @@ type Key struct {
 }
 
 // LoadKey reads the host's checkpoint key from path, creating it
-// (mode 0600) on first use. A key file others can read is refused.
+// (mode 0600) on first use. A key file others can read is refused, and
+// so is one in a directory others may write to (fsutil.CheckPrivateDir).
 func LoadKey(path string) (*Key, error) {
+	// A key in a directory another user may write to, or made, could be
+	// theirs: they would sign checkpoints of a trail they rewrote.
+	if err := fsutil.CheckPrivateDir(filepath.Dir(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("evidence key: %w", err)
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		_, priv, gerr := ed25519.GenerateKey(rand.Reader)
@@ -67,6 +75,9 @@ func LoadKey(path string) (*Key, error) {
 		}
 		der, _ := x509.MarshalPKCS8PrivateKey(priv)
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("evidence key: %w", err)
+		}
+		if err := fsutil.CheckPrivateDir(filepath.Dir(path)); err != nil {
 			return nil, fmt.Errorf("evidence key: %w", err)
 		}
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

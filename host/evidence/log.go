@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -135,13 +136,30 @@ func fromFile(f *os.File, path string) (*Log, error) {
 	return l, nil
 }
 
-// openFile opens path for appending and takes its lock.
+// openFile opens path for appending and takes its lock. A symbolic link
+// at path is refused: whoever planted it would have this process (root,
+// for a repair or an install) create or append to a file of their choice.
 func openFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("evidence log: %w: %s is a symbolic link (set host.evidence to the file itself)", fsutil.ErrPlanted, path)
+	}
 	if err != nil {
+		return nil, fmt.Errorf("evidence log: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %s is not a regular file", fsutil.ErrPlanted, path)
+	}
+	if err == nil {
+		// Others who may write it could rewrite the trail.
+		err = fsutil.CheckOwnFileMode(path, st.Mode())
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
 	// One writer per log: two would each extend the chain from their own

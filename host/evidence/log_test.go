@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 func writeLog(t *testing.T, n int) (string, []string) {
@@ -135,4 +137,62 @@ func TestEvidenceLogSingleWriter(t *testing.T) {
 		t.Fatalf("after the first closed: %v", err)
 	}
 	l2.Close()
+}
+
+// A link where the log goes would have the host (or root running a repair
+// or an install) create or append to a file of its planter's choosing.
+func TestEvidenceLogRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(t.TempDir(), "not-yet")
+	p := filepath.Join(dir, "evidence.jsonl")
+	if err := os.Symlink(elsewhere, p); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(p); !errors.Is(err, fsutil.ErrPlanted) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("a link as the evidence log: %v", err)
+	}
+	if _, err := Repair(p); !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("a link repaired as the evidence log: %v", err)
+	}
+	if _, err := os.Lstat(elsewhere); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was made: %v", err)
+	}
+}
+
+// A checkpoint key in a directory another user may write to could be one
+// they know: neither read nor made there.
+func TestEvidenceKeyRefusesADirectoryOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadKey(filepath.Join(dir, "evidence-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"evidence-key.pem", "new-key.pem"} {
+		if _, err := LoadKey(filepath.Join(dir, name)); !errors.Is(err, fsutil.ErrPlanted) {
+			t.Fatalf("%s in a directory anyone may write to: %v", name, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "new-key.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a key was made: %v", err)
+	}
+}
+
+// A log others may write (copied in, chmodded) could be rewritten by
+// them: it is refused, not continued.
+func TestEvidenceLogRefusesAFileOthersMayWrite(t *testing.T) {
+	p, _ := writeLog(t, 2)
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(p); !errors.Is(err, fsutil.ErrPlanted) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("a log anyone may write: %v", err)
+	}
 }

@@ -167,7 +167,7 @@ func cutRemains(f *os.File, path string) (Repaired, error) {
 		_ = dir.Sync()
 		dir.Close()
 	}
-	nf, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	nf, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,12 +45,25 @@ type LockedEntry struct {
 
 var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
-// ReadLockfile reads a lockfile; a missing one is empty.
+// ReadLockfile reads a lockfile; a missing one is empty. One its group
+// or others may write is refused: they could pin a binary of their own.
 func ReadLockfile(path string) (*Lockfile, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Lockfile{Version: 1, Plugins: map[string]LockedEntry{}, Ports: map[string]LockedPort{}}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("lockfile: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil {
+		err = fsutil.CheckOwnFileMode(path, st.Mode())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lockfile: %w", err)
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("lockfile: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -258,7 +259,10 @@ func defaultStateDir() string {
 	if home, err := os.UserHomeDir(); err == nil {
 		return filepath.Join(home, ".local", "state", "airlock")
 	}
-	return filepath.Join(os.TempDir(), "airlock")
+	// No home: the temp directory, a name per user (two users without a
+	// home do not share one). It is refused when another user made it
+	// first (fsutil.CheckPrivateDir).
+	return filepath.Join(os.TempDir(), "airlock-state-"+strconv.Itoa(os.Geteuid()))
 }
 
 // Validate returns every problem in the configuration at once.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,19 @@ func TestDefaultsValidate(t *testing.T) {
 	}
 	if c.Admin.Listen != DefaultAdminListen || c.Tokens.TTL != tokens.DefaultTTL {
 		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+// Without a home the state is in the temp directory under a name of the
+// user's own: two users without one do not share it (and one made by
+// another user first is refused when used: fsutil.CheckPrivateDir).
+func TestDefaultStateDirWithoutAHome(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if got, want := Default().StateDir, filepath.Join(tmp, "airlock-state-"+strconv.Itoa(os.Geteuid())); got != want {
+		t.Fatalf("state_dir = %s, want %s", got, want)
 	}
 }
 

@@ -228,6 +228,10 @@ func ControlClient(addr string, o ControlClientOptions) (*http.Client, string) {
 	base := strings.TrimSuffix(addr, "/")
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			// The control token goes to whoever listens there.
+			if err := peerauth.CheckSocketDir("control socket", path); err != nil {
+				return nil, err
+			}
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
 		}
 		base = "http://airlock"

@@ -71,8 +71,15 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 			" ./examples/tickets-provider)", "provider", opts.Provider, "err", perr)
 	}
 	dir := filepath.Join(cfg.StateDir, "dev")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	// The demo secret, keys and evidence go here: not where another user
+	// could plant or read them (host.LockStateDir checks the same).
+	for _, d := range []string{cfg.StateDir, dir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := fsutil.CheckPrivateDir(d); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

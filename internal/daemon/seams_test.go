@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -101,5 +103,23 @@ func TestDevLeavesCallersConfig(t *testing.T) {
 	}
 	if !bytes.Equal(before, after) {
 		t.Fatalf("Dev changed its caller's config:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// airlock dev puts a demo secret, keys and evidence in its state
+// directory: one another user may write to (a careless 0777, or one they
+// made first) is refused before anything is made there.
+func TestDevRefusesAStateDirectoryOthersMayWrite(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.StateDir = t.TempDir()
+	if err := os.Chmod(cfg.StateDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	err := Dev(context.Background(), cfg, DevOptions{Provider: filepath.Join(t.TempDir(), "no-such-provider"), Executa: executaBin})
+	if !errors.Is(err, fsutil.ErrPlanted) {
+		t.Fatalf("Dev in a state directory anyone may write to: %v", err)
+	}
+	if ents, _ := os.ReadDir(cfg.StateDir); len(ents) != 0 {
+		t.Fatalf("Dev made %s in it", ents[0].Name())
 	}
 }

@@ -85,9 +85,11 @@ func keepOwner(f *os.File, name string) error {
 // OpenLockFile opens (creating, mode 0600) a lock file that sits beside
 // the files it guards, with the owner those files keep: a lock file root
 // creates for a service's directory belongs to that service, so the
-// service can still take the lock.
+// service can still take the lock. What another user planted at name (a
+// symbolic or hard link) is refused (OpenOwnFile): root would otherwise
+// give the link's target to the directory's owner.
 func OpenLockFile(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := OpenOwnFile(name)
 	if err != nil {
 		return nil, err
 	}

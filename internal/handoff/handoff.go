@@ -253,6 +253,9 @@ func give(socket, token, plugin string, l net.Listener) (net.Conn, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := peerauth.CheckSocketDir("proxy handoff socket", socket); err != nil {
+		return nil, err
+	}
 	c, err := net.DialTimeout("unix", socket, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("proxy handoff socket: %w", err)

@@ -253,3 +253,45 @@ func TestKeepRefusesInTheGap(t *testing.T) {
 		}
 	}
 }
+
+// A handoff socket in a directory others may write to could be another
+// user's stand-in: the token and the listener are not sent there.
+func TestGiveRefusesASocketOthersCouldPlant(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, SocketName)
+	impostor, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impostor.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Give(socket, "a-token-the-impostor-must-not-get-0123456789", "example.tickets", l); err == nil || !strings.Contains(err.Error(), "not connecting") {
+		t.Fatalf("handed to a socket in a directory anyone may write to: %v", err)
+	}
+	// Nothing connected: the first connection the impostor accepts is a
+	// probe made after the refusal.
+	probe, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	if _, err := io.WriteString(probe, "probe\n"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := impostor.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if line, err := bufio.NewReader(c).ReadString('\n'); line != "probe\n" {
+		t.Fatalf("the impostor got a connection before the probe: %q %v", line, err)
+	}
+	stillListens(t, l)
+}

@@ -128,6 +128,7 @@ func Start(ctx context.Context, req Request, o Options) (_ Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	warnNoSession(log)
 	creds := &credentials{broker: o.Broker, plugin: req.Plugin, log: log}
 	p := &process{dir: dir, level: level, creds: creds}
 	pass := broker.Issued{}

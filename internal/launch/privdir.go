@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,15 +34,30 @@ import (
 var (
 	sessionOnce sync.Once
 	sessionDir  string // "" when the base could not be used
+	sessionErr  error  // why not
+	sessionWarn sync.Once
 )
 
 // MkdirPrivate makes a new private directory for one plugin process, in
 // this host's session (see above), readable only by its owner.
 func MkdirPrivate(prefix string) (string, error) {
 	sessionOnce.Do(func() {
-		sessionDir, _ = newSession(os.TempDir())
+		sessionDir, sessionErr = newSession(os.TempDir())
 	})
 	return os.MkdirTemp(sessionDir, prefix)
+}
+
+// warnNoSession says once per process, when private directories are made
+// directly in the temp directory, why: another local user squatting on
+// the base shows, and so does the clean-up after a crash being off.
+func warnNoSession(log *slog.Logger) {
+	if sessionErr == nil {
+		return
+	}
+	sessionWarn.Do(func() {
+		log.Warn("plugins' private directories are made directly in the temp directory, and a crash leaves them behind: the per-user base cannot be used",
+			"reason", sessionErr.Error())
+	})
 }
 
 // newSession starts a session under tmp after sweeping the dead ones,
@@ -53,6 +69,14 @@ func newSession(tmp string) (string, error) {
 	}
 	if err := fsutil.CheckOwnDir(base); err != nil {
 		return "", err
+	}
+	// Plugins a root host runs as another uid traverse it too (landlock
+	// level): 0711 whatever the umask was when it was made (a unit's
+	// UMask=0077 left it 0700).
+	if fi, err := os.Lstat(base); err == nil && fi.Mode().Perm() != 0o711 {
+		if err := os.Chmod(base, 0o711); err != nil {
+			return "", err
+		}
 	}
 	sweep, err := os.OpenFile(filepath.Join(base, ".sweep"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {

@@ -2,11 +2,15 @@ package launch
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -131,5 +135,45 @@ func TestPrivateDirsRefuseAForeignBase(t *testing.T) {
 	}
 	if _, err := newSession(tmp); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("a symlinked base was used: %v", err)
+	}
+}
+
+// The base and the session are 0711 whatever the umask (a unit's
+// UMask=0077): plugins a root host runs as their own uid traverse both.
+func TestPrivateDirsTraversableWhateverTheUmask(t *testing.T) {
+	tmp := t.TempDir()
+	old := syscall.Umask(0o077)
+	_, err := newSession(tmp)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if fi, err := os.Stat(base); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("base %v %v, want 0711", fi.Mode().Perm(), err)
+	}
+}
+
+// A base another user made first is not used, and the host says so once
+// (with why), not silently.
+func TestPrivateDirsWarnOnceWithoutASession(t *testing.T) {
+	tmp := t.TempDir()
+	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if err := os.Mkdir(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	savedErr := sessionErr
+	t.Cleanup(func() { sessionErr, sessionWarn = savedErr, sync.Once{} })
+	_, sessionErr = newSession(tmp)
+	sessionWarn = sync.Once{}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	warnNoSession(log)
+	warnNoSession(log)
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), "writable by others") {
+		t.Fatalf("%d warnings: %s", n, buf.String())
 	}
 }

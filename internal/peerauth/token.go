@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // Token limits.
@@ -70,14 +72,19 @@ func NewToken(secret string) *Token {
 // existing file is checked as LoadToken does. key names the setting in
 // errors ("broker.api.token_file").
 func EnsureToken(key, path string, gid int) (*Token, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	// A token in a directory another user may write to, or made, could
+	// be theirs (one they know), or be read by them.
+	if err := fsutil.CheckPrivateDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
 	t, err := LoadToken(key, path, gid)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return t, err
 	}
 	tok := NewSecret()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
 	mode := os.FileMode(0o600)
 	if gid >= 0 {
 		mode = 0o640

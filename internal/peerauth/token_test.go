@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 func TestEnsureTokenCreatesPrivateFile(t *testing.T) {
@@ -157,5 +159,22 @@ func TestNewSecretAndToken(t *testing.T) {
 	tok := NewToken(a)
 	if !tok.Match(a) || tok.Match(b) || tok.Match(a[:42]) {
 		t.Fatal("NewToken matches the wrong secrets")
+	}
+}
+
+// A token in a directory another local user may write to could be one
+// they put there (and know), or be read by them: nothing is read or made
+// there.
+func TestEnsureTokenRefusesADirectoryOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "api.token")
+	if _, err := EnsureToken("api.token_file", path, NoGroup); !errors.Is(err, fsutil.ErrPlanted) || !strings.HasPrefix(err.Error(), "api.token_file: ") {
+		t.Fatalf("EnsureToken in a directory anyone may write to: %v", err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a token was made: %v", err)
 	}
 }

@@ -131,6 +131,24 @@ func Refusal(path string) string {
 	return msg
 }
 
+// CheckSocketDir is what a client checks before it connects to the
+// socket at path and presents a token: the socket's directory must be
+// one neither its group nor others may write. Whoever may write there
+// could put a socket of their own in its place and receive the token
+// (and, for the proxy handoff socket, a plugin's listener). name is
+// what messages call the socket ("broker socket").
+func CheckSocketDir(name, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil // the dial says what is missing
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s directory %s may be written by its group or others (mode %#o): another user could stand in for the %s; not connecting", name, dir, perm, name)
+	}
+	return nil
+}
+
 // privateDir creates dir (0700, or 0750 of the shared group) or checks
 // that the existing one is ours and no more open than that.
 func privateDir(dir string, o UnixOptions) error {

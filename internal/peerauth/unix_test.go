@@ -182,3 +182,19 @@ func TestRefusalNamesAdmittedUsers(t *testing.T) {
 		})
 	}
 }
+
+// A client connects (and presents its token) only to a socket in a
+// directory neither its group nor others may write: a shared group may
+// enter (0750), not plant a stand-in (0770).
+func TestCheckSocketDir(t *testing.T) {
+	for mode, ok := range map[os.FileMode]bool{0o700: true, 0o750: true, 0o711: true, 0o770: false, 0o777: false, 0o703: false} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckSocketDir("broker socket", filepath.Join(dir, "broker.sock"))
+		if (err == nil) != ok {
+			t.Errorf("mode %#o: %v", mode, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/randid"
 )
 
@@ -54,6 +55,12 @@ type Store struct {
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("storage %s: %w", path, err)
+	}
+	// Others who may write it could change what plugins stored.
+	if st, err := os.Stat(path); err == nil {
+		if err := fsutil.CheckOwnFileMode(path, st.Mode()); err != nil {
+			return nil, fmt.Errorf("storage: %w", err)
+		}
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, bolterrors.ErrTimeout) {

@@ -3,11 +3,13 @@ package aps
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
@@ -153,5 +155,25 @@ func TestStoreLockedByAnotherProcess(t *testing.T) {
 	defer s.Close()
 	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// A store its group or others may write (copied in, chmodded) is refused:
+// they could change what plugins stored.
+func TestStoreRefusesAFileOthersMayWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "aps.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path); !errors.Is(err, fsutil.ErrPlanted) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("a store anyone may write: %v", err)
 	}
 }
