@@ -169,22 +169,6 @@ func TestUpstreamLeftoverInsideTLSRecord(t *testing.T) {
 	}
 }
 
-// heldConn keeps what is written to it while hold is set, for a test to
-// send it in pieces of its choosing.
-type heldConn struct {
-	net.Conn
-	hold bool
-	held []byte
-}
-
-func (h *heldConn) Write(p []byte) (int, error) {
-	if h.hold {
-		h.held = append(h.held, p...)
-		return len(p), nil
-	}
-	return h.Conn.Write(p)
-}
-
 // Bytes past a response can end inside a TLS record whose rest is still
 // on its way: the TLS layer holds the record's start as ciphertext it
 // cannot decrypt yet, with nothing buffered and nothing on the socket.
@@ -210,7 +194,7 @@ func TestUpstreamLeftoverRecordStart(t *testing.T) {
 			first := conns.Add(1) == 1
 			go func() {
 				defer raw.Close()
-				hc := &heldConn{Conn: raw}
+				hc := &testenv.HeldConn{Conn: raw}
 				tc := tls.Server(hc, cfg)
 				br := bufio.NewReader(tc)
 				var rest []byte
@@ -226,13 +210,13 @@ func TestUpstreamLeftoverRecordStart(t *testing.T) {
 						_, _ = io.WriteString(tc, okFor(r))
 						continue
 					}
-					hc.hold = true
+					hc.Hold = true
 					_, _ = io.WriteString(tc, okFor(r))
 					_, _ = io.WriteString(tc, fake)
-					hc.hold = false
-					end := 5 + (int(hc.held[3])<<8 | int(hc.held[4])) + 3 // 3 bytes into the fake's record
-					rest = hc.held[end:]
-					if _, err := raw.Write(hc.held[:end]); err != nil {
+					hc.Hold = false
+					end := 5 + (int(hc.Held[3])<<8 | int(hc.Held[4])) + 3 // 3 bytes into the fake's record
+					rest = hc.Held[end:]
+					if _, err := raw.Write(hc.Held[:end]); err != nil {
 						return
 					}
 				}

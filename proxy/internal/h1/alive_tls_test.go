@@ -95,22 +95,6 @@ func TestClientConnAliveGuardedTLS(t *testing.T) {
 	}
 }
 
-// heldConn keeps what is written to it while hold is set, for a test to
-// send in pieces of its choosing.
-type heldConn struct {
-	net.Conn
-	hold bool
-	held []byte
-}
-
-func (h *heldConn) Write(p []byte) (int, error) {
-	if h.hold {
-		h.held = append(h.held, p...)
-		return len(p), nil
-	}
-	return h.Conn.Write(p)
-}
-
 // A TLS record that began to arrive after a response, its rest not yet
 // sent, waits in the TLS layer as ciphertext, with nothing buffered and
 // nothing on the socket: no look can decrypt it, but it is bytes the
@@ -120,12 +104,12 @@ func TestClientConnAlivePartialRecord(t *testing.T) {
 	for _, cut := range []int{1, 4, 5, 12} { // in the record's header, at its end, in its body
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
 			c, peer := tcpPair(t)
-			held := &heldConn{Conn: peer}
+			held := &testenv.HeldConn{Conn: peer}
 			cc, ts := tlsPairOver(t, c, held)
 			if !cc.Alive() {
 				t.Fatal("a fresh TLS connection is not alive")
 			}
-			held.hold = true
+			held.Hold = true
 			const stray = "HTTP/1.1 200 OK\r\n"
 			if _, err := io.WriteString(ts, "ok"); err != nil {
 				t.Fatal(err)
@@ -133,24 +117,14 @@ func TestClientConnAlivePartialRecord(t *testing.T) {
 			if _, err := io.WriteString(ts, stray); err != nil {
 				t.Fatal(err)
 			}
-			first := 5 + (int(held.held[3])<<8 | int(held.held[4]))
+			first := 5 + (int(held.Held[3])<<8 | int(held.Held[4]))
 			// The response's record and the start of the next, in one write.
-			if _, err := peer.Write(held.held[:first+cut]); err != nil {
-				t.Fatal(err)
-			}
-			waitReadable(t, cc.guard.Conn, "the response")
-			got := make([]byte, 2)
-			if _, err := io.ReadFull(cc.br, got); err != nil || string(got) != "ok" {
-				t.Fatalf("read %q, %v", got, err)
-			}
-			if !cc.probe.Idle() || cc.Buffered() {
-				t.Fatal("the record's start is not only in the TLS layer")
-			}
+			deliverOK(t, cc, peer, held.Held[:first+cut], "the record's start")
 			if cc.Alive() {
 				t.Fatal("a connection with the start of a record in its TLS layer is alive")
 			}
 			// What reusing it would read: the stray bytes.
-			if _, err := peer.Write(held.held[first+cut:]); err != nil {
+			if _, err := peer.Write(held.Held[first+cut:]); err != nil {
 				t.Fatal(err)
 			}
 			line, err := cc.br.ReadString('\n')
@@ -166,12 +140,12 @@ func TestClientConnAlivePartialRecord(t *testing.T) {
 // the end of the stream there, with nothing on the socket.
 func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
 	c, peer := tcpPair(t)
-	held := &heldConn{Conn: peer}
+	held := &testenv.HeldConn{Conn: peer}
 	cc, ts := tlsPairOver(t, c, held)
 	if !cc.Alive() {
 		t.Fatal("a fresh TLS connection is not alive")
 	}
-	held.hold = true
+	held.Hold = true
 	if _, err := io.WriteString(ts, "ok"); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +153,19 @@ func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = peer.SetWriteDeadline(time.Time{}) // CloseWrite ends the socket's writes
-	if _, err := peer.Write(held.held); err != nil {
+	deliverOK(t, cc, peer, held.Held, "the close_notify")
+	if cc.Alive() {
+		t.Fatal("a connection whose TLS layer holds a close_notify is alive")
+	}
+}
+
+// deliverOK sends wire (a response whose plaintext is "ok", and what the
+// test put after it) to cc in one write, reads the "ok" and checks that
+// what came after it, named what, waits only in the TLS layer: nothing
+// on the socket, nothing in the reader's buffer.
+func deliverOK(t *testing.T, cc *ClientConn, peer net.Conn, wire []byte, what string) {
+	t.Helper()
+	if _, err := peer.Write(wire); err != nil {
 		t.Fatal(err)
 	}
 	waitReadable(t, cc.guard.Conn, "the response")
@@ -188,9 +174,6 @@ func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
 		t.Fatalf("read %q, %v", got, err)
 	}
 	if !cc.probe.Idle() || cc.Buffered() {
-		t.Fatal("the close_notify is not only in the TLS layer")
-	}
-	if cc.Alive() {
-		t.Fatal("a connection whose TLS layer holds a close_notify is alive")
+		t.Fatalf("%s is not only in the TLS layer", what)
 	}
 }
