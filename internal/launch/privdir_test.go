@@ -102,13 +102,7 @@ func TestPrivateDirsOfADeadHost(t *testing.T) {
 // A base another user planted, or one others may write to, is not used.
 func TestPrivateDirsRefuseAForeignBase(t *testing.T) {
 	tmp := t.TempDir()
-	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
-	if err := os.Mkdir(base, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(base, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	base := worldWritableBase(t, tmp)
 	if _, err := newSession(tmp); err == nil || !strings.Contains(err.Error(), "writable by others") {
 		t.Fatalf("a world-writable base was used: %v", err)
 	}
@@ -158,13 +152,7 @@ func TestPrivateDirsTraversableWhateverTheUmask(t *testing.T) {
 // (with why), not silently.
 func TestPrivateDirsWarnOnceWithoutASession(t *testing.T) {
 	tmp := t.TempDir()
-	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
-	if err := os.Mkdir(base, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(base, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	worldWritableBase(t, tmp)
 	savedErr := sessionErr
 	t.Cleanup(func() { sessionErr, sessionWarn = savedErr, sync.Once{} })
 	_, sessionErr = newSession(tmp)
@@ -176,4 +164,18 @@ func TestPrivateDirsWarnOnceWithoutASession(t *testing.T) {
 	if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), "writable by others") {
 		t.Fatalf("%d warnings: %s", n, buf.String())
 	}
+}
+
+// worldWritableBase makes this user's base in tmp as another user could
+// have: 0777.
+func worldWritableBase(t *testing.T, tmp string) string {
+	t.Helper()
+	base := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if err := os.Mkdir(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
