@@ -95,7 +95,11 @@ func cutTail(f *os.File, path string, size int64) (Repaired, error) {
 	if err := f.Sync(); err != nil {
 		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
 	}
-	return recordRepair(f, path, repairData{CutBytes: cut, CutSHA256: hex.EncodeToString(h.Sum(nil))})
+	res, err := recordRepair(f, path, repairData{CutBytes: cut, CutSHA256: hex.EncodeToString(h.Sum(nil))})
+	if err != nil {
+		return Repaired{}, fmt.Errorf("evidence repair: the remains were cut, but the cut could not be recorded: %w", err)
+	}
+	return res, nil
 }
 
 // cutRemains rewrites the log without the remains of failed records in
@@ -152,8 +156,13 @@ func cutRemains(f *os.File, path string) (Repaired, error) {
 	if err := keepOwner(tmp, f); err != nil {
 		return Repaired{}, err
 	}
-	if err := tmp.Sync(); err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
+	// The record of the cut goes in before the rewritten log replaces
+	// the old one (it is synced with it): a cut is made together with
+	// its record, or not at all. Once made, the log verifies, and a cut
+	// left unrecorded (a full disk, a crash) could never be recorded.
+	res, err := recordRepair(tmp, path, d)
+	if err != nil {
+		return Repaired{}, fmt.Errorf("evidence repair: nothing was cut: the cut could not be recorded: %w", err)
 	}
 	// The lock moves with the name: take the new file's before it
 	// replaces the old one.
@@ -167,12 +176,7 @@ func cutRemains(f *os.File, path string) (Repaired, error) {
 		_ = dir.Sync()
 		dir.Close()
 	}
-	nf, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
-	}
-	defer nf.Close()
-	return recordRepair(nf, path, d)
+	return res, nil
 }
 
 // keepOwner gives tmp the owner of f, and mode 0600: a repair run as root
@@ -202,7 +206,7 @@ func recordRepair(f *os.File, path string, d repairData) (Repaired, error) {
 	data, _ := json.Marshal(d)
 	r, err := l.write(Record{Type: RepairType, Data: data})
 	if err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: the remains were cut, but the cut could not be recorded: %w", err)
+		return Repaired{}, err
 	}
 	return Repaired{CutBytes: d.CutBytes, Before: d.Before, Record: r}, nil
 }

@@ -1,0 +1,95 @@
+//go:build linux
+
+package evidence
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// damagedLog is a log whose whole records take a little less than a
+// whole number of pages (so that one more record needs a new page), with
+// the remains of a failed write (a host before this release's) in front
+// of record 3. It returns the damaged bytes and the length of the whole
+// records.
+func damagedLog(t *testing.T) ([]byte, int) {
+	t.Helper()
+	build := func(pad int) []byte {
+		p := filepath.Join(t.TempDir(), "evidence.jsonl")
+		l, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := json.RawMessage(`{"x":"` + strings.Repeat("y", pad) + `"}`)
+		if _, err := l.Append(Record{Type: "invocation.start", Plugin: "p", Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, 4)
+		l.Close()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const page, slack = 4096, 100 // a record is longer than the slack
+	b := build(0)
+	b = build((2*page - slack - len(b)%page) % page)
+	if room := page - len(b)%page; room > 2*slack || room == page {
+		t.Fatalf("the log takes %d bytes: %d left in its last page", len(b), room)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	remains := lines[2][:60]
+	damaged := bytes.Join([][]byte{lines[0], lines[1], remains, bytes.Join(lines[2:], nil)}, nil)
+	return damaged, len(b)
+}
+
+// A repair on a disk with room for the rewritten log but not for the
+// record of the cut changes nothing: the cut is made and recorded in one
+// step, or not at all (a cut made without its record could never be
+// recorded later: the log would verify, and a second repair find nothing
+// to do). Once there is room, the repair makes and records the cut.
+func TestRepairOnAFullDiskCutsNothingUnrecorded(t *testing.T) {
+	damaged, whole := damagedLog(t)
+	mnt := testenv.SmallDisk(t, 256<<10)
+	p := filepath.Join(mnt, "evidence.jsonl")
+	if err := os.WriteFile(p, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	testenv.FillDisk(t, filler)
+	st, err := os.Stat(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the rewritten log's pages, and no more.
+	if err := os.Truncate(filler, st.Size()-int64((whole+4095)/4096*4096)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Repair(p); err == nil {
+		t.Fatal("the repair reported success on a disk without room for its record")
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, damaged) {
+		_, verr := VerifyFiles([]string{p}, VerifyOptions{})
+		t.Fatalf("a repair that failed changed the log: %d bytes, verifies: %v (a cut with no record of it)", len(got), verr == nil)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(mnt, ".*repair*")); len(leftovers) != 0 {
+		t.Fatalf("temporary files left: %v", leftovers)
+	}
+	if err := os.Remove(filler); err != nil { // room again
+		t.Fatal(err)
+	}
+	res, err := Repair(p)
+	if err != nil || res.CutBytes != 60 || res.Record.Type != RepairType {
+		t.Fatalf("the repair with room: %+v %v", res, err)
+	}
+	if v := verifyFile(t, p, VerifyOptions{}); v.Records != 6 {
+		t.Fatalf("after the repair: %+v", v)
+	}
+}
