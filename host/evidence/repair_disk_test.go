@@ -14,11 +14,12 @@ import (
 )
 
 // damagedLog is a log whose whole records take a little less than a
-// whole number of pages (so that one more record needs a new page), with
-// the remains of a failed write (a host before this release's) in front
-// of record 3. It returns the damaged bytes and the length of the whole
-// records.
-func damagedLog(t *testing.T) ([]byte, int) {
+// whole number of pages (so that one more record needs a new page),
+// damaged as a failed write leaves it: with the remains of one (a host
+// before this release's) in front of record 3, or, torn, with an
+// incomplete last record (a crash mid-write). It returns the damaged
+// bytes, the length of the whole records and of what a repair cuts.
+func damagedLog(t *testing.T, torn bool) ([]byte, int, int) {
 	t.Helper()
 	build := func(pad int) []byte {
 		p := filepath.Join(t.TempDir(), "evidence.jsonl")
@@ -45,9 +46,13 @@ func damagedLog(t *testing.T) ([]byte, int) {
 		t.Fatalf("the log takes %d bytes: %d left in its last page", len(b), room)
 	}
 	lines := bytes.SplitAfter(b, []byte("\n"))
+	if torn {
+		tail := lines[2][:30] // within the last page
+		return append(append([]byte(nil), b...), tail...), len(b), len(tail)
+	}
 	remains := lines[2][:60]
 	damaged := bytes.Join([][]byte{lines[0], lines[1], remains, bytes.Join(lines[2:], nil)}, nil)
-	return damaged, len(b)
+	return damaged, len(b), len(remains)
 }
 
 // A repair on a disk with room for the rewritten log but not for the
@@ -56,7 +61,12 @@ func damagedLog(t *testing.T) ([]byte, int) {
 // recorded later: the log would verify, and a second repair find nothing
 // to do). Once there is room, the repair makes and records the cut.
 func TestRepairOnAFullDiskCutsNothingUnrecorded(t *testing.T) {
-	damaged, whole := damagedLog(t)
+	t.Run("remains", func(t *testing.T) { testRepairOnAFullDisk(t, false) })
+	t.Run("torn tail", func(t *testing.T) { testRepairOnAFullDisk(t, true) })
+}
+
+func testRepairOnAFullDisk(t *testing.T, torn bool) {
+	damaged, whole, cut := damagedLog(t, torn)
 	mnt := testenv.SmallDisk(t, 256<<10)
 	p := filepath.Join(mnt, "evidence.jsonl")
 	if err := os.WriteFile(p, damaged, 0o600); err != nil {
@@ -68,8 +78,14 @@ func TestRepairOnAFullDiskCutsNothingUnrecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Room for the rewritten log's pages, and no more.
-	if err := os.Truncate(filler, st.Size()-int64((whole+4095)/4096*4096)); err != nil {
+	// Remains: room for the rewritten log's pages, and no more. A torn
+	// tail: no room at all (cutting it frees none: it ends in the last
+	// page).
+	room := int64((whole + 4095) / 4096 * 4096)
+	if torn {
+		room = 0
+	}
+	if err := os.Truncate(filler, st.Size()-room); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Repair(p); err == nil {
@@ -86,7 +102,7 @@ func TestRepairOnAFullDiskCutsNothingUnrecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := Repair(p)
-	if err != nil || res.CutBytes != 60 || res.Record.Type != RepairType {
+	if err != nil || res.CutBytes != int64(cut) || res.Record.Type != RepairType {
 		t.Fatalf("the repair with room: %+v %v", res, err)
 	}
 	if v := verifyFile(t, p, VerifyOptions{}); v.Records != 6 {
