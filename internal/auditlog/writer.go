@@ -261,26 +261,26 @@ func (w *Writer) write(batch []byte, dropped int64) error {
 	}
 	if err == nil {
 		n, err = w.out.Write(batch)
-		if err == nil && n < len(batch) {
+		switch {
+		case n >= len(batch):
+			return nil // all of it is out, whatever else was said
+		case err == nil:
 			err = io.ErrShortWrite
 		}
 	}
 	if err == nil {
 		return nil
 	}
-	n = max(0, min(n, len(batch)))
+	n = max(0, n)
 	if n > 0 && batch[n-1] != '\n' {
 		w.torn = true
 	}
-	whole := int64(bytes.Count(batch[:n], []byte{'\n'}))
+	// The gap line, last in the batch, is not out (n < len(batch)).
 	lines := int64(bytes.Count(batch, []byte{'\n'}))
 	if dropped > 0 {
-		lines-- // the gap line, last in the batch
-		if whole > lines {
-			whole, dropped = lines, 0 // the gap line got out
-		}
+		lines--
 	}
-	lost := lines - whole
+	lost := lines - int64(bytes.Count(batch[:n], []byte{'\n'}))
 	w.opts.Log.Error("audit lines lost: the audit output failed", "code", "audit_write_failed", "lines", lost, "err", err)
 	w.mu.Lock()
 	w.dropped += dropped + lost
