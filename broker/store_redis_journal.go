@@ -72,6 +72,12 @@ func (s *RedisStore) reassert(ctx context.Context) (int, error) {
 	return len(entries), s.replicated(ctx, cn)
 }
 
+// Bounds of onConnect's writing the journal again.
+const (
+	reassertChunk  = 1000
+	reassertWithin = 30 * time.Second
+)
+
 // onConnect runs on every new connection before it carries a command.
 // When the server it reaches is not the one this store last saw (its run
 // id differs: the primary restarted, or another one was promoted), it
@@ -96,13 +102,27 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 		return nil
 	}
 	entries := s.journal.live(time.Now())
-	for _, e := range entries {
-		if err := e.script.Run(ctx, cn, e.keys, e.args...).Err(); err != nil {
-			return fmt.Errorf("writing %d revocations again on a restarted or new Redis primary: %w", len(entries), err)
+	n := len(entries)
+	// Not cut short by the caller's deadline (a resolve's): every new
+	// connection would start over. Pipelined, a journal at its bound
+	// takes about a second.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reassertWithin)
+	defer cancel()
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), reassertChunk)]
+		entries = entries[len(chunk):]
+		_, err := cn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, e := range chunk {
+				e.script.Eval(ctx, p, e.keys, e.args...)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("writing revocations again on a restarted or new Redis primary: %w", err)
 		}
 	}
-	if s.connPrimary != "" && len(entries) > 0 {
-		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", len(entries))
+	if s.connPrimary != "" && n > 0 {
+		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
 	}
 	s.connPrimary = id
 	return nil
