@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,10 +49,14 @@ type RedisStore struct {
 	waitTimeout  time.Duration
 	ackWithin    time.Duration
 
-	journal          revocationJournal // written again after a primary change
-	epoch            atomic.Uint64     // bumped at each primary change: the feed subscribes again
-	switched         chan struct{}     // Sentinel announced a new primary
-	fedInvalidation  func(msg string)  // tests: the feed applied a revocation message
+	journal revocationJournal // written again after a primary change
+	// connMu serializes onConnect; connPrimary is the run id of the
+	// server the journal was last written again to on a new connection.
+	connMu           sync.Mutex
+	connPrimary      string
+	epoch            atomic.Uint64    // bumped at each primary change: the feed subscribes again
+	switched         chan struct{}    // Sentinel announced a new primary
+	fedInvalidation  func(msg string) // tests: the feed applied a revocation message
 	sentinel         *SentinelConfig
 	sentinelPassword string
 	log              *slog.Logger
@@ -98,6 +103,11 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		}
 		opts.TLSConfig = tc
 	}
+	// Every new connection first makes sure its server holds this
+	// store's revocations (onConnect); st is set before any connection
+	// is made (they are made on first use).
+	var st *RedisStore
+	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return st.onConnect(ctx, cn) }
 	var rdb *redis.Client
 	var sentinelPassword string
 	if sn := cfg.Sentinel; sn != nil {
@@ -106,7 +116,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 		fo := &redis.FailoverOptions{MasterName: sn.MasterName, SentinelAddrs: sn.Addresses, SentinelUsername: sn.Username,
 			Username: opts.Username, Password: opts.Password, DB: opts.DB, TLSConfig: opts.TLSConfig,
 			DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
-			MaxRetries: opts.MaxRetries, PoolTimeout: opts.PoolTimeout}
+			MaxRetries: opts.MaxRetries, PoolTimeout: opts.PoolTimeout, OnConnect: opts.OnConnect}
 		if sn.PasswordFile != "" {
 			b, err := os.ReadFile(sn.PasswordFile)
 			if err != nil {
@@ -119,7 +129,7 @@ func NewRedisStore(cfg RedisConfig, retention, tombstone time.Duration) (*RedisS
 	} else {
 		rdb = redis.NewClient(opts)
 	}
-	st := &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
+	st = &RedisStore{rdb: rdb, prefix: cfg.KeyPrefix, retention: retention, tombstone: tombstone,
 		waitReplicas: cfg.RevocationReplicas, waitTimeout: cfg.RevocationWait, ackWithin: defaultRevocationAck,
 		probeChannel: cfg.KeyPrefix + "feed-probe:" + rand.Text(), feedPing: feedPing,
 		switched: make(chan struct{}, 1), sentinel: cfg.Sentinel, sentinelPassword: sentinelPassword, log: slog.New(slog.DiscardHandler)}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -71,19 +72,85 @@ func (s *RedisStore) reassert(ctx context.Context) (int, error) {
 	return len(entries), s.replicated(ctx, cn)
 }
 
+// Bounds of onConnect's writing the journal again.
+const (
+	reassertChunk  = 1000
+	reassertWithin = 30 * time.Second
+)
+
+// onConnect runs on every new connection before it carries a command.
+// When the server it reaches is not the one this store last saw (its run
+// id differs: the primary restarted, or another one was promoted), it
+// first writes every journaled revocation again on that connection. A
+// server that came back without some of them (from a snapshot older than
+// they are, without the last second of appendfsync everysec, or a
+// replica promoted before it had them) so answers nothing on this
+// replica until it holds them again: the moment before watchPrimary
+// notices the change, when a revoked handle would resolve again, is
+// closed. A failure fails the connection (the store is unavailable, and
+// fails closed) until they are written; watchPrimary waits for the
+// replicas to confirm them.
+func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	id, mode, err := serverInfo(ctx, cn)
+	if err != nil || id == "" || id == s.connPrimary || mode == "sentinel" {
+		// A server that will not say (INFO refused) is taken as it is;
+		// a broken connection fails at its first command. The failover
+		// client runs this on its Sentinel connections too: they hold
+		// no data.
+		return nil
+	}
+	entries := s.journal.live(time.Now())
+	n := len(entries)
+	// Not cut short by the caller's deadline (a resolve's): every new
+	// connection would start over. Pipelined, a journal at its bound
+	// takes about a second.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reassertWithin)
+	defer cancel()
+	for len(entries) > 0 {
+		chunk := entries[:min(len(entries), reassertChunk)]
+		entries = entries[len(chunk):]
+		_, err := cn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, e := range chunk {
+				e.script.Eval(ctx, p, e.keys, e.args...)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("writing revocations again on a restarted or new Redis primary: %w", err)
+		}
+	}
+	if s.connPrimary != "" && n > 0 {
+		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
+	}
+	s.connPrimary = id
+	return nil
+}
+
 // primaryID is the run id of the server the store writes to: it changes
 // when another server becomes primary, or the primary restarts.
 func (s *RedisStore) primaryID(ctx context.Context) (string, error) {
-	info, err := s.rdb.Info(ctx, "server").Result()
+	id, _, err := serverInfo(ctx, s.rdb)
+	return id, err
+}
+
+// serverInfo is the run id and mode (standalone, sentinel) of the server
+// c reaches.
+func serverInfo(ctx context.Context, c redis.Cmdable) (id, mode string, err error) {
+	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			return strings.TrimSpace(v), nil
+			id = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "redis_mode:"); ok {
+			mode = strings.TrimSpace(v)
 		}
 	}
-	return "", nil
+	return id, mode, nil
 }
 
 // watchPrimary notices a primary change (a failover, or a restart) within

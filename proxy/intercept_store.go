@@ -46,7 +46,9 @@ type caStore interface {
 
 // fileCAStore keeps the bundle in ca_file and the keys in ca_key_file and
 // ca_key_file.next, mode 0600. Each write is atomic; the signer is found
-// by its key, so a crash between two writes leaves a usable CA.
+// by its key, so a crash between two writes leaves a usable CA. A new CA
+// is written staged (see create), so a creation cut short by a crash or
+// a full disk leaves no key without its certificate.
 type fileCAStore struct{ cert, key string }
 
 func (f fileCAStore) next() string    { return f.key + ".next" }
@@ -77,6 +79,13 @@ func (f fileCAStore) load(context.Context) (caState, error) {
 			return caState{}, fmt.Errorf("proxy.intercept.%s: %w", x.name, err)
 		}
 	}
+	if len(st.Key) == 0 && len(st.Bundle) > 0 && len(st.NextKey) > 0 && createdOnly(st) {
+		// A creation cut short after its certificate: finish it.
+		if err := os.Rename(f.next(), f.key); err != nil {
+			return caState{}, fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
+		}
+		st.Key, st.NextKey = st.NextKey, nil
+	}
 	if len(st.Key) == 0 && len(st.Bundle) > 0 {
 		return caState{}, errors.New("proxy.intercept: ca_file exists without ca_key_file; restore the key or remove both to create a new CA")
 	}
@@ -99,6 +108,9 @@ func (f fileCAStore) save(_ context.Context, st caState) error {
 	if err := fsutil.CheckPrivateDir(filepath.Dir(f.key)); err != nil {
 		return fmt.Errorf("proxy.intercept.ca_key_file: %w", err)
 	}
+	if f.absent() {
+		return f.create(st)
+	}
 	if len(st.NextKey) > 0 {
 		if err := fsutil.WriteFile(f.next(), st.NextKey, 0o600); err != nil {
 			return err
@@ -116,6 +128,41 @@ func (f fileCAStore) save(_ context.Context, st caState) error {
 		}
 	}
 	return nil
+}
+
+// absent: neither the bundle nor the key is there (a CA is created).
+func (f fileCAStore) absent() bool {
+	_, errCert := os.Lstat(f.cert)
+	_, errKey := os.Lstat(f.key)
+	return errors.Is(errCert, fs.ErrNotExist) && errors.Is(errKey, fs.ErrNotExist)
+}
+
+// create writes a new CA: its key staged (ca_key_file.next), then the
+// bundle, then the key moved to its place. A creation cut short leaves
+// either no bundle (the CA is created again at the next start; a staged
+// key alone is not a CA) or the bundle beside its staged key, which load
+// completes; one that fails (a full disk) removes the staged key.
+func (f fileCAStore) create(st caState) error {
+	if err := fsutil.WriteFile(f.next(), st.Key, 0o600); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFile(f.cert, st.Bundle, 0o644); err != nil {
+		_ = os.Remove(f.next())
+		return err
+	}
+	return os.Rename(f.next(), f.key)
+}
+
+// createdOnly says whether st, a bundle with no signing key, is what a
+// creation cut short leaves: the bundle holds one certificate, and it is
+// the staged key's.
+func createdOnly(st caState) bool {
+	certs, err := parseCerts(st.Bundle)
+	if err != nil || len(certs) != 1 {
+		return false
+	}
+	key, err := parseKey(st.NextKey)
+	return err == nil && certFor(certs, key) != nil
 }
 
 // Fields of the Vault KV v2 secret that holds the intercept CA.

@@ -4,13 +4,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/airlock-dev/airlock/host/evidence"
@@ -35,47 +33,13 @@ func (p *passThrough) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// smallDisk mounts a tmpfs of size bytes at a new directory.
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	testenv.NeedsRoot(t, "mounting a small tmpfs")
-	mnt := filepath.Join(t.TempDir(), "small")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Fatalf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	return mnt
-}
-
-// fill writes a file until the disk is full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return
-		}
-	}
-}
-
 // The evidence log on a disk that fills up: the appends that do not fit
 // are refused and leave nothing in the file (a short write is cut back),
 // a checkpoint signs only records on disk, appends go on once space is
 // freed, and `airlock evidence verify` passes on the file afterwards,
 // with the checkpoint key and the last head.
 func TestEvidenceVerifiesAfterAFullDisk(t *testing.T) {
-	mnt := smallDisk(t, 256<<10)
+	mnt := testenv.SmallDisk(t, 256<<10)
 	dir := t.TempDir()
 	key, err := evidence.LoadKey(filepath.Join(dir, "evidence-key.pem"))
 	if err != nil {
@@ -129,7 +93,7 @@ func TestEvidenceVerifiesAfterAFullDisk(t *testing.T) {
 		}
 	}
 	checkpoint()
-	fill(t, filepath.Join(mnt, "filler"))
+	testenv.FillDisk(t, filepath.Join(mnt, "filler"))
 	// Append until the disk refuses, and go on a while: every refusal
 	// is cut back, so the next record never follows a torn one.
 	for i := 0; refused < 8 && i < 1000; i++ {

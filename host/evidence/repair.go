@@ -53,9 +53,11 @@ type repairData struct {
 // cut-back failed too), cut off the end; and the parts of failed records
 // that a host before this release left on a line, in front of the next
 // record it wrote (each is a prefix of that record's seq, so the record
-// itself, and every checkpoint, still verifies once they are gone; the
-// file is then rewritten beside itself and renamed over, keeping its
-// owner and mode 0600). A log that verifies is left alone; one that
+// itself, and every checkpoint, still verifies once they are gone). The
+// file is rewritten beside itself with the record at its end and renamed
+// over, keeping its owner and mode 0600, so the cut lands with its
+// record or not at all: a repair that fails (no room for the copy, a
+// crash) leaves the log as it was. A log that verifies is left alone; one that
 // breaks in any other way is refused (ErrNotRepairable): a break inside
 // the chain is tampering or damage to be looked at, not cut. Like Open,
 // it refuses a log that a running host holds (ErrInUse).
@@ -65,41 +67,24 @@ func Repair(path string) (Repaired, error) {
 		return Repaired{}, err
 	}
 	defer f.Close()
-	v, err := VerifyWith(f, VerifyOptions{})
+	_, err = VerifyWith(f, VerifyOptions{})
+	var ve *VerifyError
 	switch {
 	case err == nil:
 		return Repaired{}, nil
-	case errors.Is(err, ErrTornTail):
-		return cutTail(f, path, v.Bytes)
-	}
-	var ve *VerifyError
-	if !errors.As(err, &ve) {
+	case !errors.Is(err, ErrTornTail) && !errors.As(err, &ve):
 		return Repaired{}, err
 	}
+	// Even a torn tail is cut by rewriting the log, not by truncating it
+	// in place: the cut and its record must land together.
 	return cutRemains(f, path)
 }
 
-// cutTail cuts what follows the whole records (size bytes) off f.
-func cutTail(f *os.File, path string, size int64) (Repaired, error) {
-	if _, err := f.Seek(size, io.SeekStart); err != nil {
-		return Repaired{}, err
-	}
-	h := sha256.New()
-	cut, err := io.Copy(h, f)
-	if err != nil {
-		return Repaired{}, err
-	}
-	if err := f.Truncate(size); err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
-	}
-	return recordRepair(f, path, repairData{CutBytes: cut, CutSHA256: hex.EncodeToString(h.Sum(nil))})
-}
-
 // cutRemains rewrites the log without the remains of failed records in
-// front of the records that followed them (and without a torn tail).
+// front of the records that followed them and without a torn tail, with
+// the record of the cut at its end, beside itself, and renames it over
+// the log: the cut is made with its record or not at all. It needs room
+// for a copy of the log.
 func cutRemains(f *os.File, path string) (Repaired, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Repaired{}, err
@@ -152,8 +137,13 @@ func cutRemains(f *os.File, path string) (Repaired, error) {
 	if err := keepOwner(tmp, f); err != nil {
 		return Repaired{}, err
 	}
-	if err := tmp.Sync(); err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
+	// The record of the cut goes in before the rewritten log replaces
+	// the old one (it is synced with it): a cut is made together with
+	// its record, or not at all. Once made, the log verifies, and a cut
+	// left unrecorded (a full disk, a crash) could never be recorded.
+	res, err := recordRepair(tmp, path, d)
+	if err != nil {
+		return Repaired{}, fmt.Errorf("evidence repair: nothing was cut: the cut could not be recorded: %w", err)
 	}
 	// The lock moves with the name: take the new file's before it
 	// replaces the old one.
@@ -167,12 +157,7 @@ func cutRemains(f *os.File, path string) (Repaired, error) {
 		_ = dir.Sync()
 		dir.Close()
 	}
-	nf, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: %w", err)
-	}
-	defer nf.Close()
-	return recordRepair(nf, path, d)
+	return res, nil
 }
 
 // keepOwner gives tmp the owner of f, and mode 0600: a repair run as root
@@ -202,7 +187,7 @@ func recordRepair(f *os.File, path string, d repairData) (Repaired, error) {
 	data, _ := json.Marshal(d)
 	r, err := l.write(Record{Type: RepairType, Data: data})
 	if err != nil {
-		return Repaired{}, fmt.Errorf("evidence repair: the remains were cut, but the cut could not be recorded: %w", err)
+		return Repaired{}, err
 	}
 	return Repaired{CutBytes: d.CutBytes, Before: d.Before, Record: r}, nil
 }

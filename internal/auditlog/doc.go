@@ -15,7 +15,10 @@
 // once per gap, Saturated reports true so that the proxy refuses new
 // requests (no egress without its record) until the output recovers, and
 // the audit stream itself gets an "audit_gap" line naming how many lines
-// are missing, at the place they are missing from.
+// are missing, at the place they are missing from. A write that fails
+// (a full disk) loses the lines it did not write whole, counted the same
+// way; part of a line left by a disk that filled mid-line is ended with a
+// newline before anything follows it, so no later line is glued to it.
 //
 // # Concurrency
 //

@@ -58,8 +58,11 @@ type Writer struct {
 	dropped int64         // lines dropped since the last gap line
 	closed  bool
 
-	wake         chan struct{}
-	done         chan struct{}
+	wake chan struct{}
+	done chan struct{}
+	// torn: the last write stopped inside a line (only the writer's
+	// goroutine uses it).
+	torn         bool
 	saturated    atomic.Bool
 	droppedTotal atomic.Int64
 }
@@ -220,22 +223,9 @@ func (w *Writer) run() {
 			if dropped > 0 {
 				batch = w.appendGap(batch, dropped)
 			}
-			_, err := w.out.Write(batch)
+			err := w.write(batch, dropped)
 			w.metrics.batches.Inc()
 			if err != nil {
-				lines := bytes.Count(batch, []byte{'\n'})
-				if dropped > 0 {
-					lines-- // the gap line
-				}
-				// The batch's lines are lost, and so is the gap line: it
-				// goes out, with these, in the next batch.
-				w.opts.Log.Error("audit lines lost: the audit output failed", "code", "audit_write_failed", "lines", lines, "err", err)
-				w.mu.Lock()
-				w.dropped += dropped + int64(lines)
-				w.droppedTotal.Add(int64(lines))
-				w.metrics.dropped.Add(float64(lines))
-				w.saturated.Store(true)
-				w.mu.Unlock()
 				w.recycle(batch)
 				if closed {
 					return
@@ -252,6 +242,53 @@ func (w *Writer) run() {
 			}
 		}
 	}
+}
+
+// write writes one batch (its last line the gap line when dropped > 0).
+// On failure the lines not written whole are counted lost, and so is the
+// gap line unless it was written: it goes out, with these, in the next
+// batch. A write that stopped inside a line (a disk that filled) leaves
+// part of it in the output; that part is ended with a newline before
+// anything else is written, so that no later line is glued to it (one
+// line that does not parse, not two).
+func (w *Writer) write(batch []byte, dropped int64) error {
+	var n int
+	var err error
+	if w.torn {
+		if _, err = w.out.Write([]byte{'\n'}); err == nil {
+			w.torn = false
+		}
+	}
+	if err == nil {
+		n, err = w.out.Write(batch)
+		switch {
+		case n >= len(batch):
+			return nil // all of it is out, whatever else was said
+		case err == nil:
+			err = io.ErrShortWrite
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	n = max(0, n)
+	if n > 0 && batch[n-1] != '\n' {
+		w.torn = true
+	}
+	// The gap line, last in the batch, is not out (n < len(batch)).
+	lines := int64(bytes.Count(batch, []byte{'\n'}))
+	if dropped > 0 {
+		lines--
+	}
+	lost := lines - int64(bytes.Count(batch[:n], []byte{'\n'}))
+	w.opts.Log.Error("audit lines lost: the audit output failed", "code", "audit_write_failed", "lines", lost, "err", err)
+	w.mu.Lock()
+	w.dropped += dropped + lost
+	w.droppedTotal.Add(lost)
+	w.metrics.dropped.Add(float64(lost))
+	w.saturated.Store(true)
+	w.mu.Unlock()
+	return err
 }
 
 // recycle keeps a batch's buffer for the next one, unless a burst grew it

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,5 +235,76 @@ func TestWriterCloseGivesUpOnAStalledOutput(t *testing.T) {
 	<-w.done
 	if err := w.Close(); err != nil {
 		t.Fatalf("a second Close once the writer ended: %v", err)
+	}
+}
+
+// fullDisk is an audit output on a disk with room bytes left (unlimited
+// when negative): a write past the room writes what fits, as a real full
+// disk does (part of a line), and fails.
+type fullDisk struct {
+	mu   sync.Mutex
+	room int
+	buf  bytes.Buffer
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.room >= 0 && len(p) > d.room {
+		n, _ := d.buf.Write(p[:d.room])
+		d.room -= n
+		return n, syscall.ENOSPC
+	}
+	if d.room >= 0 {
+		d.room -= len(p)
+	}
+	return d.buf.Write(p)
+}
+
+func (d *fullDisk) setRoom(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.room = n
+}
+
+// A disk that fills in the middle of a batch keeps the lines before the
+// cut and part of the next: only the lines not written whole are counted
+// lost, and the part of a line is ended before anything follows it, so
+// no later line is glued to it.
+func TestWriterOnAFullDiskLosesOnlyWhatItDidNotWrite(t *testing.T) {
+	out := &fullDisk{room: len(line("1")) + 3}
+	w := New(out, Options{})
+	w.WriteLine(append(append(line("1"), line("2")...), line("3")...))
+	eventually(func() bool { return w.Dropped() > 0 })
+	if got := w.Dropped(); got != 2 {
+		t.Fatalf("dropped %d, want 2 (line 1 was written whole)", got)
+	}
+	out.setRoom(-1) // space comes back
+	w.WriteLine(line("4"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	text := out.buf.String()
+	out.mu.Unlock()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	var got []string
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			if i == 1 && l == string(line("2")[:3]) {
+				got = append(got, "part")
+				continue
+			}
+			t.Fatalf("line %d %q is not JSON: %v\n%s", i+1, l, err, text)
+		}
+		if m["msg"] == "audit_gap" {
+			got = append(got, "gap:"+jsonNum(m["dropped"]))
+			continue
+		}
+		got = append(got, m["n"].(string))
+	}
+	if strings.Join(got, ",") != "1,part,4,gap:2" {
+		t.Fatalf("lines %v, want 1,part,4,gap:2\n%s", got, text)
 	}
 }
