@@ -357,8 +357,18 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 // installDemoProvider lays out the sample provider with a manifest naming
 // the demo upstream.
 func installDemoProvider(dir, provider string, upPort int) (pluginv1.Installed, error) {
-	pkg := filepath.Join(dir, "plugins", DemoPlugin)
+	// As airlock host install lays a package out, whatever the umask: a
+	// root host runs the provider as a uid of its own, which must reach
+	// and read it (the plugins directory only traversable).
+	plugins := filepath.Join(dir, "plugins")
+	pkg := filepath.Join(plugins, DemoPlugin)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		return pluginv1.Installed{}, err
+	}
+	if err := os.Chmod(plugins, 0o711); err != nil {
+		return pluginv1.Installed{}, err
+	}
+	if err := os.Chmod(pkg, 0o755); err != nil {
 		return pluginv1.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
@@ -374,7 +384,7 @@ credential_intents:
   - {name: tickets.write, class: write, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [POST]}]}
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
-	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
 		return pluginv1.Installed{}, err
 	}
 	m, err := pluginv1.LoadManifest(filepath.Join(pkg, "manifest.yaml"))
