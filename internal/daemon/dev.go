@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/pluginv1"
 	hostpolicy "github.com/airlock-dev/airlock/host/policy"
@@ -75,7 +76,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	// could plant or read them (host.LockStateDir checks the same).
 	for _, d := range []string{cfg.StateDir, dir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return host.StateDirError(err)
 		}
 		if err := fsutil.CheckPrivateDir(d); err != nil {
 			return fmt.Errorf("state directory: %w", err)
