@@ -39,6 +39,11 @@ func LockStateDir(dir string) (*StateLock, error) {
 	}
 	path := filepath.Join(dir, StateLockName)
 	f, err := fsutil.OpenOwnFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		// A volume root made (a container's fresh volume), or a lock
+		// left by a command run as root: say whose it must be.
+		return nil, fmt.Errorf("state directory lock: %w (the state directory and what it holds must be this user's: give them to this user, or set state_dir to a directory of its own)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state directory lock: %w", err)
 	}
