@@ -3,10 +3,12 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
 )
@@ -30,13 +32,18 @@ type StateLock struct{ f *os.File }
 // (fsutil.CheckPrivateDir), and so is a link at the lock file's place.
 func LockStateDir(dir string) (*StateLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, StateDirError(err)
 	}
 	if err := fsutil.CheckPrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	path := filepath.Join(dir, StateLockName)
 	f, err := fsutil.OpenOwnFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		// A volume root made (a container's fresh volume), or a lock
+		// left by a command run as root: say whose it must be.
+		return nil, fmt.Errorf("state directory lock: %w (the state directory and what it holds must be this user's: give them to this user, or set state_dir to a directory of its own)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state directory lock: %w", err)
 	}
@@ -61,3 +68,14 @@ func LockStateDir(dir string) (*StateLock, error) {
 
 // Release gives the state directory up.
 func (l *StateLock) Release() error { return l.f.Close() }
+
+// StateDirError is the error of a state directory that could not be
+// made, with the fix when this user may not write there: a container
+// run as a uid without a home of its own (HOME=/, a read-only root file
+// system) otherwise said only "mkdir /.local: permission denied".
+func StateDirError(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("state directory: %w (set state_dir, or XDG_STATE_HOME, to a directory this user may write)", err)
+	}
+	return fmt.Errorf("state directory: %w", err)
+}

@@ -8,6 +8,7 @@ package kubernetes
 import (
 	"bytes"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ type rendered struct {
 	services    map[string]*corev1.Service
 	policies    []*networkingv1.NetworkPolicy
 	pdbs        []*policyv1.PodDisruptionBudget
+	configMaps  map[string]*corev1.ConfigMap
 	kinds       map[string]int
 }
 
@@ -32,7 +34,7 @@ func render(t *testing.T, dir string) rendered {
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
-	r := rendered{deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{}, kinds: map[string]int{}}
+	r := rendered{deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{}, kinds: map[string]int{}}
 	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
@@ -73,6 +75,8 @@ func render(t *testing.T, dir string) rendered {
 			r.policies = append(r.policies, o)
 		case *policyv1.PodDisruptionBudget:
 			r.pdbs = append(r.pdbs, o)
+		case *corev1.ConfigMap:
+			r.configMaps[o.Name] = o
 		}
 	}
 	return r
@@ -158,5 +162,58 @@ func TestBaseAndOverlays(t *testing.T) {
 				t.Fatal("the production overlay: a namespace and three proxy replicas")
 			}
 		})
+	}
+}
+
+// Airlock refuses a state directory, or a broker socket's directory,
+// that others may write to, and an emptyDir's root is 0777 (2777 with
+// fsGroup): every container's state_dir and broker socket directory must
+// be a directory Airlock makes (0700) strictly inside one of its
+// emptyDir mounts, never the mount itself.
+func TestPathsInsideTheirEmptyDirs(t *testing.T) {
+	for _, dir := range []string{"base", "overlays/production"} {
+		r := render(t, dir)
+		cm := r.configMaps["airlock-config"]
+		if cm == nil {
+			t.Fatalf("%s: no airlock-config ConfigMap", dir)
+		}
+		var cfg struct {
+			StateDir string `json:"state_dir"`
+			Broker   struct {
+				API struct {
+					Socket string `json:"socket"`
+				} `json:"api"`
+			} `json:"broker"`
+		}
+		if err := yaml.Unmarshal([]byte(cm.Data["airlock.yaml"]), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.StateDir == "" || cfg.Broker.API.Socket == "" {
+			t.Fatalf("%s: the config names no state_dir or broker socket", dir)
+		}
+		for _, d := range r.deployments {
+			ps := d.Spec.Template.Spec
+			emptyDir := map[string]bool{}
+			for _, v := range ps.Volumes {
+				emptyDir[v.Name] = v.EmptyDir != nil
+			}
+			for _, c := range ps.Containers {
+				for key, p := range map[string]string{"state_dir": cfg.StateDir, "the broker socket's directory": filepath.Dir(cfg.Broker.API.Socket)} {
+					var mount string
+					var isEmpty bool
+					for _, m := range c.VolumeMounts {
+						if (p == m.MountPath || strings.HasPrefix(p, m.MountPath+"/")) && len(m.MountPath) > len(mount) {
+							mount, isEmpty = m.MountPath, emptyDir[m.Name]
+						}
+					}
+					if mount == "" {
+						continue // on the read-only root: the container does not use it
+					}
+					if !isEmpty || p == mount {
+						t.Errorf("%s: %s/%s: %s %s must be a directory inside an emptyDir mount, not the mount %s itself", dir, d.Name, c.Name, key, p, mount)
+					}
+				}
+			}
+		}
 	}
 }

@@ -51,6 +51,9 @@ func Install(ctx context.Context, src, pluginsDir, lockPath string, opts host.Op
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return LockedEntry{}, "", err
 	}
+	if err := os.Chmod(base, 0o755); err != nil { // whatever the umask
+		return LockedEntry{}, "", err
+	}
 	if err := os.Chmod(pluginsDir, 0o711); err != nil {
 		return LockedEntry{}, "", err
 	}

@@ -138,6 +138,7 @@ func (c *Config) CheckFilesOf(scope Scope) error {
 			}
 		}
 	}
+	errs = append(errs, c.checkPlanted(scope)...)
 	// Both: serve writes the broker token, the host reads it.
 	if gid, err := peerauth.LookupGroup(c.Broker.API.Group); err != nil {
 		errs = append(errs, errors.New("broker.api.group: no such group on this system"))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/broker"
+	"github.com/airlock-dev/airlock/host"
 	"github.com/airlock-dev/airlock/host/evidence"
 	"github.com/airlock-dev/airlock/host/pluginv1"
 	hostpolicy "github.com/airlock-dev/airlock/host/policy"
@@ -75,7 +76,7 @@ func Dev(ctx context.Context, cfg *config.Config, opts DevOptions) error {
 	// could plant or read them (host.LockStateDir checks the same).
 	for _, d := range []string{cfg.StateDir, dir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return host.StateDirError(err)
 		}
 		if err := fsutil.CheckPrivateDir(d); err != nil {
 			return fmt.Errorf("state directory: %w", err)
@@ -357,8 +358,18 @@ func devConfig(cfg *config.Config, dir, secrets string, upPort int, opts DevOpti
 // installDemoProvider lays out the sample provider with a manifest naming
 // the demo upstream.
 func installDemoProvider(dir, provider string, upPort int) (pluginv1.Installed, error) {
-	pkg := filepath.Join(dir, "plugins", DemoPlugin)
+	// As airlock host install lays a package out, whatever the umask: a
+	// root host runs the provider as a uid of its own, which must reach
+	// and read it (the plugins directory only traversable).
+	plugins := filepath.Join(dir, "plugins")
+	pkg := filepath.Join(plugins, DemoPlugin)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		return pluginv1.Installed{}, err
+	}
+	if err := os.Chmod(plugins, 0o711); err != nil {
+		return pluginv1.Installed{}, err
+	}
+	if err := os.Chmod(pkg, 0o755); err != nil {
 		return pluginv1.Installed{}, err
 	}
 	bin := filepath.Join(pkg, "tickets-provider")
@@ -374,7 +385,7 @@ credential_intents:
   - {name: tickets.write, class: write, destinations: [{host: %s, port: %d, path_prefix: /api/, methods: [POST]}]}
 evidence_record_types: [tickets.created]
 `, DemoPlugin, DemoHost, upPort, DemoHost, upPort)
-	if err := os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
 		return pluginv1.Installed{}, err
 	}
 	m, err := pluginv1.LoadManifest(filepath.Join(pkg, "manifest.yaml"))

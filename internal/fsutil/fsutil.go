@@ -13,7 +13,9 @@ import (
 
 // CopyFile copies src to dst with mode, atomically: the bytes go to a
 // temporary file beside dst, are synced, and replace dst by rename. On any
-// error dst is untouched and the temporary file is removed.
+// error dst is untouched and the temporary file is removed. dst has mode
+// whatever the umask: a plugin's program copied 0755 by a root host under
+// umask 077 must stay executable by the plugin's own uid.
 func CopyFile(src, dst string, mode os.FileMode) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -31,6 +33,9 @@ func CopyFile(src, dst string, mode os.FileMode) (err error) {
 			os.Remove(tmp)
 		}
 	}()
+	if err = out.Chmod(mode); err != nil {
+		return err
+	}
 	if _, err = io.Copy(out, in); err != nil {
 		return err
 	}

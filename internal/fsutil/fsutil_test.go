@@ -3,6 +3,7 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -36,6 +37,25 @@ func TestCopyFile(t *testing.T) {
 	}
 	if err := CopyFile(filepath.Join(dir, "missing"), dst, 0o700); err == nil {
 		t.Fatal("copying a missing file succeeded")
+	}
+}
+
+// The copy has the mode asked for whatever the umask: a root host under
+// umask 077 installs a plugin's program 0755, for the plugin's own uid.
+func TestCopyFileModeWhateverTheUmask(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o077)
+	err := CopyFile(src, dst, 0o755)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("mode %v %v, want 0755", fi.Mode().Perm(), err)
 	}
 }
 

@@ -93,12 +93,19 @@ func CheckPrivateDir(path string) error {
 		}
 	}
 	if int(st.Uid) != euid && st.Uid != 0 && euid != 0 {
-		who := userName(int(st.Uid))
-		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user: run as %s, or choose a directory of your own", who, who))
+		who, me := userName(int(st.Uid)), userName(euid)
+		return planted(path, fmt.Sprintf("belongs to user %s, not to this process's user %s: run as %s, have root give it to %s (chown and chmod 700), or choose a directory of your own", who, me, who, me))
 	}
 	// Last: "chmod" is the fix only for a directory that is rightly ours.
 	if st.Mode&0o022 != 0 {
-		return planted(path, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 700 it", st.Mode&0o7777))
+		mode := st.Mode & 0o7777
+		if st.Uid == 0 && euid != 0 {
+			// Root's, used through its group or others' write: taking
+			// that away would leave this user out, so the fix is an
+			// owner, not a mode (a 2775 directory of an admin group).
+			return planted(path, fmt.Sprintf("belongs to root and may be written by its group or others (mode %#o): have root give it to %s (chown and chmod 700), or choose a directory of your own", mode, userName(euid)))
+		}
+		return planted(path, fmt.Sprintf("may be written by its group or others (mode %#o): chmod go-w it", mode))
 	}
 	return nil
 }

@@ -59,6 +59,12 @@ func setupNamespaces(s *initSpec) ([]int, error) {
 	if err := inOwnNamespaces(); err != nil {
 		return nil, err
 	}
+	// The root's skeleton (/dev, /proc, the binds' mount points) must be
+	// traversable by a root host's plugin uid whatever umask the host
+	// inherited (UMask=0077 made them 0700, root's: the plugin could not
+	// enter its own directory). Nothing secret is made here; the plugin
+	// gets the host's umask back.
+	defer unix.Umask(unix.Umask(0o022))
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, fmt.Errorf("making mounts private: %w", err)
 	}
