@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,30 +18,49 @@ import (
 func TestProgramInASystemDirectory(t *testing.T) {
 	for _, level := range Detect().Levels() {
 		t.Run(string(level), func(t *testing.T) {
-			dir, _ := pluginBinary(t)
-			priv, err := os.MkdirTemp(dir, "private-")
+			out, errOut, err := runShell(t, level, "echo from-the-shell", -1)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("a program in /bin with /bin as its install directory: %v\n%s", err, errOut)
 			}
-			spec := withUID(t, Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "echo from-the-shell"}, Dir: priv, InstallDir: "/bin"}, level)
-			cmd, box, err := Command(spec, level, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			cmd.Stdout = &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if err := box.Start(context.Background()); err != nil {
-				_ = cmd.Wait()
-				t.Fatalf("a program in /bin with /bin as its install directory: %v", err)
-			}
-			_ = cmd.Wait()
-			box.Wait()
-			if !strings.Contains(out.String(), "from-the-shell") {
-				t.Fatalf("the shell said %q", out.String())
+			if !strings.Contains(out, "from-the-shell") {
+				t.Fatalf("the shell said %q", out)
 			}
 		})
 	}
+}
+
+// runShell runs /bin/sh -c script as a plugin at level (its install
+// directory /bin), started under umask when it is not negative (the init
+// inherits it at fork), and returns what it wrote and the sandbox's start
+// error.
+func runShell(t *testing.T, level Level, script string, umask int) (out, errOut string, err error) {
+	t.Helper()
+	dir, _ := pluginBinary(t)
+	priv, err := os.MkdirTemp(dir, "private-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := withUID(t, Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", script}, Dir: priv, InstallDir: "/bin"}, level)
+	cmd, box, err := Command(spec, level, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if umask >= 0 {
+		old := syscall.Umask(umask)
+		err = cmd.Start()
+		syscall.Umask(old)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = box.Start(context.Background())
+	_ = cmd.Wait()
+	if err == nil {
+		box.Wait()
+	}
+	return o.String(), e.String(), err
 }

@@ -3,10 +3,7 @@
 package sandbox
 
 import (
-	"context"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -18,32 +15,12 @@ import (
 func TestPluginRunsUnderAStrictUmask(t *testing.T) {
 	for _, level := range Detect().Levels() {
 		t.Run(string(level), func(t *testing.T) {
-			dir, _ := pluginBinary(t)
-			priv, err := os.MkdirTemp(dir, "private-")
+			out, errOut, err := runShell(t, level, "echo from-the-shell; umask", 0o077)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("a plugin started by a host under umask 077: %v\n%s", err, errOut)
 			}
-			spec := withUID(t, Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "echo from-the-shell; umask"}, Dir: priv, InstallDir: "/bin"}, level)
-			cmd, box, err := Command(spec, level, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out, errOut strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			old := syscall.Umask(0o077) // the init inherits it at fork
-			err = cmd.Start()
-			syscall.Umask(old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := box.Start(context.Background()); err != nil {
-				_ = cmd.Wait()
-				t.Fatalf("a plugin started by a host under umask 077: %v\n%s", err, errOut.String())
-			}
-			_ = cmd.Wait()
-			box.Wait()
-			if got := out.String(); !strings.Contains(got, "from-the-shell") || !strings.Contains(got, "0077") {
-				t.Fatalf("the plugin said %q (want its greeting and the host's umask 0077)\n%s", got, errOut.String())
+			if !strings.Contains(out, "from-the-shell") || !strings.Contains(out, "0077") {
+				t.Fatalf("the plugin said %q (want its greeting and the host's umask 0077)\n%s", out, errOut)
 			}
 		})
 	}
