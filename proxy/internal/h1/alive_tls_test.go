@@ -103,13 +103,7 @@ func TestClientConnAliveGuardedTLS(t *testing.T) {
 func TestClientConnAlivePartialRecord(t *testing.T) {
 	for _, cut := range []int{1, 4, 5, 12} { // in the record's header, at its end, in its body
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
-			c, peer := tcpPair(t)
-			held := &testenv.HeldConn{Conn: peer}
-			cc, ts := tlsPairOver(t, c, held)
-			if !cc.Alive() {
-				t.Fatal("a fresh TLS connection is not alive")
-			}
-			held.Hold = true
+			cc, ts, peer, held := heldTLSPair(t)
 			const stray = "HTTP/1.1 200 OK\r\n"
 			if _, err := io.WriteString(ts, "ok"); err != nil {
 				t.Fatal(err)
@@ -139,13 +133,7 @@ func TestClientConnAlivePartialRecord(t *testing.T) {
 // record is taken in by the TLS layer with the response: the look finds
 // the end of the stream there, with nothing on the socket.
 func TestClientConnAliveCloseNotifyInTLSLayer(t *testing.T) {
-	c, peer := tcpPair(t)
-	held := &testenv.HeldConn{Conn: peer}
-	cc, ts := tlsPairOver(t, c, held)
-	if !cc.Alive() {
-		t.Fatal("a fresh TLS connection is not alive")
-	}
-	held.Hold = true
+	cc, ts, peer, held := heldTLSPair(t)
 	if _, err := io.WriteString(ts, "ok"); err != nil {
 		t.Fatal(err)
 	}
@@ -176,4 +164,20 @@ func deliverOK(t *testing.T, cc *ClientConn, peer net.Conn, wire []byte, what st
 	if !cc.probe.Idle() || cc.Buffered() {
 		t.Fatalf("%s is not only in the TLS layer", what)
 	}
+}
+
+// heldTLSPair is tlsPairOver a loopback connection whose server side
+// holds what it writes from now on (held.Held), the connection's first
+// look done: peer is the server's socket, for the test to send the held
+// bytes in pieces of its choosing.
+func heldTLSPair(t *testing.T) (cc *ClientConn, ts *tls.Conn, peer net.Conn, held *testenv.HeldConn) {
+	t.Helper()
+	c, peer := tcpPair(t)
+	held = &testenv.HeldConn{Conn: peer}
+	cc, ts = tlsPairOver(t, c, held)
+	if !cc.Alive() {
+		t.Fatal("a fresh TLS connection is not alive")
+	}
+	held.Hold = true
+	return cc, ts, peer, held
 }
