@@ -19,16 +19,9 @@ func TestInterceptCACreationOnAFullDisk(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(mnt, "filler")
-	testenv.FillDisk(t, filler)
-	st, err := os.Stat(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One page left: room for the key, not for the certificate too.
-	if err := os.Truncate(filler, st.Size()-4096); err != nil {
-		t.Fatal(err)
-	}
+	filler := filepath.Join(mnt, "filler")
+	testenv.FillDiskLeaving(t, filler, 4096)
 	store := fileCAStore{cert: filepath.Join(dir, "ca.pem"), key: filepath.Join(dir, "ca.key")}
 	if _, err := openCA(ctx, store, nil); err == nil {
 		t.Fatal("the CA was created on a full disk")

@@ -72,12 +72,6 @@ func testRepairOnAFullDisk(t *testing.T, torn bool) {
 	if err := os.WriteFile(p, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(mnt, "filler")
-	testenv.FillDisk(t, filler)
-	st, err := os.Stat(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Remains: room for the rewritten log's pages, and no more. A torn
 	// tail: no room at all (cutting it frees none: it ends in the last
 	// page).
@@ -85,9 +79,8 @@ func testRepairOnAFullDisk(t *testing.T, torn bool) {
 	if torn {
 		room = 0
 	}
-	if err := os.Truncate(filler, st.Size()-room); err != nil {
-		t.Fatal(err)
-	}
+	filler := filepath.Join(mnt, "filler")
+	testenv.FillDiskLeaving(t, filler, room)
 	if _, err := Repair(p); err == nil {
 		t.Fatal("the repair reported success on a disk without room for its record")
 	}

@@ -44,3 +44,18 @@ func FillDisk(tb testing.TB, path string) {
 		}
 	}
 }
+
+// FillDiskLeaving fills the disk as FillDisk does, then gives back room
+// bytes (a multiple of the page size frees that many) by shortening the
+// file: a disk with exactly that much left.
+func FillDiskLeaving(tb testing.TB, path string, room int64) {
+	tb.Helper()
+	FillDisk(tb, path)
+	st, err := os.Stat(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Truncate(path, st.Size()-room); err != nil {
+		tb.Fatal(err)
+	}
+}
