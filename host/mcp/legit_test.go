@@ -59,19 +59,20 @@ func TestListenStreamOutlivesCallBound(t *testing.T) {
 }
 
 // A call held for approval, approved, that then reports progress and
-// answers a large result late in its call timeout is delivered whole to
-// the Go SDK client reading at its own pace: the POST's bound (the call
-// timeout and one write timeout from the request) leaves it room.
+// answers a large result halfway through its call timeout is delivered
+// whole to the Go SDK client reading at its own pace: the POST's bound
+// (the call timeout and one write timeout from the request) leaves it
+// room. (Halfway, not later: the rest is room for a loaded machine.)
 func TestHeldCallAnsweredLateDelivered(t *testing.T) {
 	const (
-		callTimeout = 3 * time.Second
+		callTimeout = 4 * time.Second
 		size        = 1 << 20
 	)
 	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", size) + `"}`)
 	f := newFixtureOpts(t, hostmcp.Options{CallTimeout: callTimeout, ApprovalHold: callTimeout, WriteTimeout: 300 * time.Millisecond},
 		approvalPolicy, func(h *host.Host) error {
 			return h.Add("stub", host.KindExecuta, func(context.Context) (host.Runtime, error) {
-				return &stub{exited: make(chan struct{}), risk: policy.RiskPrivileged, slow: callTimeout * 3 / 4, out: big,
+				return &stub{exited: make(chan struct{}), risk: policy.RiskPrivileged, slow: callTimeout / 2, out: big,
 					running: []host.Diagnostic{{Code: "step", Message: "working"}}}, nil
 			})
 		}, "agent")
