@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 func TestEvidenceVerifyCLI(t *testing.T) {
@@ -176,5 +179,65 @@ func TestEvidenceVerifyRotatedCLI(t *testing.T) {
 	_, stderr, code = cli(t, nil, "", "evidence", "verify", p+".2", p)
 	if code != 1 || !strings.Contains(stderr, "a segment is missing") {
 		t.Fatalf("a missing segment: %d %s", code, stderr)
+	}
+}
+
+// A host that finds its evidence log rotated and not yet followed (the
+// rename happened while it was down, or it was killed right after)
+// goes on with the same chain, across a SIGKILL before its first
+// record, and the files verify as one log.
+func TestHostRestartAfterRotationKeepsChain(t *testing.T) {
+	dir := t.TempDir()
+	evLog := filepath.Join(dir, "evidence.jsonl")
+	l, err := evidence.Open(evLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(evidence.Record{Type: "invocation.start", Plugin: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	if err := os.Rename(evLog, evLog+".1"); err != nil {
+		t.Fatal(err)
+	}
+	serveAdmin := testenv.FreeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %q
+admin: {listen: %q}
+broker:
+  api: {socket: %q}
+proxy:
+  listen: %q
+host:
+  admin: %q
+  evidence: %q
+`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), testenv.FreeAddr(t), evLog))
+	startServeProcess(t, nil, cfg, serveAdmin)
+
+	// Killed before its first record: the file it made is still empty.
+	host, logs := startHostProcess(t, cfg)
+	waitLog(t, logs, 0, "airlock host running")
+	if !strings.Contains(logs.String(), "goes on from the rotated segment") || !strings.Contains(logs.String(), evLog+".1") {
+		t.Fatalf("the host does not say it goes on from the rotated segment:\n%s", logs.String())
+	}
+	if err := host.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Wait()
+
+	host, logs = startHostProcess(t, cfg)
+	waitLog(t, logs, 0, "airlock host running")
+	if err := host.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Wait(); err != nil {
+		t.Fatalf("host: %v\n%s", err, logs.String())
+	}
+	// Its last checkpoint follows the segment record that links the files.
+	out, stderr, code := cli(t, nil, "", "evidence", "verify", evLog, evLog+".1")
+	if code != 0 || !strings.HasPrefix(out, "OK: 5 records (1-5) in 2 files") {
+		t.Fatalf("the rotated log across the restarts: %d %s %s", code, out, stderr)
 	}
 }

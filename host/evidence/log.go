@@ -82,7 +82,12 @@ type Log struct {
 	lastType       string
 	logID          string // the first record's id
 	lastCheckpoint *Checkpoint
-	now            func() time.Time
+	// follows is the segment an empty log went on from (follow), and
+	// segmentDue says the SegmentType record that links this file to
+	// it is still to be written, before any other.
+	follows    string
+	segmentDue bool
+	now        func() time.Time
 	// w is where records go (f, unless WrapFile put a writer
 	// in front of it).
 	w    Writer
@@ -100,7 +105,9 @@ type Log struct {
 // Open opens (or creates, mode 0600) an evidence file for
 // appending. An existing file must verify, so the chain is never extended
 // from a tampered head. The file may begin the log or be a later segment
-// of it (SegmentType).
+// of it (SegmentType). An empty (or missing) file goes on from the
+// rotated segment beside it, when there is one (see Follows), which must
+// verify too.
 func Open(path string) (*Log, error) {
 	f, err := openFile(path)
 	if err != nil {
@@ -119,6 +126,18 @@ func Open(path string) (*Log, error) {
 			return nil, fmt.Errorf("evidence log %s does not verify: %w (if a write failed there on a full disk under an older release, `airlock evidence repair` cuts its remains; it refuses any other damage)", path, err)
 		}
 		return nil, fmt.Errorf("evidence log %s does not verify: %w", path, err)
+	}
+	if l.size == 0 {
+		// Empty: a new log, or the next segment of a rotated one whose
+		// host stopped before it started the segment.
+		prev, err := previousSegment(path)
+		if err == nil && prev != "" {
+			err = l.follow(prev)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return l, nil
 }

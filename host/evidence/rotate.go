@@ -47,6 +47,19 @@ func (l *Log) ready() error {
 		// go on in the renamed file, where the chain stays whole.
 		_ = l.startSegment()
 	}
+	if l.segmentDue {
+		return l.writeSegment()
+	}
+	return nil
+}
+
+// writeSegment writes the SegmentType record that begins a segment.
+func (l *Log) writeSegment() error {
+	data, _ := json.Marshal(segment{LogID: l.logID})
+	if _, err := l.write(Record{Type: SegmentType, Data: data}); err != nil {
+		return err
+	}
+	l.segmentDue = false
 	return nil
 }
 
@@ -86,8 +99,7 @@ func (l *Log) startSegment() error {
 		old.Close()
 		return nil
 	}
-	data, _ := json.Marshal(segment{LogID: l.logID})
-	if _, err := l.write(Record{Type: SegmentType, Data: data}); err != nil {
+	if err := l.writeSegment(); err != nil {
 		l.torn = false
 		_ = f.Truncate(0)
 		f.Close()

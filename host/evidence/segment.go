@@ -104,6 +104,11 @@ func readSegment(path string, read func(io.Reader) error) error {
 		return err
 	}
 	defer f.Close()
+	return readSegmentFrom(f, path, read)
+}
+
+// readSegmentFrom is readSegment on a file already open.
+func readSegmentFrom(f io.Reader, path string, read func(io.Reader) error) error {
 	br := bufio.NewReaderSize(f, 64<<10)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)

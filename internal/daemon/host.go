@@ -276,6 +276,10 @@ func (n *hostNode) openEvidence(cfg *config.Config, deps hostDeps) (ev *evidence
 			return nil, nil, err
 		}
 		n.closers = append(n.closers, func() { ev.Close() })
+		if prev := ev.Follows(); prev != "" {
+			log.Info("the evidence log's file was rotated before its first record; it goes on from the rotated segment",
+				"path", cfg.Host.Evidence, "segment", prev)
+		}
 	}
 	if cfg.Host.EvidenceFailOpen {
 		ev.FailOpen = true
