@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
@@ -46,10 +47,47 @@ func (h *Host) loadQuarantine(name string) *quarantine {
 		return nil
 	}
 	q := &quarantine{}
-	if json.Unmarshal(b, q) != nil {
+	switch {
+	case len(b) == 0:
+		// The mark Quarantine leaves when the record did not fit.
+		h.opts.Log.Warn("quarantine record holds no details (the disk was full when it was kept); the plugin stays quarantined",
+			"plugin", name)
+		if st, err := os.Stat(path); err == nil {
+			q.At = st.ModTime().UTC()
+		}
+	case json.Unmarshal(b, q) != nil:
 		h.opts.Log.Error("quarantine record malformed; the plugin stays quarantined", "plugin", name)
 	}
 	return q
+}
+
+// keepQuarantine writes a plugin's quarantine record. When the record
+// cannot be written (a full disk), an empty file at its place still
+// keeps the quarantine across a restart: it takes no data block, and
+// loadQuarantine reads it as a quarantine without details.
+func keepQuarantine(path string, q *quarantine) (detailsLost bool, err error) {
+	b, _ := json.Marshal(q)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	err = fsutil.WriteFile(path, b, 0o600)
+	if err == nil {
+		return false, nil
+	}
+	f, merr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if merr == nil {
+		merr = f.Sync()
+		if cerr := f.Close(); merr == nil {
+			merr = cerr
+		}
+	}
+	if merr == nil {
+		merr = fsutil.SyncDir(filepath.Dir(path))
+	}
+	if merr != nil {
+		return false, errors.Join(err, merr)
+	}
+	return true, nil
 }
 
 // Quarantine stops a plugin from serving calls after a violation
@@ -72,13 +110,13 @@ func (h *Host) Quarantine(ctx context.Context, name, invocation string, kinds []
 	h.feed.notify()
 	var keepErr error
 	if path := h.quarantineFile(name); path != "" {
-		b, _ := json.Marshal(q)
-		keepErr = os.MkdirAll(filepath.Dir(path), 0o700)
-		if keepErr == nil {
-			keepErr = fsutil.WriteFile(path, b, 0o600)
-		}
-		if keepErr != nil {
-			keepErr = fmt.Errorf("quarantine: not kept across a restart: %w", keepErr)
+		detailsLost, err := keepQuarantine(path, q)
+		switch {
+		case err != nil:
+			keepErr = fmt.Errorf("quarantine: not kept across a restart: %w", err)
+		case detailsLost:
+			h.opts.Log.Warn("quarantine kept across a restart without its details: its record did not fit on the disk",
+				"plugin", name)
 		}
 	}
 	if h.opts.Broker != nil {
