@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/broker"
 	"github.com/airlock-dev/airlock/host/policy"
+	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 // hookLedger is a ledger that runs a test's function before a charge
@@ -235,5 +236,36 @@ func TestApprovalWaitEndsAtTheCallDeadline(t *testing.T) {
 	}
 	if len(rt.calls) != 1 {
 		t.Fatalf("%d calls ran", len(rt.calls))
+	}
+}
+
+// A quarantine on a full disk is kept across a restart all the same:
+// its record does not fit, and the empty file left in its place keeps
+// the plugin quarantined, without details, until an operator releases
+// it.
+func TestQuarantineKeptOnFullDisk(t *testing.T) {
+	mnt := testenv.SmallDisk(t, 64<<10)
+	rt := &callRuntime{risk: policy.RiskRead}
+	f := newDecisionFixture(t, allowPolicy, DecisionConfig{}, rt)
+	f.h.opts.QuarantineDir = filepath.Join(mnt, "quarantine")
+	if err := os.Mkdir(f.h.opts.QuarantineDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testenv.FillDisk(t, filepath.Join(mnt, "filler"))
+	if err := f.h.Quarantine(context.Background(), "p", "inv-1", []string{"handle_in_request"}); err != nil {
+		t.Fatalf("a quarantine kept as an empty mark reported: %v", err)
+	}
+	if st, err := os.Stat(f.h.quarantineFile("p")); err != nil || st.Size() != 0 {
+		t.Fatalf("the mark: %v %v", st, err)
+	}
+	// What a restarted host reads.
+	if q := f.h.loadQuarantine("p"); q == nil || q.At.IsZero() {
+		t.Fatalf("after a restart the plugin is not quarantined: %+v", q)
+	}
+	if released, err := f.h.Release("p", "operator"); err != nil || !released {
+		t.Fatalf("release: %v %v", released, err)
+	}
+	if q := f.h.loadQuarantine("p"); q != nil {
+		t.Fatalf("still quarantined after the release: %+v", q)
 	}
 }

@@ -45,12 +45,16 @@ func CopyFile(src, dst string, mode os.FileMode) (err error) {
 	if err = out.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	if err = os.Rename(tmp, dst); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(dst))
 }
 
 // WriteFile writes data to name with mode, atomically as CopyFile does:
-// a temporary file beside name, synced, then renamed over it. On any
-// error name is untouched and the temporary file is removed.
+// a temporary file beside name, synced, then renamed over it, and the
+// rename synced. On an error name is untouched (unless only that last
+// sync failed) and the temporary file is removed.
 //
 // The file keeps its owner and group, whoever writes it: a key rotated by
 // root stays readable by the service that owns it. A new file written by
@@ -83,7 +87,25 @@ func WriteFile(name string, data []byte, mode os.FileMode) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), name)
+	if err = os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(name))
+}
+
+// SyncDir makes the entries of directory dir durable (a rename or a new
+// file in it survives a power loss). A file system that cannot sync a
+// directory is taken as having nothing to sync.
+func SyncDir(dir string) error {
+	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return err
+	}
+	return nil
 }
 
 // ErrLocked: another process holds the lock.
