@@ -175,7 +175,7 @@ func openFile(path string) (*os.File, error) {
 	}
 	if err == nil {
 		// Others who may write it could rewrite the trail.
-		err = fsutil.CheckOwnFileMode(path, st.Mode())
+		err = fsutil.CheckOwnFile(path, st)
 	}
 	if err != nil {
 		f.Close()

@@ -58,7 +58,7 @@ func ReadLockfile(path string) (*Lockfile, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil {
-		err = fsutil.CheckOwnFileMode(path, st.Mode())
+		err = fsutil.CheckOwnFile(path, st)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lockfile: %w", err)

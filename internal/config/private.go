@@ -45,7 +45,7 @@ func (c *Config) checkPlanted(scope Scope) []error {
 		case st.Mode()&fs.ModeSymlink != 0 && key == "host.evidence":
 			err = fmt.Errorf("%w: the file is a symbolic link (set host.evidence to the file itself)", fsutil.ErrPlanted)
 		case st.Mode().IsRegular():
-			err = fsutil.CheckOwnFileMode(path, st.Mode())
+			err = fsutil.CheckOwnFile(path, st)
 		}
 		if err != nil {
 			errs = append(errs, scrubAs(key, path, "the file", err))

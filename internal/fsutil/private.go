@@ -110,13 +110,35 @@ func CheckPrivateDir(path string) error {
 	return nil
 }
 
-// CheckOwnFileMode refuses a file Airlock keeps for itself (an evidence
-// log, a store, the lockfile) that its group or others may write: they
-// could rewrite what it records or decides. Airlock makes them 0600; one
-// copied in or chmodded since is named with the fix.
-func CheckOwnFileMode(name string, mode fs.FileMode) error {
-	if mode.Perm()&0o022 != 0 {
+// CheckOwnFile refuses a file Airlock keeps for itself (an evidence
+// log, a store, the lockfile) that someone else could rewrite, so
+// rewriting what it records or decides: one its group or others may
+// write (Airlock makes them 0600; one copied in or chmodded since is
+// named with the fix), or one that belongs to another user than this
+// process's, root or the owner of its directory (root's commands work on
+// a service user's files).
+func CheckOwnFile(name string, st fs.FileInfo) error {
+	if mode := st.Mode(); mode.Perm()&0o022 != 0 {
 		return planted(name, fmt.Sprintf("may be written by its group or others (mode %#o): chmod 600 it", mode.Perm()))
 	}
-	return nil
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	euid := os.Geteuid()
+	if int(sys.Uid) == euid || sys.Uid == 0 {
+		return nil
+	}
+	var dir syscall.Stat_t
+	if err := syscall.Stat(filepath.Dir(name), &dir); err != nil {
+		return err
+	}
+	if dir.Uid == sys.Uid {
+		return nil
+	}
+	owner := int(dir.Uid)
+	if owner == 0 {
+		owner = euid
+	}
+	return planted(name, fmt.Sprintf("belongs to user %s, who could rewrite it: have root give it to %s (chown), or move it away", userName(int(sys.Uid)), userName(owner)))
 }

@@ -168,3 +168,47 @@ func TestCheckPrivateDir(t *testing.T) {
 		}
 	})
 }
+
+// A file Airlock keeps for itself is refused when another user could
+// rewrite it: by its mode, or because it is theirs. Root's own, this
+// process's own, and (for root's commands) the directory owner's pass.
+func TestCheckOwnFile(t *testing.T) {
+	testenv.NeedsRoot(t, "giving files to other users")
+	dir := t.TempDir()
+	if err := os.Chown(dir, serviceUID, serviceGID); err != nil {
+		t.Fatal(err)
+	}
+	check := func(uid int, mode os.FileMode) error {
+		p := filepath.Join(dir, "evidence.jsonl")
+		_ = os.Remove(p)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, serviceGID); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return CheckOwnFile(p, st)
+	}
+	for _, ok := range []struct {
+		uid  int
+		mode os.FileMode
+	}{{0, 0o600}, {serviceUID, 0o600}, {serviceUID, 0o640}} {
+		if err := check(ok.uid, ok.mode); err != nil {
+			t.Errorf("uid %d mode %#o: %v", ok.uid, ok.mode, err)
+		}
+	}
+	if err := check(serviceUID, 0o620); !errors.Is(err, ErrPlanted) {
+		t.Errorf("group-writable: %v", err)
+	}
+	err := check(serviceUID+1, 0o600)
+	if !errors.Is(err, ErrPlanted) || !strings.Contains(err.Error(), "belongs to user") {
+		t.Errorf("another user's file in the service's directory: %v", err)
+	}
+}

@@ -58,7 +58,7 @@ func Open(path string) (*Store, error) {
 	}
 	// Others who may write it could change what plugins stored.
 	if st, err := os.Stat(path); err == nil {
-		if err := fsutil.CheckOwnFileMode(path, st.Mode()); err != nil {
+		if err := fsutil.CheckOwnFile(path, st); err != nil {
 			return nil, fmt.Errorf("storage: %w", err)
 		}
 	}
