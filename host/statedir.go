@@ -38,7 +38,10 @@ func LockStateDir(dir string) (*StateLock, error) {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	path := filepath.Join(dir, StateLockName)
-	f, err := fsutil.OpenOwnFile(path)
+	// OpenLockFile: a lock root's commands (install, ports) make in a
+	// service user's directory is that user's, or its host could not
+	// take it.
+	f, err := fsutil.OpenLockFile(path)
 	if errors.Is(err, fs.ErrPermission) {
 		// A volume root made (a container's fresh volume), or a lock
 		// left by a command run as root: say whose it must be.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,7 +163,12 @@ func openFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("evidence log: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	const flags = os.O_RDWR | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
+	made := err == nil
+	if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(path, flags, 0)
+	}
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("evidence log: %w: %s is a symbolic link (set host.evidence to the file itself)", fsutil.ErrPlanted, path)
 	}
@@ -176,6 +182,11 @@ func openFile(path string) (*os.File, error) {
 	if err == nil {
 		// Others who may write it could rewrite the trail.
 		err = fsutil.CheckOwnFile(path, st)
+	}
+	if err == nil && made {
+		// Made by root's commands (an install with no host running) in
+		// the service user's directory: still the service's.
+		err = fsutil.GiveToDirOwner(f, path)
 	}
 	if err != nil {
 		f.Close()

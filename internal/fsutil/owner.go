@@ -93,14 +93,25 @@ func OpenLockFile(name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if os.Geteuid() == 0 {
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Dir(name), &st); err == nil {
-			if ferr := f.Chown(int(st.Uid), int(st.Gid)); ferr != nil {
-				f.Close()
-				return nil, ferr
-			}
-		}
+	if err := GiveToDirOwner(f, name); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
+}
+
+// GiveToDirOwner gives f, open at name, to the owner and group of name's
+// directory when this process is root: what root's commands make in a
+// service user's directory stays usable by that service. Only for a file
+// opened so that it cannot be a link (OpenOwnFile, O_NOFOLLOW and a
+// regular-file check). Otherwise it does nothing.
+func GiveToDirOwner(f *os.File, name string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Dir(name), &st); err != nil {
+		return nil
+	}
+	return f.Chown(int(st.Uid), int(st.Gid))
 }
