@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/host/evidence"
-	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
 func TestEvidenceVerifyCLI(t *testing.T) {
@@ -202,18 +201,7 @@ func TestHostRestartAfterRotationKeepsChain(t *testing.T) {
 	if err := os.Rename(evLog, evLog+".1"); err != nil {
 		t.Fatal(err)
 	}
-	serveAdmin := testenv.FreeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`version: v1
-state_dir: %q
-admin: {listen: %q}
-broker:
-  api: {socket: %q}
-proxy:
-  listen: %q
-host:
-  admin: %q
-  evidence: %q
-`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), testenv.FreeAddr(t), evLog))
+	cfg, serveAdmin, _ := serveHostConfig(t, dir, fmt.Sprintf("  evidence: %q\n", evLog))
 	startServeProcess(t, nil, cfg, serveAdmin)
 
 	// Killed before its first record: the file it made is still empty.

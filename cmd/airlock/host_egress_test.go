@@ -24,17 +24,7 @@ import (
 // three say ok.
 func TestServeRestartShowsPluginEgress(t *testing.T) {
 	dir := t.TempDir()
-	serveAdmin, hostAdmin := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`version: v1
-state_dir: %q
-admin: {listen: %q}
-broker:
-  api: {socket: %q}
-proxy:
-  listen: %q
-host:
-  admin: %q
-`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), hostAdmin))
+	cfg, serveAdmin, hostAdmin := serveHostConfig(t, dir, "")
 	serve, _ := startServeProcess(t, nil, cfg, serveAdmin)
 
 	installProvider(t, cfg, "")
@@ -100,4 +90,23 @@ host:
 	if _, body := get("/metrics"); !strings.Contains(body, `airlock_plugin_egress_up{plugin="example.tickets"} 1`) {
 		t.Fatalf("no egress-up series:\n%s", body)
 	}
+}
+
+// serveHostConfig writes the smallest config that runs airlock serve and
+// airlock host side by side under dir (state, broker socket, free
+// ports), with hostExtra added to its host section (indented lines).
+func serveHostConfig(t *testing.T, dir, hostExtra string) (cfg, serveAdmin, hostAdmin string) {
+	t.Helper()
+	serveAdmin, hostAdmin = testenv.FreeAddr(t), testenv.FreeAddr(t)
+	cfg = writeConfig(t, fmt.Sprintf(`version: v1
+state_dir: %q
+admin: {listen: %q}
+broker:
+  api: {socket: %q}
+proxy:
+  listen: %q
+host:
+  admin: %q
+`, filepath.Join(dir, "state"), serveAdmin, filepath.Join(dir, "run", "broker.sock"), testenv.FreeAddr(t), hostAdmin)+hostExtra)
+	return cfg, serveAdmin, hostAdmin
 }
