@@ -130,13 +130,19 @@ func firstSeq(path string) (uint64, error) {
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 			return err
 		}
-		var rec struct {
-			Seq uint64 `json:"seq"`
-		}
-		if json.Unmarshal(line, &rec) == nil {
-			seq = rec.Seq
-		}
+		seq = seqOf(line)
 		return nil
 	})
 	return seq, err
+}
+
+// seqOf is the seq of the record on line (0 when it is not a record).
+func seqOf(line []byte) uint64 {
+	var rec struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(line, &rec) != nil {
+		return 0
+	}
+	return rec.Seq
 }
