@@ -163,3 +163,33 @@ func TestRestartRefusesUnreadableSegment(t *testing.T) {
 		t.Fatalf("error: %v", err)
 	}
 }
+
+// A host killed while it wrote the segment record leaves part of it;
+// `airlock evidence repair`, which Open names, cuts it and records the
+// cut in the chain that the segment continues, not in a new log.
+func TestRepairCutSegmentRecord(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	p, _ := crashedAfterRotation(t, dir, "evidence.jsonl.1", key)
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	l.Close()
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, b[:bytes.IndexByte(b, '\n')/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(p); err == nil || !strings.Contains(err.Error(), "airlock evidence repair") {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("open after the cut-off segment record: %v", err)
+	}
+	if _, err := Repair(p); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := VerifyFiles([]string{p + ".1", p}, VerifyOptions{}); err != nil || v.Records != 6 {
+		t.Fatalf("the segments after the repair: %+v %v", v, err)
+	}
+}
