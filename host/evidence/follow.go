@@ -47,19 +47,19 @@ func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 // FIFO put there since the directory was read, and only a regular file
 // that no other user could have written. It returns the file (at its
 // start), the seq of its first record (0 when it has none) and whether
-// it holds anything at all.
-func openCandidate(p string) (*os.File, uint64, bool, error) {
+// it holds anything at all, and the id of the log it is a segment of.
+func openCandidate(p string) (*os.File, uint64, bool, string, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, 0, false, nil // a link: not a segment
+		return nil, 0, false, "", nil // a link: not a segment
 	}
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, "", err
 	}
 	st, err := f.Stat()
 	if err == nil && !st.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, false, nil
+		return nil, 0, false, "", nil
 	}
 	if err == nil {
 		err = fsutil.CheckOwnFile(p, st)
@@ -67,6 +67,7 @@ func openCandidate(p string) (*os.File, uint64, bool, error) {
 	var (
 		seq      uint64
 		nonEmpty bool
+		logID    string
 	)
 	if err == nil {
 		err = readSegmentFrom(f, p, func(r io.Reader) error {
@@ -75,7 +76,7 @@ func openCandidate(p string) (*os.File, uint64, bool, error) {
 				return err
 			}
 			nonEmpty = len(line) > 0
-			seq = seqOf(line)
+			seq, logID = seqOf(line), logIDOf(line)
 			return nil
 		})
 	}
@@ -84,9 +85,9 @@ func openCandidate(p string) (*os.File, uint64, bool, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, 0, false, err
+		return nil, 0, false, "", err
 	}
-	return f, seq, nonEmpty, nil
+	return f, seq, nonEmpty, logID, nil
 }
 
 // previousSegment finds the segment an empty log at path continues:
@@ -94,7 +95,8 @@ func openCandidate(p string) (*os.File, uint64, bool, error) {
 // path's (rotatedName), the one whose first record is the latest,
 // opened; nil when there is none. Empty ones are passed over; one that
 // holds something other than records is refused, as the log it would
-// leave behind could not be told from a new one.
+// leave behind could not be told from a new one, and so are segments of
+// two logs (one copied in from another host's).
 func previousSegment(path string) (*os.File, string, error) {
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	entries, err := os.ReadDir(dir)
@@ -105,6 +107,8 @@ func previousSegment(path string) (*os.File, string, error) {
 		best      *os.File
 		bestName  string
 		bestFirst uint64
+		logID     string // of the candidates so far, and one of them
+		logIDFrom string
 	)
 	fail := func(err error) (*os.File, string, error) {
 		if best != nil {
@@ -118,9 +122,16 @@ func previousSegment(path string) (*os.File, string, error) {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		f, first, nonEmpty, err := openCandidate(p)
+		f, first, nonEmpty, id, err := openCandidate(p)
 		if err != nil {
 			return fail(fmt.Errorf("evidence log: reading %s, which may be the segment it continues: %w", p, err))
+		}
+		if id != "" && logID != "" && id != logID {
+			f.Close()
+			return fail(fmt.Errorf("evidence log: %s and %s are segments of two logs (%s and %s), so which one the log continues is unclear; move the one that is not this log's out of %s", logIDFrom, p, logID, id, dir))
+		}
+		if id != "" && logID == "" {
+			logID, logIDFrom = id, p
 		}
 		switch {
 		case f == nil:

@@ -109,7 +109,7 @@ func TestCandidateNotAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{fifo, filepath.Join(dir, "evidence.jsonl.2")} {
-		f, _, _, err := openCandidate(p)
+		f, _, _, _, err := openCandidate(p)
 		if f != nil || err != nil {
 			t.Fatalf("%s: %v %v", p, f, err)
 		}
@@ -191,5 +191,24 @@ func TestRepairCutSegmentRecord(t *testing.T) {
 	}
 	if v, err := VerifyFiles([]string{p + ".1", p}, VerifyOptions{}); err != nil || v.Records != 6 {
 		t.Fatalf("the segments after the repair: %+v %v", v, err)
+	}
+}
+
+// A segment of another log copied in beside this log's, under a
+// segment's name and beginning later, is not continued: the host
+// refuses to start, naming both.
+func TestRestartRefusesSegmentOfAnotherLog(t *testing.T) {
+	dir, key := t.TempDir(), testKey(t)
+	p, _ := crashedAfterRotation(t, dir, "evidence.jsonl.1", key)
+	if err := os.WriteFile(p+".0", laterSegment(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(p)
+	if err == nil {
+		defer l.Close()
+		t.Fatalf("the log went on from %q", l.Follows())
+	}
+	if !strings.Contains(err.Error(), "segments of two logs") || !strings.Contains(err.Error(), p+".0") || !strings.Contains(err.Error(), p+".1") {
+		t.Fatalf("error: %v", err)
 	}
 }
