@@ -212,3 +212,21 @@ func TestRestartRefusesSegmentOfAnotherLog(t *testing.T) {
 		t.Fatalf("error: %v", err)
 	}
 }
+
+// The names a restart takes for the log's rotated segments: logrotate's
+// numbered and dated ones, with one compressor's extension; not another
+// log's whose name begins like it, nor a checksum or a backup.
+func TestRotatedName(t *testing.T) {
+	const base = "evidence.jsonl"
+	for name, want := range map[string]bool{
+		"evidence.jsonl.1": true, "evidence.jsonl.1.gz": true, "evidence.jsonl-20261203": true,
+		"evidence.jsonl-2026-12-03_1764720000.gz": true, "evidence.jsonl_7.xz": true,
+		"evidence.jsonl-canary": false, "evidence.jsonl.bak": false, "evidence.jsonl.sha256": false,
+		"evidence.jsonl.1.sha256sum.txt": false, "evidence.jsonl.": false, "evidence.jsonl": false,
+		"evidence.jsonlx.1": false, "evidence.jsonl.1.g-z": false,
+	} {
+		if got := rotatedName(name, base); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
