@@ -248,9 +248,7 @@ func TestQuarantineKeptOnFullDisk(t *testing.T) {
 	rt := &callRuntime{risk: policy.RiskRead}
 	f := newDecisionFixture(t, allowPolicy, DecisionConfig{}, rt)
 	f.h.opts.QuarantineDir = filepath.Join(mnt, "quarantine")
-	if err := os.Mkdir(f.h.opts.QuarantineDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	_ = f.h.loadQuarantine("p") // the plugin's registration makes the directory
 	testenv.FillDisk(t, filepath.Join(mnt, "filler"))
 	if err := f.h.Quarantine(context.Background(), "p", "inv-1", []string{"handle_in_request"}); err != nil {
 		t.Fatalf("a quarantine kept as an empty mark reported: %v", err)
@@ -267,5 +265,21 @@ func TestQuarantineKeptOnFullDisk(t *testing.T) {
 	}
 	if q := f.h.loadQuarantine("p"); q != nil {
 		t.Fatalf("still quarantined after the release: %+v", q)
+	}
+}
+
+// The directory that keeps quarantines is made when a plugin is
+// registered, not first on a full disk, where a new directory needs a
+// data block (on ext4; an empty mark in it needs none) and the
+// quarantine would be lost to a restart.
+func TestQuarantineDirMadeAtRegistration(t *testing.T) {
+	rt := &callRuntime{risk: policy.RiskRead}
+	f := newDecisionFixture(t, allowPolicy, DecisionConfig{}, rt)
+	f.h.opts.QuarantineDir = filepath.Join(t.TempDir(), "quarantine")
+	if q := f.h.loadQuarantine("p"); q != nil {
+		t.Fatalf("quarantined: %+v", q)
+	}
+	if st, err := os.Stat(f.h.opts.QuarantineDir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the quarantine directory after registration: %v %v", st, err)
 	}
 }

@@ -39,7 +39,12 @@ func (h *Host) loadQuarantine(name string) *quarantine {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Made now, at the plugin's registration, while there is
+			// likely room: on a full disk a new directory needs a data
+			// block (an empty quarantine mark in it does not).
+			_ = os.MkdirAll(filepath.Dir(path), 0o700)
+		} else {
 			// Unreadable is kept quarantined: only an operator lifts it.
 			h.opts.Log.Error("quarantine record unreadable; the plugin stays quarantined", "plugin", name, "err", err)
 			return &quarantine{At: time.Now()}

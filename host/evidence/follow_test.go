@@ -225,7 +225,7 @@ func TestRestartAfterRotationRefusesBrokenSegment(t *testing.T) {
 		dir, key := t.TempDir(), testKey(t)
 		p, _ := crashedAfterRotation(t, dir, "evidence.jsonl.1", key)
 		b, _ := os.ReadFile(p + ".1")
-		if err := os.WriteFile(p+"-copy", b, 0o600); err != nil {
+		if err := os.WriteFile(p+"-20261203", b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		l, err := Open(p)

@@ -131,9 +131,10 @@ func Open(path string) (*Log, error) {
 	if l.size == 0 {
 		// Empty: a new log, or the next segment of a rotated one whose
 		// host stopped before it started the segment.
-		prev, err := previousSegment(path)
-		if err == nil && prev != "" {
-			err = l.follow(prev)
+		pf, prev, err := previousSegment(path)
+		if err == nil && pf != nil {
+			err = l.follow(pf, prev)
+			pf.Close()
 		}
 		if err != nil {
 			f.Close()

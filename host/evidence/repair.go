@@ -184,6 +184,22 @@ func recordRepair(f *os.File, path string, d repairData) (Repaired, error) {
 	if err != nil {
 		return Repaired{}, err
 	}
+	if l.size == 0 {
+		// All that was cut was the start of a segment (a host killed
+		// while it wrote the segment record): the cut is recorded in
+		// the chain that segment continues, as Open would go on.
+		pf, prev, err := previousSegment(path)
+		if err == nil && pf != nil {
+			err = l.follow(pf, prev)
+			pf.Close()
+		}
+		if err == nil && l.segmentDue {
+			err = l.writeSegment()
+		}
+		if err != nil {
+			return Repaired{}, err
+		}
+	}
 	data, _ := json.Marshal(d)
 	r, err := l.write(Record{Type: RepairType, Data: data})
 	if err != nil {

@@ -130,13 +130,36 @@ func firstSeq(path string) (uint64, error) {
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 			return err
 		}
-		var rec struct {
-			Seq uint64 `json:"seq"`
-		}
-		if json.Unmarshal(line, &rec) == nil {
-			seq = rec.Seq
-		}
+		seq = seqOf(line)
 		return nil
 	})
 	return seq, err
+}
+
+// logIDOf is the id of the log whose first record, or segment record,
+// is on line ("" when it is neither).
+func logIDOf(line []byte) string {
+	var rec Record
+	if json.Unmarshal(line, &rec) != nil {
+		return ""
+	}
+	var s segment
+	switch {
+	case rec.Type == SegmentType && json.Unmarshal(rec.Data, &s) == nil:
+		return s.LogID
+	case rec.Seq == 1:
+		return rec.ID
+	}
+	return ""
+}
+
+// seqOf is the seq of the record on line (0 when it is not a record).
+func seqOf(line []byte) uint64 {
+	var rec struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(line, &rec) != nil {
+		return 0
+	}
+	return rec.Seq
 }

@@ -136,9 +136,15 @@ func CheckOwnFile(name string, st fs.FileInfo) error {
 	if dir.Uid == sys.Uid {
 		return nil
 	}
+	who := userName(int(sys.Uid))
+	if euid == 0 && dir.Uid == 0 {
+		// Root cannot tell the service's user from another here
+		// (/var/log): giving the file to root would shut the service out.
+		return planted(name, fmt.Sprintf("belongs to user %s, who could rewrite it, in a directory of root's: if %s is the user Airlock runs as, run this as %s; if not, have root give it to that user (chown), or move it away", who, who, who))
+	}
 	owner := int(dir.Uid)
 	if owner == 0 {
 		owner = euid
 	}
-	return planted(name, fmt.Sprintf("belongs to user %s, who could rewrite it: have root give it to %s (chown), or move it away", userName(int(sys.Uid)), userName(owner)))
+	return planted(name, fmt.Sprintf("belongs to user %s, who could rewrite it: have root give it to %s (chown), or move it away", who, userName(owner)))
 }

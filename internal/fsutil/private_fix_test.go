@@ -66,3 +66,30 @@ func TestCheckPrivateDirNamesAFixThatWorks(t *testing.T) {
 		}
 	}
 }
+
+// Root (a repair, check-config) meeting the service's evidence log in a
+// directory of root's (/var/log) cannot tell the service's user from
+// another: the refusal must not tell it to take the file for root, which
+// would leave the service unable to write it, but to run as that user if
+// it is the service's.
+func TestCheckOwnFileRootInRootsDirectory(t *testing.T) {
+	testenv.NeedsRoot(t, "giving a file to another user")
+	p := filepath.Join(t.TempDir(), "evidence.jsonl")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, serviceUID, serviceGID); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CheckOwnFile(p, st)
+	if !errors.Is(err, ErrPlanted) {
+		t.Fatalf("another user's file in root's directory: %v", err)
+	}
+	if strings.Contains(err.Error(), "give it to root") || !strings.Contains(err.Error(), "run this as uid 64999") {
+		t.Fatalf("the fix named: %v", err)
+	}
+}
