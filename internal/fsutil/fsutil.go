@@ -22,11 +22,13 @@ func CopyFile(src, dst string, mode os.FileMode) (err error) {
 		return err
 	}
 	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	// A new name of its own (O_EXCL), not a fixed one: a link or a file
+	// left at a fixed name would be written through.
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return err
 	}
+	tmp := out.Name()
 	defer func() {
 		if err != nil {
 			out.Close()
