@@ -260,3 +260,44 @@ func TestFollowThenRotatedAgain(t *testing.T) {
 		t.Fatalf("three files: %+v %v", v, err)
 	}
 }
+
+// A log whose file was rotated and then removed (logrotate compressed it
+// at once) while no new file could be started at its path (a directory,
+// or a file the host may not open, left there) refuses records instead
+// of writing them to a file with no name, where they would be lost; once
+// the path can be used, the next record starts the new segment.
+func TestRotatedAndRemovedRefusesRecords(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "evidence.jsonl")
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 2)
+	if err := os.Rename(p, p+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Renamed, not removed: the record goes on in the renamed file.
+	if r, err := l.Append(Record{Type: "invocation.start"}); err != nil || r.Seq != 3 {
+		t.Fatalf("a record while the renamed file is there: %+v %v", r, err)
+	}
+	if err := os.Remove(p + ".1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(Record{Type: "invocation.start"}); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("a record with nowhere to go: %v, want ErrRemoved", err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Append(Record{Type: "invocation.start"}); err != nil || r.Seq != 5 {
+		t.Fatalf("the first record once the path is usable: %+v %v (want seq 5, after the segment record)", r, err)
+	}
+	if v, err := VerifyFiles([]string{p}, VerifyOptions{}); err != nil || v.First != 4 || v.Seq != 5 {
+		t.Fatalf("the new segment: %+v %v", v, err)
+	}
+}

@@ -5,12 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 )
 
-// ErrSegmentNotEmpty: the file now at the log's path holds data the log
-// did not write there, so no new segment is started in it; records go
-// on in the renamed file.
-var ErrSegmentNotEmpty = errors.New("the file now at the evidence log's path is not empty: the log goes on writing its renamed file")
+// Rotation errors.
+var (
+	// ErrSegmentNotEmpty: the file now at the log's path holds data the
+	// log did not write there, so no new segment is started in it;
+	// records go on in the renamed file.
+	ErrSegmentNotEmpty = errors.New("the file now at the evidence log's path is not empty: the log goes on writing its renamed file")
+	// ErrRemoved: the log's file was rotated away and removed, and a
+	// new file could not be started at its path; records are refused
+	// (evidence fails closed) rather than written where they would be
+	// lost, until one can be.
+	ErrRemoved = errors.New("the evidence log has no file to write to")
+)
 
 // Reopen follows a rotation: when the log's file has been renamed away
 // (or removed), the log starts a new segment in a file at its path
@@ -43,9 +52,14 @@ func (l *Log) ready() error {
 		}
 	}
 	if l.renamed() {
-		// Best effort: until the new segment can be started, records
-		// go on in the renamed file, where the chain stays whole.
-		_ = l.startSegment()
+		// Until the new segment can be started, records go on in the
+		// renamed file, where the chain stays whole: unless that file
+		// has been removed too (logrotate compressed it), where they
+		// would be lost.
+		if err := l.startSegment(); err != nil && l.unlinked() {
+			return fmt.Errorf("%w: the log's file was rotated and removed (compressed?), and no new one could be started at %s: %w",
+				ErrRemoved, l.path, err)
+		}
 	}
 	if l.segmentDue {
 		return l.writeSegment()
@@ -61,6 +75,16 @@ func (l *Log) writeSegment() error {
 	}
 	l.segmentDue = false
 	return nil
+}
+
+// unlinked says whether the open file has no name left.
+func (l *Log) unlinked() bool {
+	st, err := l.f.Stat()
+	if err != nil {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Nlink == 0
 }
 
 // renamed says whether the log's path no longer names its open file.
