@@ -54,6 +54,8 @@ type RedisStore struct {
 	// server the journal was last written again to on a new connection.
 	connMu           sync.Mutex
 	connPrimary      string
+	peersAt          atomic.Int64 // unix ns another replica was last seen (markPresence)
+	settleUntil      atomic.Int64 // unix ns until which resolves wait (settle)
 	epoch            atomic.Uint64    // bumped at each primary change: the feed subscribes again
 	switched         chan struct{}    // Sentinel announced a new primary
 	fedInvalidation  func(msg string) // tests: the feed applied a revocation message
@@ -207,6 +209,9 @@ func (s *RedisStore) Put(ctx context.Context, k HandleKey, g *Grant, maxPerInvoc
 // Get implements Store: from the local grant cache when it holds the
 // grant and its invalidation feed is live, else one round trip.
 func (s *RedisStore) Get(ctx context.Context, k HandleKey) (*Grant, error) {
+	if err := s.settling(time.Now()); err != nil {
+		return nil, err
+	}
 	hk := k.String()
 	gen, ok := s.cache.begin()
 	if ok {
@@ -215,6 +220,11 @@ func (s *RedisStore) Get(ctx context.Context, k HandleKey) (*Grant, error) {
 		}
 	}
 	g, err := s.get(ctx, hk)
+	if serr := s.settling(time.Now()); serr != nil {
+		// The round trip itself may have met the change (its
+		// connection was the first to the new server).
+		return nil, serr
+	}
 	if err == nil && ok {
 		s.cache.put(gen, hk, g)
 	}

@@ -124,6 +124,9 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if s.connPrimary != "" && n > 0 {
 		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
 	}
+	if s.connPrimary != "" {
+		s.settle(time.Now())
+	}
 	s.connPrimary = id
 	return nil
 }
@@ -175,6 +178,9 @@ func (s *RedisStore) watchPrimary(ctx context.Context) {
 		if err != nil || id == "" {
 			continue
 		}
+		pctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		_ = s.markPresence(pctx) // best effort: no peer seen means no wait
+		cancel()
 		if known != "" && id != known {
 			s.primaryChanged()
 			owed = true

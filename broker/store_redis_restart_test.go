@@ -43,8 +43,75 @@ func TestRedisRestartThatLostARevocationKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		if g, err := b.Resolve(ctx, iss.Handle); err == nil {
+		g, err := b.Resolve(ctx, iss.Handle)
+		if err == nil {
 			t.Fatalf("resolve %d after the restart: the revoked handle resolved again (plugin %s)", i, g.PluginID)
 		}
+		if s.settling(time.Now()) != nil {
+			t.Fatalf("resolve %d: a lone replica holds its resolves for peers it does not have: %v", i, err)
+		}
+	}
+}
+
+// With two replicas, a Redis that came back without a revocation one of
+// them made does not make the handle resolve on the other either: the
+// other, which has seen its peer, holds its resolves after the restart
+// (failing closed) until the revoking replica has noticed the restart
+// and written its journal again.
+func TestRedisRestartLostRevocationNotServedByPeer(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	a, sa := newRedisBroker(t, r.Addr, nil)
+	b, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = 100*time.Millisecond, 100*time.Millisecond
+	startFeed(t, sa)
+	startFeed(t, sb)
+	for deadline := time.Now().Add(10 * time.Second); !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("replica b never saw replica a")
+		}
+	}
+	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
+		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	if err := rc.Save(ctx).Err(); err != nil { // the snapshot holds the live handle
+		t.Fatal(err)
+	}
+	rc.Close()
+	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d, %v", n, err)
+	}
+	if _, err := b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
+		t.Fatalf("b's resolve after the revocation: %v", err)
+	}
+	r.Kill()
+	if err := r.Start(); err != nil { // back from the snapshot
+		t.Fatal(err)
+	}
+	// b resolves at once and keeps asking; a is left alone until its own
+	// primary check notices the restart. b must never see the handle
+	// live, and sees it revoked once a has written its journal again.
+	var unavailable int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g, err := b.Resolve(ctx, iss.Handle)
+		if err == nil {
+			t.Fatalf("b resolved the handle a revoked (plugin %s) after %d refusals", g.PluginID, unavailable)
+		}
+		if errors.Is(err, ErrHandleRevoked) {
+			break
+		}
+		if !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("b's resolve after the restart: %v", err)
+		}
+		unavailable++
+		if time.Now().After(deadline) {
+			t.Fatalf("b's resolves stayed unavailable: %v", err)
+		}
+	}
+	if unavailable == 0 {
+		t.Fatal("b saw the revocation without waiting: a wrote it again before b resolved, so the test proved nothing")
 	}
 }

@@ -1,0 +1,83 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// After a primary change (a Redis restart, a failover), each replica
+// writes the revocations it journaled again before it uses the new
+// server (onConnect). Another replica may reach the new server first and
+// resolve a handle whose revocation only the first one journaled. So a
+// replica that has peers holds its resolves for a moment after it sees
+// the change (settling): long enough for every peer to notice the change
+// on its own primary check and write its journal again. A replica that
+// has seen no peer lately does not wait: it holds every journal there is.
+
+// Bounds of settling.
+const (
+	// settleChecks is how many primary checks (feedPing) a replica
+	// holds resolves for after a primary change.
+	settleChecks = 3
+	// peerMemory is how long a peer seen once counts as present.
+	peerMemory = 10 * time.Minute
+	// presenceChecks is how many primary checks a replica's presence
+	// mark outlives it.
+	presenceChecks = 10
+)
+
+// replicaID names this store among the replicas (its feed probe
+// channel is unique to it).
+func (s *RedisStore) replicaID() string { return s.probeChannel }
+
+// markPresence records this replica as present (a sorted set of replica
+// ids scored by when each last marked itself, trimmed to the recent
+// ones) and notes when another replica was last seen there.
+func (s *RedisStore) markPresence(ctx context.Context) error {
+	key := s.key("replicas")
+	now := time.Now()
+	var card *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli()), Member: s.replicaID()})
+		p.ZRemRangeByScore(ctx, key, "-inf", fmt.Sprint(now.Add(-presenceChecks*s.feedPing).UnixMilli()))
+		card = p.ZCard(ctx, key)
+		p.PExpire(ctx, key, presenceChecks*s.feedPing)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if card.Val() > 1 {
+		s.peersAt.Store(now.UnixNano())
+	}
+	return nil
+}
+
+// hasPeers says whether another replica was seen within peerMemory.
+func (s *RedisStore) hasPeers(now time.Time) bool {
+	at := s.peersAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < peerMemory
+}
+
+// settle starts holding resolves after a primary change, when this
+// replica has peers.
+func (s *RedisStore) settle(now time.Time) {
+	if !s.hasPeers(now) {
+		return
+	}
+	hold := settleChecks * s.feedPing
+	s.settleUntil.Store(now.Add(hold).UnixNano())
+	s.log.Info("Redis primary changed: resolves wait while the other replicas write their revocations again", "for", hold)
+}
+
+// settling refuses a resolve while the store settles after a primary
+// change: the store is unavailable for it, and the proxy fails closed.
+func (s *RedisStore) settling(now time.Time) error {
+	if until := s.settleUntil.Load(); until != 0 && now.UnixNano() < until {
+		return fmt.Errorf("%w: the Redis primary changed; resolves wait until the other replicas have written their revocations again", ErrStoreUnavailable)
+	}
+	return nil
+}
