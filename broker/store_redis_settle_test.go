@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// A restarted Redis answers INFO while it loads its snapshot, but no
+// data. The hold after the restart must cover the moment it serves data
+// again, not run out while it loads: a replica that saw the restart
+// during the loading still refuses its first resolves after it, while
+// its peer, which made the revocation, has not yet written it again.
+func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
+	ctx := context.Background()
+	// About two seconds of loading for the snapshot below, far more
+	// than the hold (3 × 100ms), answering clients meanwhile as a large
+	// snapshot's loading does.
+	r := testenv.RedisArgs(t, "--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024")
+	a, sa := newRedisBroker(t, r.Addr, nil)
+	b, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = 100*time.Millisecond, 100*time.Millisecond
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan struct{})
+	go func() { sa.Run(actx); close(aDone) }()
+	t.Cleanup(func() { stopA(); <-aDone })
+	startFeed(t, sb)
+	for deadline := time.Now().Add(10 * time.Second); !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("replica b never saw replica a")
+		}
+	}
+	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
+		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	_, err = rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 2000; i++ {
+			p.Set(ctx, fmt.Sprint("filler:", i), "x", 0)
+		}
+		return nil
+	})
+	if err == nil {
+		err = rc.Save(ctx).Err() // the snapshot holds the live handle
+	}
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d, %v", n, err)
+	}
+	// a's primary check stops (a slow peer): a writes its journal again
+	// only when it next uses the store, below.
+	stopA()
+	<-aDone
+	r.Kill()
+	if err := r.Start(); err != nil { // returns once the snapshot is loaded
+		t.Fatal(err)
+	}
+	g, err := b.Resolve(ctx, iss.Handle)
+	if err == nil {
+		t.Fatalf("b resolved the handle a revoked (plugin %s): its hold ran out while Redis loaded", g.PluginID)
+	}
+	if !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("b's first resolve after the loading: %v", err)
+	}
+	// a uses the store: it writes its journal again (and, having a
+	// peer, holds its own resolves too).
+	if g, err := a.Resolve(ctx, iss.Handle); err == nil {
+		t.Fatalf("a resolved the handle it revoked (plugin %s)", g.PluginID)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g, err := b.Resolve(ctx, iss.Handle)
+		if err == nil {
+			t.Fatalf("b resolved the handle a revoked (plugin %s)", g.PluginID)
+		}
+		if errors.Is(err, ErrHandleRevoked) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's resolves stayed unavailable: %v", err)
+		}
+	}
+}
