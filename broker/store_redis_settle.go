@@ -56,6 +56,16 @@ func (s *RedisStore) markPresence(ctx context.Context) error {
 	return nil
 }
 
+// leave removes this replica's presence mark when it stops (after its
+// primary check has), so that the replica that takes its place (a
+// restart, an upgrade) does not count it as a peer. Best effort: a
+// replica that crashed stays counted for presenceChecks.
+func (s *RedisStore) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.rdb.ZRem(ctx, s.key("replicas"), s.replicaID()).Err()
+}
+
 // hasPeers says whether another replica was seen within peerMemory.
 func (s *RedisStore) hasPeers(now time.Time) bool {
 	at := s.peersAt.Load()

@@ -91,3 +91,41 @@ func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
 		}
 	}
 }
+
+// A lone replica that restarts (an upgrade) is still lone: the replica
+// it was marked its presence too, and that mark is not taken for a peer,
+// which would hold its resolves after every primary change for the next
+// ten minutes.
+func TestRedisRestartedLoneReplicaHasNoPeer(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	_, old := newRedisBroker(t, r.Addr, nil)
+	old.feedPing = 50 * time.Millisecond
+	octx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { old.Run(octx); close(done) }()
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	marks := func(s *RedisStore, n int) {
+		t.Helper()
+		var last float64
+		for seen, deadline := 0, time.Now().Add(10*time.Second); seen < n; time.Sleep(5 * time.Millisecond) {
+			if v, err := rc.ZScore(ctx, s.key("replicas"), s.replicaID()).Result(); err == nil && v != last {
+				last, seen = v, seen+1
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the replica never marked its presence")
+			}
+		}
+	}
+	marks(old, 1)
+	stop()
+	<-done
+	_, s := newRedisBroker(t, r.Addr, nil)
+	s.feedPing = 50 * time.Millisecond
+	startFeed(t, s)
+	marks(s, 2) // the first mark's count is recorded when the second is made
+	if s.hasPeers(time.Now()) {
+		t.Fatal("the restarted lone replica took the replica it was for a peer")
+	}
+}
