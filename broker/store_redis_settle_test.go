@@ -129,3 +129,21 @@ func TestRedisRestartedLoneReplicaHasNoPeer(t *testing.T) {
 		t.Fatal("the restarted lone replica took the replica it was for a peer")
 	}
 }
+
+// Replicas whose clocks disagree (a host without time sync, a virtual
+// machine resumed) still see each other as peers: whose mark is recent
+// is not judged by each replica's own clock.
+func TestRedisReplicasWithSkewedClocksSeeEachOther(t *testing.T) {
+	r := testenv.Redis(t)
+	_, sa := newRedisBroker(t, r.Addr, nil)
+	_, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = 50*time.Millisecond, 50*time.Millisecond
+	sa.presenceClock = func() time.Time { return time.Now().Add(-time.Minute) } // a minute behind
+	startFeed(t, sa)
+	startFeed(t, sb)
+	for deadline := time.Now().Add(10 * time.Second); !sa.hasPeers(time.Now()) || !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas did not see each other: a %v, b %v (a's clock a minute behind)", sa.hasPeers(time.Now()), sb.hasPeers(time.Now()))
+		}
+	}
+}
