@@ -56,6 +56,7 @@ type RedisStore struct {
 	connPrimary      string
 	peersAt          atomic.Int64     // unix ns another replica was last seen (markPresence)
 	settleUntil      atomic.Int64     // unix ns until which resolves wait (settle)
+	presenceClock    func() time.Time // tests: this replica's wall clock, if not time.Now
 	epoch            atomic.Uint64    // bumped at each primary change: the feed subscribes again
 	switched         chan struct{}    // Sentinel announced a new primary
 	fedInvalidation  func(msg string) // tests: the feed applied a revocation message

@@ -196,6 +196,7 @@ func (c *grantCache) proven(sent time.Time) {
 // It also watches for a primary change (see watchPrimary): revocations
 // are written again, and the cache waits for its feed on the new primary.
 func (s *RedisStore) Run(ctx context.Context) {
+	defer s.leave()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)

@@ -101,6 +101,16 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 		// no data.
 		return nil
 	}
+	// A restarted server answers INFO while it loads its data, and
+	// nothing else: it is not used (nor taken as the known primary)
+	// until it has loaded, so that the peers' hold (settle) starts
+	// when it can serve a resolve, not run out while it loads.
+	if loading, err := serverLoading(ctx, cn); err != nil || loading {
+		if err == nil {
+			err = errors.New("it is still loading its data")
+		}
+		return fmt.Errorf("a restarted or new Redis primary: %w", err)
+	}
 	entries := s.journal.live(time.Now())
 	n := len(entries)
 	// Not cut short by the caller's deadline (a resolve's): every new
@@ -136,6 +146,21 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 func (s *RedisStore) primaryID(ctx context.Context) (string, error) {
 	id, _, err := serverInfo(ctx, s.rdb)
 	return id, err
+}
+
+// serverLoading says whether the server c reaches is loading its data
+// (a restart: its snapshot or append-only file).
+func serverLoading(ctx context.Context, c redis.Cmdable) (bool, error) {
+	info, err := c.Info(ctx, "persistence").Result()
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "loading:"); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	return false, nil
 }
 
 // serverInfo is the run id and mode (standalone, sentinel) of the server

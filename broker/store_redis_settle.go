@@ -33,27 +33,48 @@ const (
 // channel is unique to it).
 func (s *RedisStore) replicaID() string { return s.probeChannel }
 
-// markPresence records this replica as present (a sorted set of replica
-// ids scored by when each last marked itself, trimmed to the recent
-// ones) and notes when another replica was last seen there.
+// presenceScript marks a replica present (KEYS[1] a sorted set of
+// replica ids, ARGV[1] this one's) scored by the server's clock, trims
+// the marks older than ARGV[2] ms and says how many are left. The
+// server's clock, not each replica's: replicas whose clocks disagree by
+// more than the window would trim each other's marks and never see a
+// peer.
+var presenceScript = redis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
+`)
+
+// markPresence records this replica as present and notes when another
+// replica was last seen there.
 func (s *RedisStore) markPresence(ctx context.Context) error {
-	key := s.key("replicas")
-	now := time.Now()
-	var card *redis.IntCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli()), Member: s.replicaID()})
-		p.ZRemRangeByScore(ctx, key, "-inf", fmt.Sprint(now.Add(-presenceChecks*s.feedPing).UnixMilli()))
-		card = p.ZCard(ctx, key)
-		p.PExpire(ctx, key, presenceChecks*s.feedPing)
-		return nil
-	})
+	n, err := presenceScript.Run(ctx, s.rdb, []string{s.key("replicas")}, s.replicaID(),
+		(presenceChecks * s.feedPing).Milliseconds()).Int()
 	if err != nil {
 		return err
 	}
-	if card.Val() > 1 {
+	if n > 1 {
+		now := time.Now()
+		if s.presenceClock != nil {
+			now = s.presenceClock()
+		}
 		s.peersAt.Store(now.UnixNano())
 	}
 	return nil
+}
+
+// leave removes this replica's presence mark when it stops (after its
+// primary check has), so that the replica that takes its place (a
+// restart, an upgrade) does not count it as a peer. Best effort: a
+// replica that crashed stays counted for presenceChecks.
+func (s *RedisStore) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.rdb.ZRem(ctx, s.key("replicas"), s.replicaID()).Err()
 }
 
 // hasPeers says whether another replica was seen within peerMemory.

@@ -32,11 +32,38 @@ func TestCopyFile(t *testing.T) {
 	if b, _ := os.ReadFile(dst); string(b) != "new bytes" {
 		t.Fatalf("dst changed by a failed copy: %q", b)
 	}
-	if _, err := os.Stat(dst + ".tmp"); !os.IsNotExist(err) {
-		t.Fatalf("temporary file left behind: %v", err)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 2 {
+		t.Fatalf("temporary file left behind: %v %v", ents, err)
 	}
 	if err := CopyFile(filepath.Join(dir, "missing"), dst, 0o700); err == nil {
 		t.Fatal("copying a missing file succeeded")
+	}
+}
+
+// A link planted at a name beside dst (the fixed dst.tmp a copy once
+// staged under) is not written through: the copy stages under a name of
+// its own, and the link's target keeps its bytes.
+func TestCopyFileDoesNotFollowAPlantedLink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("the target's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(src, []byte("new bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, dst+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyFile(src, dst, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "the target's" {
+		t.Fatalf("the link's target was written: %q", b)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "new bytes" {
+		t.Fatalf("dst = %q", b)
 	}
 }
 

@@ -87,13 +87,29 @@ func keepOwner(f *os.File, name string) error {
 // creates for a service's directory belongs to that service, so the
 // service can still take the lock. What another user planted at name (a
 // symbolic or hard link) is refused (OpenOwnFile): root would otherwise
-// give the link's target to the directory's owner.
+// give the link's target to the directory's owner. So is, for root, a
+// file of a third user's (neither root's nor the directory's owner's):
+// the directory's owner could have moved it there from a directory it
+// may write, to have root truncate it and give it away. Only root's own
+// lock (made now, or left by an earlier command of root's) is given away.
 func OpenLockFile(name string) (*os.File, error) {
 	f, err := OpenOwnFile(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := GiveToDirOwner(f, name); err != nil {
+	if os.Geteuid() != 0 {
+		return f, nil
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = CheckOwnFile(name, fi)
+	}
+	if err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
+			err = GiveToDirOwner(f, name)
+		}
+	}
+	if err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -32,6 +32,13 @@ func Redis(tb testing.TB) *RedisServer {
 	return startRedis(tb)
 }
 
+// RedisArgs is Redis with more redis-server arguments (a debugging
+// setting such as key-load-delay), kept across Start.
+func RedisArgs(tb testing.TB, args ...string) *RedisServer {
+	tb.Helper()
+	return startRedis(tb, args...)
+}
+
 // Start (re)starts the server on its address, for tests of recovery after
 // an outage. The data of an earlier run is gone.
 func (r *RedisServer) Start() error {

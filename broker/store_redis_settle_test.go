@@ -1,0 +1,149 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/airlock-dev/airlock/internal/testenv"
+)
+
+// A restarted Redis answers INFO while it loads its snapshot, but no
+// data. The hold after the restart must cover the moment it serves data
+// again, not run out while it loads: a replica that saw the restart
+// during the loading still refuses its first resolves after it, while
+// its peer, which made the revocation, has not yet written it again.
+func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
+	ctx := context.Background()
+	// About two seconds of loading for the snapshot below, far more
+	// than the hold (3 × 100ms), answering clients meanwhile as a large
+	// snapshot's loading does.
+	r := testenv.RedisArgs(t, "--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024")
+	a, sa := newRedisBroker(t, r.Addr, nil)
+	b, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = 100*time.Millisecond, 100*time.Millisecond
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan struct{})
+	go func() { sa.Run(actx); close(aDone) }()
+	t.Cleanup(func() { stopA(); <-aDone })
+	startFeed(t, sb)
+	for deadline := time.Now().Add(10 * time.Second); !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("replica b never saw replica a")
+		}
+	}
+	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
+		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	_, err = rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 2000; i++ {
+			p.Set(ctx, fmt.Sprint("filler:", i), "x", 0)
+		}
+		return nil
+	})
+	if err == nil {
+		err = rc.Save(ctx).Err() // the snapshot holds the live handle
+	}
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d, %v", n, err)
+	}
+	// a's primary check stops (a slow peer): a writes its journal again
+	// only when it next uses the store, below.
+	stopA()
+	<-aDone
+	r.Kill()
+	if err := r.Start(); err != nil { // returns once the snapshot is loaded
+		t.Fatal(err)
+	}
+	g, err := b.Resolve(ctx, iss.Handle)
+	if err == nil {
+		t.Fatalf("b resolved the handle a revoked (plugin %s): its hold ran out while Redis loaded", g.PluginID)
+	}
+	if !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("b's first resolve after the loading: %v", err)
+	}
+	// a uses the store: it writes its journal again (and, having a
+	// peer, holds its own resolves too).
+	if g, err := a.Resolve(ctx, iss.Handle); err == nil {
+		t.Fatalf("a resolved the handle it revoked (plugin %s)", g.PluginID)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g, err := b.Resolve(ctx, iss.Handle)
+		if err == nil {
+			t.Fatalf("b resolved the handle a revoked (plugin %s)", g.PluginID)
+		}
+		if errors.Is(err, ErrHandleRevoked) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's resolves stayed unavailable: %v", err)
+		}
+	}
+}
+
+// A lone replica that restarts (an upgrade) is still lone: the replica
+// it was marked its presence too, and that mark is not taken for a peer,
+// which would hold its resolves after every primary change for the next
+// ten minutes.
+func TestRedisRestartedLoneReplicaHasNoPeer(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	_, old := newRedisBroker(t, r.Addr, nil)
+	old.feedPing = 50 * time.Millisecond
+	octx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { old.Run(octx); close(done) }()
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	marks := func(s *RedisStore, n int) {
+		t.Helper()
+		var last float64
+		for seen, deadline := 0, time.Now().Add(10*time.Second); seen < n; time.Sleep(5 * time.Millisecond) {
+			if v, err := rc.ZScore(ctx, s.key("replicas"), s.replicaID()).Result(); err == nil && v != last {
+				last, seen = v, seen+1
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the replica never marked its presence")
+			}
+		}
+	}
+	marks(old, 1)
+	stop()
+	<-done
+	_, s := newRedisBroker(t, r.Addr, nil)
+	s.feedPing = 50 * time.Millisecond
+	startFeed(t, s)
+	marks(s, 2) // the first mark's count is recorded when the second is made
+	if s.hasPeers(time.Now()) {
+		t.Fatal("the restarted lone replica took the replica it was for a peer")
+	}
+}
+
+// Replicas whose clocks disagree (a host without time sync, a virtual
+// machine resumed) still see each other as peers: whose mark is recent
+// is not judged by each replica's own clock.
+func TestRedisReplicasWithSkewedClocksSeeEachOther(t *testing.T) {
+	r := testenv.Redis(t)
+	_, sa := newRedisBroker(t, r.Addr, nil)
+	_, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = 50*time.Millisecond, 50*time.Millisecond
+	sa.presenceClock = func() time.Time { return time.Now().Add(-time.Minute) } // a minute behind
+	startFeed(t, sa)
+	startFeed(t, sb)
+	for deadline := time.Now().Add(10 * time.Second); !sa.hasPeers(time.Now()) || !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas did not see each other: a %v, b %v (a's clock a minute behind)", sa.hasPeers(time.Now()), sb.hasPeers(time.Now()))
+		}
+	}
+}
