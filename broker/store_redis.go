@@ -54,8 +54,8 @@ type RedisStore struct {
 	// server the journal was last written again to on a new connection.
 	connMu           sync.Mutex
 	connPrimary      string
-	peersAt          atomic.Int64     // unix ns another replica was last seen (markPresence)
-	settleUntil      atomic.Int64     // unix ns until which resolves wait (settle)
+	peersAt          atomic.Int64     // when another replica was last seen (mono; markPresence)
+	settleUntil      atomic.Int64     // until when resolves wait (mono; settle)
 	presenceClock    func() time.Time // tests: this replica's wall clock, if not time.Now
 	epoch            atomic.Uint64    // bumped at each primary change: the feed subscribes again
 	switched         chan struct{}    // Sentinel announced a new primary

@@ -29,6 +29,13 @@ const (
 	presenceChecks = 10
 )
 
+// monoBase anchors the times settling keeps (peersAt, settleUntil) to
+// the monotonic clock: a wall clock stepped back or forward neither
+// lengthens a hold nor forgets a peer. Offsets from it are never zero.
+var monoBase = time.Now().Add(-time.Hour)
+
+func mono(t time.Time) int64 { return int64(t.Sub(monoBase)) }
+
 // replicaID names this store among the replicas (its feed probe
 // channel is unique to it).
 func (s *RedisStore) replicaID() string { return s.probeChannel }
@@ -62,7 +69,7 @@ func (s *RedisStore) markPresence(ctx context.Context) error {
 		if s.presenceClock != nil {
 			now = s.presenceClock()
 		}
-		s.peersAt.Store(now.UnixNano())
+		s.peersAt.Store(mono(now))
 	}
 	return nil
 }
@@ -80,7 +87,7 @@ func (s *RedisStore) leave() {
 // hasPeers says whether another replica was seen within peerMemory.
 func (s *RedisStore) hasPeers(now time.Time) bool {
 	at := s.peersAt.Load()
-	return at != 0 && now.Sub(time.Unix(0, at)) < peerMemory
+	return at != 0 && mono(now)-at < int64(peerMemory)
 }
 
 // settle starts holding resolves after a primary change, when this
@@ -90,14 +97,14 @@ func (s *RedisStore) settle(now time.Time) {
 		return
 	}
 	hold := settleChecks * s.feedPing
-	s.settleUntil.Store(now.Add(hold).UnixNano())
+	s.settleUntil.Store(mono(now.Add(hold)))
 	s.log.Info("Redis primary changed: resolves wait while the other replicas write their revocations again", "for", hold)
 }
 
 // settling refuses a resolve while the store settles after a primary
 // change: the store is unavailable for it, and the proxy fails closed.
 func (s *RedisStore) settling(now time.Time) error {
-	if until := s.settleUntil.Load(); until != 0 && now.UnixNano() < until {
+	if until := s.settleUntil.Load(); until != 0 && mono(now) < until {
 		return fmt.Errorf("%w: the Redis primary changed; resolves wait until the other replicas have written their revocations again", ErrStoreUnavailable)
 	}
 	return nil
