@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,28 +23,13 @@ func TestRedisRestartThatLostARevocationKeepsIt(t *testing.T) {
 	r := testenv.Redis(t)
 	b, s := newRedisBroker(t, r.Addr, nil)
 	startFeed(t, s)
-	iss, err := b.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
-		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
-	if err := rc.Save(ctx).Err(); err != nil { // the snapshot holds the live handle
-		t.Fatal(err)
-	}
-	rc.Close()
-	if n, err := b.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
-		t.Fatalf("revoke: %d, %v", n, err)
-	}
-	if _, err := b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
-		t.Fatalf("resolve after the revocation: %v", err)
-	}
+	handle := revokedInSnapshotOnly(t, b, b, r.Addr, 0)
 	r.Kill()
 	if err := r.Start(); err != nil { // back from the snapshot
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		g, err := b.Resolve(ctx, iss.Handle)
+		g, err := b.Resolve(ctx, handle)
 		if err == nil {
 			t.Fatalf("resolve %d after the restart: the revoked handle resolved again (plugin %s)", i, g.PluginID)
 		}
@@ -66,27 +52,8 @@ func TestRedisRestartLostRevocationNotServedByPeer(t *testing.T) {
 	sa.feedPing, sb.feedPing = 100*time.Millisecond, 100*time.Millisecond
 	startFeed(t, sa)
 	startFeed(t, sb)
-	for deadline := time.Now().Add(10 * time.Second); !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("replica b never saw replica a")
-		}
-	}
-	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
-		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
-	if err := rc.Save(ctx).Err(); err != nil { // the snapshot holds the live handle
-		t.Fatal(err)
-	}
-	rc.Close()
-	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
-		t.Fatalf("revoke: %d, %v", n, err)
-	}
-	if _, err := b.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
-		t.Fatalf("b's resolve after the revocation: %v", err)
-	}
+	waitForPeer(t, sb)
+	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 0)
 	r.Kill()
 	if err := r.Start(); err != nil { // back from the snapshot
 		t.Fatal(err)
@@ -96,7 +63,7 @@ func TestRedisRestartLostRevocationNotServedByPeer(t *testing.T) {
 	// live, and sees it revoked once a has written its journal again.
 	var unavailable int
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		g, err := b.Resolve(ctx, iss.Handle)
+		g, err := b.Resolve(ctx, handle)
 		if err == nil {
 			t.Fatalf("b resolved the handle a revoked (plugin %s) after %d refusals", g.PluginID, unavailable)
 		}
@@ -113,5 +80,50 @@ func TestRedisRestartLostRevocationNotServedByPeer(t *testing.T) {
 	}
 	if unavailable == 0 {
 		t.Fatal("b saw the revocation without waiting: a wrote it again before b resolved, so the test proved nothing")
+	}
+}
+
+// revokedInSnapshotOnly issues a handle on a, saves a Redis snapshot
+// holding it live (after fill more keys, to make the snapshot slower to
+// load), then revokes it on a, which resolver sees: a restart from that
+// snapshot loses the revocation. It returns the handle.
+func revokedInSnapshotOnly(t *testing.T, a, resolver *Broker, addr string, fill int) string {
+	t.Helper()
+	ctx := context.Background()
+	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
+		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	_, err = rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range fill {
+			p.Set(ctx, fmt.Sprint("filler:", i), "x", 0)
+		}
+		return nil
+	})
+	if err == nil {
+		err = rc.Save(ctx).Err()
+	}
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
+		t.Fatalf("revoke: %d, %v", n, err)
+	}
+	if _, err := resolver.Resolve(ctx, iss.Handle); !errors.Is(err, ErrHandleRevoked) {
+		t.Fatalf("resolve after the revocation: %v", err)
+	}
+	return iss.Handle
+}
+
+// waitForPeer waits until s has seen another replica's presence mark.
+func waitForPeer(t *testing.T, s *RedisStore) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !s.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never saw its peer")
+		}
 	}
 }

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -31,33 +30,8 @@ func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
 	go func() { sa.Run(actx); close(aDone) }()
 	t.Cleanup(func() { stopA(); <-aDone })
 	startFeed(t, sb)
-	for deadline := time.Now().Add(10 * time.Second); !sb.hasPeers(time.Now()); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("replica b never saw replica a")
-		}
-	}
-	iss, err := a.Issue(ctx, IssueRequest{PluginID: "p", InvocationID: "inv-1", Intent: "example.read",
-		Destinations: apiDest, Deadline: time.Now().Add(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
-	_, err = rc.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := 0; i < 2000; i++ {
-			p.Set(ctx, fmt.Sprint("filler:", i), "x", 0)
-		}
-		return nil
-	})
-	if err == nil {
-		err = rc.Save(ctx).Err() // the snapshot holds the live handle
-	}
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := a.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
-		t.Fatalf("revoke: %d, %v", n, err)
-	}
+	waitForPeer(t, sb)
+	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 2000)
 	// a's primary check stops (a slow peer): a writes its journal again
 	// only when it next uses the store, below.
 	stopA()
@@ -66,7 +40,7 @@ func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
 	if err := r.Start(); err != nil { // returns once the snapshot is loaded
 		t.Fatal(err)
 	}
-	g, err := b.Resolve(ctx, iss.Handle)
+	g, err := b.Resolve(ctx, handle)
 	if err == nil {
 		t.Fatalf("b resolved the handle a revoked (plugin %s): its hold ran out while Redis loaded", g.PluginID)
 	}
@@ -75,11 +49,11 @@ func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
 	}
 	// a uses the store: it writes its journal again (and, having a
 	// peer, holds its own resolves too).
-	if g, err := a.Resolve(ctx, iss.Handle); err == nil {
+	if g, err := a.Resolve(ctx, handle); err == nil {
 		t.Fatalf("a resolved the handle it revoked (plugin %s)", g.PluginID)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		g, err := b.Resolve(ctx, iss.Handle)
+		g, err := b.Resolve(ctx, handle)
 		if err == nil {
 			t.Fatalf("b resolved the handle a revoked (plugin %s)", g.PluginID)
 		}
