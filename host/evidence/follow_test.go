@@ -169,13 +169,7 @@ func TestRestartFollowsLatestSegment(t *testing.T) {
 // not followed: a second host on the same path is in use, and the first
 // goes on into the file at the path as before, with one chain.
 func TestRestartWhileOldHostRuns(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "evidence.jsonl")
-	l1, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l1.Close()
+	l1, p := newLog(t)
 	appendN(t, l1, 2)
 	if err := os.Rename(p, p+".1"); err != nil {
 		t.Fatal(err)
@@ -267,13 +261,7 @@ func TestFollowThenRotatedAgain(t *testing.T) {
 // of writing them to a file with no name, where they would be lost; once
 // the path can be used, the next record starts the new segment.
 func TestRotatedAndRemovedRefusesRecords(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "evidence.jsonl")
-	l, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, p := newLog(t)
 	appendN(t, l, 2)
 	if err := os.Rename(p, p+".1"); err != nil {
 		t.Fatal(err)
@@ -300,4 +288,17 @@ func TestRotatedAndRemovedRefusesRecords(t *testing.T) {
 	if v, err := VerifyFiles([]string{p}, VerifyOptions{}); err != nil || v.First != 4 || v.Seq != 5 {
 		t.Fatalf("the new segment: %+v %v", v, err)
 	}
+}
+
+// newLog opens a new log in a directory of its own, closed at the
+// test's end.
+func newLog(t *testing.T) (*Log, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "evidence.jsonl")
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, p
 }

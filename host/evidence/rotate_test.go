@@ -188,13 +188,7 @@ func rechainFrom(t *testing.T, lines []string) []string {
 // not written into: records go on in the renamed file, and Reopen says
 // why.
 func TestRotationForeignFileAtPath(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "evidence.jsonl")
-	l, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, p := newLog(t)
 	appendN(t, l, 2)
 	os.Rename(p, p+".1")
 	os.WriteFile(p, []byte("not ours\n"), 0o600)
