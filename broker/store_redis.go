@@ -57,6 +57,7 @@ type RedisStore struct {
 	peersAt          atomic.Int64     // when another replica was last seen (mono; markPresence)
 	settleUntil      atomic.Int64     // until when resolves wait (mono; settle)
 	presenceClock    func() time.Time // tests: this replica's wall clock, if not time.Now
+	peers            presence         // the peers seen, and those a hold awaits
 	epoch            atomic.Uint64    // bumped at each primary change: the feed subscribes again
 	switched         chan struct{}    // Sentinel announced a new primary
 	fedInvalidation  func(msg string) // tests: the feed applied a revocation message

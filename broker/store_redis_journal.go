@@ -135,7 +135,11 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
 	}
 	if s.connPrimary != "" {
-		s.settle(time.Now())
+		var since int64
+		if t, err := cn.Time(ctx).Result(); err == nil {
+			since = t.UnixMilli()
+		}
+		s.settle(time.Now(), since)
 	}
 	s.connPrimary = id
 	return nil

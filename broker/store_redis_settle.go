@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,16 +14,22 @@ import (
 // writes the revocations it journaled again before it uses the new
 // server (onConnect). Another replica may reach the new server first and
 // resolve a handle whose revocation only the first one journaled. So a
-// replica that has peers holds its resolves for a moment after it sees
-// the change (settling): long enough for every peer to notice the change
-// on its own primary check and write its journal again. A replica that
-// has seen no peer lately does not wait: it holds every journal there is.
+// replica that has peers holds its resolves after it sees the change
+// (settling) until every peer it saw lately has marked its presence on
+// the new server (a mark is made on a connection, so after that peer's
+// journal was written there), for at most settleMax primary checks; a
+// replica whose peers were seen only longer ago holds for settleChecks.
+// A replica that has seen no peer lately does not wait: it holds every
+// journal there is.
 
 // Bounds of settling.
 const (
 	// settleChecks is how many primary checks (feedPing) a replica
-	// holds resolves for after a primary change.
+	// holds resolves for after a primary change when it awaits no peer
+	// by name; settleMax bounds a hold that awaits peers (one that died
+	// at the change never marks again).
 	settleChecks = 3
+	settleMax    = 10
 	// peerMemory is how long a peer seen once counts as present.
 	peerMemory = 10 * time.Minute
 	// presenceChecks is how many primary checks a replica's presence
@@ -42,7 +50,8 @@ func (s *RedisStore) replicaID() string { return s.probeChannel }
 
 // presenceScript marks a replica present (KEYS[1] a sorted set of
 // replica ids, ARGV[1] this one's) scored by the server's clock, trims
-// the marks older than ARGV[2] ms and says how many are left. The
+// the marks older than ARGV[2] ms and returns the server's time (ms) and
+// the marks left, each id followed by its score. The
 // server's clock, not each replica's: replicas whose clocks disagree by
 // more than the window would trim each other's marks and never see a
 // peer.
@@ -53,23 +62,58 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('ZCARD', KEYS[1])
+local out = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+table.insert(out, 1, tostring(now))
+return out
 `)
 
-// markPresence records this replica as present and notes when another
-// replica was last seen there.
+// presence is what a replica knows of its peers: when it last saw each,
+// and during a hold, which ones it still awaits on the new primary.
+type presence struct {
+	mu       sync.Mutex
+	seen     map[string]int64 // peer id -> when last seen (mono)
+	awaiting map[string]bool  // peers not yet marked on the new primary
+	since    int64            // the new primary's clock (ms) at the change
+}
+
+// markPresence records this replica as present, notes the peers it
+// sees there, and ends a hold once every peer it awaits has marked
+// itself on the new primary.
 func (s *RedisStore) markPresence(ctx context.Context) error {
-	n, err := presenceScript.Run(ctx, s.rdb, []string{s.key("replicas")}, s.replicaID(),
-		(presenceChecks * s.feedPing).Milliseconds()).Int()
+	res, err := presenceScript.Run(ctx, s.rdb, []string{s.key("replicas")}, s.replicaID(),
+		(presenceChecks * s.feedPing).Milliseconds()).StringSlice()
 	if err != nil {
 		return err
 	}
-	if n > 1 {
-		now := time.Now()
-		if s.presenceClock != nil {
-			now = s.presenceClock()
+	now := time.Now()
+	if s.presenceClock != nil {
+		now = s.presenceClock()
+	}
+	p := &s.peers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen == nil {
+		p.seen = map[string]int64{}
+	}
+	others := false
+	for i := 1; i+1 < len(res); i += 2 {
+		id := res[i]
+		if id == s.replicaID() {
+			continue
 		}
+		others = true
+		p.seen[id] = mono(now)
+		if score, err := strconv.ParseFloat(res[i+1], 64); err == nil && p.awaiting[id] && int64(score) >= p.since {
+			delete(p.awaiting, id)
+		}
+	}
+	if others {
 		s.peersAt.Store(mono(now))
+	}
+	if p.awaiting != nil && len(p.awaiting) == 0 {
+		p.awaiting = nil
+		s.settleUntil.Store(0)
+		s.log.Info("every peer has written its revocations again on the new Redis primary: resolves go on")
 	}
 	return nil
 }
@@ -91,14 +135,35 @@ func (s *RedisStore) hasPeers(now time.Time) bool {
 }
 
 // settle starts holding resolves after a primary change, when this
-// replica has peers.
-func (s *RedisStore) settle(now time.Time) {
+// replica has peers: until the peers seen within presenceChecks have
+// marked themselves on the new primary (whose clock reads sinceMs; 0
+// when it could not be read), or else for settleChecks.
+func (s *RedisStore) settle(now time.Time, sinceMs int64) {
 	if !s.hasPeers(now) {
 		return
 	}
+	p := &s.peers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.awaiting = nil
+	if sinceMs > 0 {
+		for id, at := range p.seen {
+			if mono(now)-at < int64(presenceChecks*s.feedPing) {
+				if p.awaiting == nil {
+					p.awaiting = map[string]bool{}
+				}
+				p.awaiting[id] = true
+			}
+		}
+	}
+	p.since = sinceMs
 	hold := settleChecks * s.feedPing
+	if p.awaiting != nil {
+		hold = settleMax * s.feedPing
+	}
 	s.settleUntil.Store(mono(now.Add(hold)))
-	s.log.Info("Redis primary changed: resolves wait while the other replicas write their revocations again", "for", hold)
+	s.log.Info("Redis primary changed: resolves wait while the other replicas write their revocations again",
+		"peers", len(p.awaiting), "at_most", hold)
 }
 
 // settling refuses a resolve while the store settles after a primary

@@ -121,3 +121,52 @@ func TestRedisReplicasWithSkewedClocksSeeEachOther(t *testing.T) {
 		}
 	}
 }
+
+// A peer slower than a few primary checks to notice the change (busy,
+// or its checks stalled) is waited for by name: the other replica holds
+// its resolves until that peer has marked itself on the new server (so
+// has written its journal there), not for a fixed time it may outlast.
+func TestRedisRestartHoldAwaitsSlowPeer(t *testing.T) {
+	const ping = 200 * time.Millisecond
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	a, sa := newRedisBroker(t, r.Addr, nil)
+	b, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = ping, ping
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan struct{})
+	go func() { sa.Run(actx); close(aDone) }()
+	startFeed(t, sb)
+	waitForPeer(t, sb)
+	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 0)
+	stopA() // a's checks stall
+	<-aDone
+	r.Kill()
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Past a fixed hold of settleChecks, well within settleMax.
+	for start := time.Now(); time.Since(start) < (settleChecks+2)*ping; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.Resolve(ctx, handle); !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
+		}
+	}
+	// a comes back: it writes its journal on its first connection, then
+	// marks itself; b goes on and sees the revocation.
+	actx, stopA = context.WithCancel(ctx)
+	aDone = make(chan struct{})
+	go func() { sa.Run(actx); close(aDone) }()
+	t.Cleanup(func() { stopA(); <-aDone })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g, err := b.Resolve(ctx, handle)
+		if err == nil {
+			t.Fatalf("b resolved the handle a revoked (plugin %s)", g.PluginID)
+		}
+		if errors.Is(err, ErrHandleRevoked) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's resolves stayed unavailable after a came back: %v", err)
+		}
+	}
+}
