@@ -135,10 +135,7 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
 	}
 	if s.connPrimary != "" {
-		var since int64
-		if t, err := cn.Time(ctx).Result(); err == nil {
-			since = t.UnixMilli()
-		}
+		since, _ := sinceScript.Run(ctx, cn, []string{s.key("replicas")}).Int64() // 0 on error
 		s.settle(time.Now(), since)
 	}
 	s.connPrimary = id

@@ -67,13 +67,26 @@ table.insert(out, 1, tostring(now))
 return out
 `)
 
+// sinceScript reads, on a server that just became this replica's
+// primary, from when a peer's presence mark (KEYS[1]) proves that peer
+// wrote its journal there: the server's time (ms), or later than every
+// mark it already holds. Those came from its snapshot or from the old
+// primary, whose clock may be ahead of this one's.
+var sinceScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if top[2] and tonumber(top[2]) >= now then now = math.floor(tonumber(top[2])) + 1 end
+return now
+`)
+
 // presence is what a replica knows of its peers: when it last saw each,
 // and during a hold, which ones it still awaits on the new primary.
 type presence struct {
 	mu       sync.Mutex
 	seen     map[string]int64 // peer id -> when last seen (mono)
 	awaiting map[string]bool  // peers not yet marked on the new primary
-	since    int64            // the new primary's clock (ms) at the change
+	since    int64            // a mark scored from then on is new (sinceScript)
 }
 
 // markPresence records this replica as present, notes the peers it
@@ -136,8 +149,9 @@ func (s *RedisStore) hasPeers(now time.Time) bool {
 
 // settle starts holding resolves after a primary change, when this
 // replica has peers: until the peers seen within presenceChecks have
-// marked themselves on the new primary (whose clock reads sinceMs; 0
-// when it could not be read), or else for settleChecks.
+// marked themselves on the new primary since it became this replica's
+// (a score from sinceMs on, see sinceScript; 0 when it could not be
+// read), or else for settleChecks.
 func (s *RedisStore) settle(now time.Time, sinceMs int64) {
 	if !s.hasPeers(now) {
 		return

@@ -170,3 +170,45 @@ func TestRedisRestartHoldAwaitsSlowPeer(t *testing.T) {
 		}
 	}
 }
+
+// A peer's mark that the new server holds from before the change (its
+// snapshot, or what it replicated from the old primary) was not made
+// after the peer wrote its journal there, whatever its score: the old
+// server's clock may run ahead of the new one's (another host, a clock
+// stepped back at a reboot). The hold does not end on it.
+func TestRedisRestartHoldIgnoresRestoredMark(t *testing.T) {
+	const ping = 200 * time.Millisecond
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	a, sa := newRedisBroker(t, r.Addr, nil)
+	b, sb := newRedisBroker(t, r.Addr, nil)
+	sa.feedPing, sb.feedPing = ping, ping
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan struct{})
+	go func() { sa.Run(actx); close(aDone) }()
+	startFeed(t, sb)
+	waitForPeer(t, sb)
+	stopA() // a's checks stall
+	<-aDone
+	// a's last mark, dated by an old server whose clock ran a minute
+	// ahead; it goes into the snapshot below.
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	now, err := rc.Time(ctx).Result()
+	if err == nil {
+		err = rc.ZAdd(ctx, sa.key("replicas"), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: sa.replicaID()}).Err()
+	}
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 0)
+	r.Kill()
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < (settleChecks+2)*ping; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.Resolve(ctx, handle); !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
+		}
+	}
+}
