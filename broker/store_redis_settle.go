@@ -84,7 +84,7 @@ return now
 // and during a hold, which ones it still awaits on the new primary.
 type presence struct {
 	mu       sync.Mutex
-	seen     map[string]int64 // peer id -> when last seen (mono)
+	seen     map[string]int64 // peer id -> when last seen (mono), within presenceChecks
 	awaiting map[string]bool  // peers not yet marked on the new primary
 	since    int64            // a mark scored from then on is new (sinceScript)
 }
@@ -122,6 +122,13 @@ func (s *RedisStore) markPresence(ctx context.Context) error {
 	}
 	if others {
 		s.peersAt.Store(mono(now))
+	}
+	// settle awaits only the peers seen within the window: the others
+	// (each restart is a new id) are forgotten, or seen would grow.
+	for id, at := range p.seen {
+		if mono(now)-at >= int64(presenceChecks*s.feedPing) {
+			delete(p.seen, id)
+		}
 	}
 	if p.awaiting != nil && len(p.awaiting) == 0 {
 		p.awaiting = nil

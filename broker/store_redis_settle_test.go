@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -210,5 +211,40 @@ func TestRedisRestartHoldIgnoresRestoredMark(t *testing.T) {
 		if _, err := b.Resolve(ctx, handle); !errors.Is(err, ErrStoreUnavailable) {
 			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
 		}
+	}
+}
+
+// Each replica that starts is a new peer id: a long-lived replica among
+// many short-lived ones (autoscaling, restarts) forgets the peers it has
+// not seen within the window a hold awaits, rather than keep them all.
+func TestRedisPeersLongGoneAreForgotten(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	_, s := newRedisBroker(t, r.Addr, nil)
+	clock := time.Now()
+	s.presenceClock = func() time.Time { return clock }
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	for round := 0; round < 5; round++ {
+		peer := fmt.Sprint("short-lived-", round)
+		if err := rc.ZAdd(ctx, s.key("replicas"), redis.Z{Score: float64(time.Now().UnixMilli()), Member: peer}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.markPresence(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ZRem(ctx, s.key("replicas"), peer).Err(); err != nil { // it stops
+			t.Fatal(err)
+		}
+		clock = clock.Add(presenceChecks * s.feedPing)
+	}
+	if err := s.markPresence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.peers.mu.Lock()
+	n := len(s.peers.seen)
+	s.peers.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the replica still keeps %d peers it has not seen for a hold's window", n)
 	}
 }
