@@ -87,12 +87,17 @@ type presence struct {
 	seen     map[string]int64 // peer id -> when last seen (mono), within presenceChecks
 	awaiting map[string]bool  // peers not yet marked on the new primary
 	since    int64            // a mark scored from then on is new (sinceScript)
+	holds    uint64           // holds started: a check read before one is not judged by it
 }
 
 // markPresence records this replica as present, notes the peers it
 // sees there, and ends a hold once every peer it awaits has marked
 // itself on the new primary.
 func (s *RedisStore) markPresence(ctx context.Context) error {
+	p := &s.peers
+	p.mu.Lock()
+	hold := p.holds
+	p.mu.Unlock()
 	res, err := presenceScript.Run(ctx, s.rdb, []string{s.key("replicas")}, s.replicaID(),
 		(presenceChecks * s.feedPing).Milliseconds()).StringSlice()
 	if err != nil {
@@ -102,9 +107,11 @@ func (s *RedisStore) markPresence(ctx context.Context) error {
 	if s.presenceClock != nil {
 		now = s.presenceClock()
 	}
-	p := &s.peers
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Read before a hold started (a connection to the new primary
+	// started it meanwhile), the marks may be the old primary's.
+	current := hold == p.holds
 	if p.seen == nil {
 		p.seen = map[string]int64{}
 	}
@@ -116,7 +123,7 @@ func (s *RedisStore) markPresence(ctx context.Context) error {
 		}
 		others = true
 		p.seen[id] = mono(now)
-		if score, err := strconv.ParseFloat(res[i+1], 64); err == nil && p.awaiting[id] && int64(score) >= p.since {
+		if score, err := strconv.ParseFloat(res[i+1], 64); err == nil && current && p.awaiting[id] && int64(score) >= p.since {
 			delete(p.awaiting, id)
 		}
 	}
@@ -178,6 +185,7 @@ func (s *RedisStore) settle(now time.Time, sinceMs int64) {
 		}
 	}
 	p.since = sinceMs
+	p.holds++
 	hold := settleChecks * s.feedPing
 	if p.awaiting != nil {
 		hold = settleMax * s.feedPing

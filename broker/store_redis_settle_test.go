@@ -248,3 +248,44 @@ func TestRedisPeersLongGoneAreForgotten(t *testing.T) {
 		t.Fatalf("the replica still keeps %d peers it has not seen for a hold's window", n)
 	}
 }
+
+// A presence check whose answer came from the old primary, while a
+// connection to the new one started a hold, does not count its marks
+// as made on the new one: the old server's clock may be ahead of the
+// new one's, and its marks say nothing of the new server's journal.
+func TestRedisHoldIgnoresMarksReadBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	_, s := newRedisBroker(t, r.Addr, nil)
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	now, err := rc.Time(ctx).Result()
+	if err == nil {
+		err = rc.ZAdd(ctx, s.key("replicas"), redis.Z{Score: float64(now.UnixMilli()), Member: "peer"}).Err()
+	}
+	if err == nil {
+		err = s.markPresence(ctx) // the peer is seen
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The change lands between the next check's answer (from the old
+	// server) and its reading: the new server's clock is behind.
+	changed := false
+	s.presenceClock = func() time.Time {
+		if !changed {
+			changed = true
+			s.settle(time.Now(), now.Add(-time.Second).UnixMilli())
+		}
+		return time.Now()
+	}
+	if err := s.markPresence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !changed {
+		t.Fatal("the hook did not run")
+	}
+	if s.settling(time.Now()) == nil {
+		t.Fatal("a mark read from the old server ended the hold")
+	}
+}
