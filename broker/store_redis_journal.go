@@ -94,11 +94,16 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	id, mode, err := serverInfo(ctx, cn)
+	var refused redis.Error
+	if err != nil && !errors.As(err, &refused) {
+		// No answer (a timeout, a broken connection): the server may be
+		// a new one, so the connection is not used as if it were not.
+		return fmt.Errorf("asking a Redis server which it is: %w", err)
+	}
 	if err != nil || id == "" || id == s.connPrimary || mode == "sentinel" {
-		// A server that will not say (INFO refused) is taken as it is;
-		// a broken connection fails at its first command. The failover
-		// client runs this on its Sentinel connections too: they hold
-		// no data.
+		// A server that will not say (INFO refused) is taken as it is.
+		// The failover client runs this on its Sentinel connections
+		// too: they hold no data.
 		return nil
 	}
 	// A restarted server answers INFO while it loads its data, and
