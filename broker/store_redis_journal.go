@@ -147,8 +147,9 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 	return nil
 }
 
-// primaryID is the run id of the server the store writes to: it changes
-// when another server becomes primary, or the primary restarts.
+// primaryID names the server the store writes to as primary (serverInfo):
+// it changes when another server becomes primary, the primary restarts,
+// or it is promoted again after following another.
 func (s *RedisStore) primaryID(ctx context.Context) (string, error) {
 	id, _, err := serverInfo(ctx, s.rdb)
 	return id, err
@@ -169,22 +170,32 @@ func serverLoading(ctx context.Context, c redis.Cmdable) (bool, error) {
 	return false, nil
 }
 
-// serverInfo is the run id and mode (standalone, sentinel) of the server
-// c reaches.
+// serverInfo is the id and mode (standalone, sentinel) of the server c
+// reaches. The id is its run id and replication id: a server that
+// followed another (a failover, then a failback) took that one's data,
+// and is a new primary once promoted again (a new replication id) though
+// its process, so its run id, is the same.
 func serverInfo(ctx context.Context, c redis.Cmdable) (id, mode string, err error) {
-	info, err := c.Info(ctx, "server").Result()
+	info, err := c.Info(ctx).Result() // the default sections: server, replication
 	if err != nil {
 		return "", "", err
 	}
+	var run, repl string
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			id = strings.TrimSpace(v)
+			run = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			repl = strings.TrimSpace(v)
 		}
 		if v, ok := strings.CutPrefix(line, "redis_mode:"); ok {
 			mode = strings.TrimSpace(v)
 		}
 	}
-	return id, mode, nil
+	if run == "" {
+		return "", mode, nil
+	}
+	return run + " " + repl, mode, nil
 }
 
 // watchPrimary notices a primary change (a failover, or a restart) within
