@@ -39,7 +39,7 @@ func TestRedisPrimaryPromotedAgainKeepsRevocation(t *testing.T) {
 		if err := leader.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.SlaveOf(ctx, host, port).Err(); err != nil {
+		if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -52,14 +52,14 @@ func TestRedisPrimaryPromotedAgainKeepsRevocation(t *testing.T) {
 		}
 	}
 	follow(yc, x.Addr) // y holds the handle live
-	if err := yc.SlaveOf(ctx, "no", "one").Err(); err != nil {
+	if err := yc.ReplicaOf(ctx, "no", "one").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.RevokeInvocation(ctx, "inv-1"); err != nil || n != 1 {
 		t.Fatalf("revoke: %d, %v", n, err)
 	}
 	follow(xc, y.Addr) // x takes y's data, without the revocation
-	if err := xc.SlaveOf(ctx, "no", "one").Err(); err != nil {
+	if err := xc.ReplicaOf(ctx, "no", "one").Err(); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
