@@ -384,9 +384,14 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 }
 
 // Persistence reports how the Redis primary persists its data, for a
-// startup warning: "" when AOF is on; otherwise what a restart would lose.
+// startup warning: "" when AOF is on; otherwise what a restart would lose
+// (also when INFO, which notices a restart, is refused).
 // Managed Redis that refuses CONFIG answers "" (unknown, not warned).
 func (s *RedisStore) Persistence(ctx context.Context) string {
+	var refused redis.Error
+	if _, _, err := serverInfo(ctx, s.rdb); errors.As(err, &refused) {
+		return "Redis refuses INFO to this user: a restart or failover of Redis is not noticed, so revocations it lost are not written again and other replicas do not wait for them; allow INFO for the broker's Redis user"
+	}
 	v, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
 	if err != nil || v["appendonly"] == "yes" {
 		return ""

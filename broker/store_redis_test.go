@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +238,27 @@ func TestRedisPersistenceWarning(t *testing.T) {
 	}
 	if w := store.Persistence(ctx); w != "" {
 		t.Fatalf("warning with AOF on: %q", w)
+	}
+}
+
+// A Redis user that may not run INFO gets a startup warning: without
+// INFO no restart or failover is noticed, so nothing lost is written
+// again.
+func TestRedisPersistenceWarningWithoutInfo(t *testing.T) {
+	r := testenv.Redis(t)
+	ctx := context.Background()
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	const pw = "noinfo-test-password"
+	if err := rc.Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">"+pw, "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	pwFile := filepath.Join(t.TempDir(), "redis-password")
+	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, store := newRedisBrokerWith(t, RedisConfig{Address: r.Addr, Username: "noinfo", PasswordFile: pwFile}, nil)
+	if w := store.Persistence(ctx); !strings.Contains(w, "refuses INFO") || strings.Contains(w, pw) {
+		t.Fatalf("warning for a user without INFO: %q", w)
 	}
 }
