@@ -140,7 +140,11 @@ func (s *RedisStore) onConnect(ctx context.Context, cn *redis.Conn) error {
 		s.log.Info("revocations written again on a restarted or new Redis primary before its first use", "revocations", n)
 	}
 	if s.connPrimary != "" {
-		since, _ := sinceScript.Run(ctx, cn, []string{s.key("replicas")}).Int64() // 0 on error
+		since, err := sinceScript.Run(ctx, cn, []string{s.key("replicas")}).Int64()
+		if err != nil {
+			since = 0 // the hold then awaits no peer by name: settleChecks
+			s.log.Warn("reading the new Redis primary's clock failed; resolves wait a fixed time for the other replicas", "err", err)
+		}
 		s.settle(time.Now(), since)
 	}
 	s.connPrimary = id
