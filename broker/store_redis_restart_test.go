@@ -127,3 +127,22 @@ func waitForPeer(t *testing.T, s *RedisStore) {
 		}
 	}
 }
+
+// awaitRevoked polls b until it answers that handle is revoked; the
+// handle resolving meanwhile, or no answer but unavailable within ten
+// seconds, fails the test.
+func awaitRevoked(t *testing.T, b *Broker, handle string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g, err := b.Resolve(context.Background(), handle)
+		if err == nil {
+			t.Fatalf("the revoked handle resolved (plugin %s)", g.PluginID)
+		}
+		if errors.Is(err, ErrHandleRevoked) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resolves stayed unavailable: %v", err)
+		}
+	}
+}
