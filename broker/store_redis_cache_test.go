@@ -10,14 +10,22 @@ import (
 	"github.com/airlock-dev/airlock/internal/testenv"
 )
 
+// runStore runs s (its feed and primary checks) until stop, which waits
+// for it to end; the test's end stops it too.
+func runStore(t *testing.T, s *RedisStore) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
 // startFeed runs the store's invalidation feed until the test ends and
 // waits for it to be live.
 func startFeed(t *testing.T, s *RedisStore) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runStore(t, s)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, live := s.cache.begin(); live {
 			return

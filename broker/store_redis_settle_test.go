@@ -26,17 +26,13 @@ func TestRedisRestartHoldOutlastsLoading(t *testing.T) {
 	a, sa := newRedisBroker(t, r.Addr, nil)
 	b, sb := newRedisBroker(t, r.Addr, nil)
 	sa.feedPing, sb.feedPing = 100*time.Millisecond, 100*time.Millisecond
-	actx, stopA := context.WithCancel(ctx)
-	aDone := make(chan struct{})
-	go func() { sa.Run(actx); close(aDone) }()
-	t.Cleanup(func() { stopA(); <-aDone })
+	stopA := runStore(t, sa)
 	startFeed(t, sb)
 	waitForPeer(t, sb)
 	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 2000)
 	// a's primary check stops (a slow peer): a writes its journal again
 	// only when it next uses the store, below.
 	stopA()
-	<-aDone
 	r.Kill()
 	if err := r.Start(); err != nil { // returns once the snapshot is loaded
 		t.Fatal(err)
@@ -65,9 +61,7 @@ func TestRedisRestartedLoneReplicaHasNoPeer(t *testing.T) {
 	r := testenv.Redis(t)
 	_, old := newRedisBroker(t, r.Addr, nil)
 	old.feedPing = 50 * time.Millisecond
-	octx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { old.Run(octx); close(done) }()
+	stop := runStore(t, old)
 	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer rc.Close()
 	marks := func(s *RedisStore, n int) {
@@ -84,7 +78,6 @@ func TestRedisRestartedLoneReplicaHasNoPeer(t *testing.T) {
 	}
 	marks(old, 1)
 	stop()
-	<-done
 	_, s := newRedisBroker(t, r.Addr, nil)
 	s.feedPing = 50 * time.Millisecond
 	startFeed(t, s)
@@ -118,35 +111,24 @@ func TestRedisReplicasWithSkewedClocksSeeEachOther(t *testing.T) {
 // has written its journal there), not for a fixed time it may outlast.
 func TestRedisRestartHoldAwaitsSlowPeer(t *testing.T) {
 	const ping = 200 * time.Millisecond
-	ctx := context.Background()
 	r := testenv.Redis(t)
 	a, sa := newRedisBroker(t, r.Addr, nil)
 	b, sb := newRedisBroker(t, r.Addr, nil)
 	sa.feedPing, sb.feedPing = ping, ping
-	actx, stopA := context.WithCancel(ctx)
-	aDone := make(chan struct{})
-	go func() { sa.Run(actx); close(aDone) }()
+	stopA := runStore(t, sa)
 	startFeed(t, sb)
 	waitForPeer(t, sb)
 	handle := revokedInSnapshotOnly(t, a, b, r.Addr, 0)
 	stopA() // a's checks stall
-	<-aDone
 	r.Kill()
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Past a fixed hold of settleChecks, well within settleMax.
-	for start := time.Now(); time.Since(start) < (settleChecks+2)*ping; time.Sleep(10 * time.Millisecond) {
-		if _, err := b.Resolve(ctx, handle); !errors.Is(err, ErrStoreUnavailable) {
-			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
-		}
-	}
+	heldFor(t, b, handle, (settleChecks+2)*ping)
 	// a comes back: it writes its journal on its first connection, then
 	// marks itself; b goes on and sees the revocation.
-	actx, stopA = context.WithCancel(ctx)
-	aDone = make(chan struct{})
-	go func() { sa.Run(actx); close(aDone) }()
-	t.Cleanup(func() { stopA(); <-aDone })
+	runStore(t, sa)
 	awaitRevoked(t, b, handle)
 }
 
@@ -162,13 +144,10 @@ func TestRedisRestartHoldIgnoresRestoredMark(t *testing.T) {
 	a, sa := newRedisBroker(t, r.Addr, nil)
 	b, sb := newRedisBroker(t, r.Addr, nil)
 	sa.feedPing, sb.feedPing = ping, ping
-	actx, stopA := context.WithCancel(ctx)
-	aDone := make(chan struct{})
-	go func() { sa.Run(actx); close(aDone) }()
+	stopA := runStore(t, sa)
 	startFeed(t, sb)
 	waitForPeer(t, sb)
 	stopA() // a's checks stall
-	<-aDone
 	// a's last mark, dated by an old server whose clock ran a minute
 	// ahead; it goes into the snapshot below.
 	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
@@ -185,11 +164,7 @@ func TestRedisRestartHoldIgnoresRestoredMark(t *testing.T) {
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); time.Since(start) < (settleChecks+2)*ping; time.Sleep(10 * time.Millisecond) {
-		if _, err := b.Resolve(ctx, handle); !errors.Is(err, ErrStoreUnavailable) {
-			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
-		}
-	}
+	heldFor(t, b, handle, (settleChecks+2)*ping)
 }
 
 // Each replica that starts is a new peer id: a long-lived replica among
@@ -265,5 +240,16 @@ func TestRedisHoldIgnoresMarksReadBeforeIt(t *testing.T) {
 	}
 	if s.settling(time.Now()) == nil {
 		t.Fatal("a mark read from the old server ended the hold")
+	}
+}
+
+// heldFor asks b to resolve handle for d after a restart with the
+// revoking peer not yet back: every answer must be unavailable.
+func heldFor(t *testing.T, b *Broker, handle string, d time.Duration) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < d; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.Resolve(context.Background(), handle); !errors.Is(err, ErrStoreUnavailable) {
+			t.Fatalf("b's resolve %v after the restart, with a not yet back: %v, want unavailable", time.Since(start), err)
+		}
 	}
 }
